@@ -1,0 +1,1 @@
+"""Scene files shipped with worldsim (MJCF); data, not code."""

@@ -1,0 +1,69 @@
+"""What every task family provides, over batches of states.
+
+A family turns a batch of scene states into the task's quantities: the object and goal
+positions that go into observations, named dense-reward terms, success, and a scripted expert.
+Everything is vectorised numpy over the batch axis; nothing here keeps per-episode memory, so
+the expert is a pure function of the current state (it re-plans every step).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from worldsim.envs.scene import Scene
+from worldsim.envs.tasks import TaskSpec
+
+# Largest end-effector displacement one action can ask for (metres per control step).
+ACTION_SCALE = 0.03
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per-env task quantities for one batch of states."""
+
+    success: np.ndarray  # (N,) bool
+    terms: dict[str, np.ndarray]  # named dense-reward terms, each (N,) in [0, 1]
+
+    def dense_reward(self) -> np.ndarray:
+        """Staged reward in [0, 1]: the mean of the terms and a success stage; 1 on success."""
+        total = sum(self.terms.values()) / (len(self.terms) + 1)
+        return np.where(self.success, 1.0, total)
+
+
+def move_towards(
+    tcp: np.ndarray, target: np.ndarray, grip: np.ndarray | float, speed: np.ndarray | float = 1.0
+) -> np.ndarray:
+    """Action that moves the TCP towards ``target`` at up to ``speed`` (fraction of the largest
+    step), with gripper command ``grip``."""
+    limit = np.broadcast_to(np.asarray(speed, dtype=float), (len(tcp),))[:, None]
+    delta = np.clip((target - tcp) / ACTION_SCALE, -limit, limit)
+    grip = np.broadcast_to(np.asarray(grip, dtype=float), (len(tcp),))
+    return np.column_stack([delta, grip])
+
+
+def closeness(distance: np.ndarray, scale: float) -> np.ndarray:
+    """Shaping term in (0, 1]: 1 at zero distance, falling off over about ``1/scale`` metres."""
+    return 1.0 - np.tanh(scale * distance)
+
+
+class TaskFamily(ABC):
+    """Task logic for one :class:`TaskSpec` over the shared :class:`Scene`."""
+
+    def __init__(self, spec: TaskSpec, scene: Scene):
+        self.spec = spec
+        self.scene = scene
+
+    @abstractmethod
+    def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (N, 3) of the thing acted on and of where it must go."""
+
+    @abstractmethod
+    def evaluate(self, qpos: np.ndarray) -> Evaluation:
+        """Success and named reward terms for a batch of states."""
+
+    @abstractmethod
+    def expert(self, qpos: np.ndarray) -> np.ndarray:
+        """Scripted expert actions (N, 4) in [-1, 1] for a batch of states."""

@@ -1,0 +1,80 @@
+"""Observation spaces and the low-dimensional observation vectors, batched.
+
+``obs_mode`` picks what an observation holds:
+
+``"state"``
+    the flat float32 ``state`` vector alone (a ``Box``), as in Gymnasium's MuJoCo envs.
+``"pixels"``
+    a ``Dict`` with ``image`` (uint8 H x W x 3, front camera), optionally ``wrist_image``,
+    ``proprio`` and ``instruction``.
+``"pixels+state"``
+    the ``pixels`` dict plus ``state`` (for privileged critics and world models).
+
+``state`` layout (56 floats; :data:`STATE_LAYOUT` names the slices):
+TCP position (3), TCP velocity (3), finger openings (2), task object position (3), task goal
+position (3), goal - object (3), object - TCP (3), then for the red, green and yellow cube in
+turn position (3), quaternion (4) and linear velocity (3), the blue and orange zone centres
+(2 each) and the bin centre (2). "Object" and "goal" are the task's (for reaching a zone the
+object is the zone and the goal the point above it), so one layout serves every task.
+
+``proprio``: TCP position (3) and gripper opening, the gap between the fingers (1).
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+from gymnasium import spaces
+
+from worldsim.envs.families import TaskFamily
+from worldsim.envs.scene import CUBES, ZONES, Scene
+
+OBS_MODES: tuple[str, ...] = ("state", "pixels", "pixels+state")
+INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.'-"
+INSTRUCTION_MAX_LENGTH = 128
+
+STATE_LAYOUT: dict[str, slice] = {}
+_offset = 0
+for _name, _size in [
+    ("tcp_pos", 3), ("tcp_vel", 3), ("fingers", 2), ("object_pos", 3), ("goal_pos", 3),
+    ("goal_minus_object", 3), ("object_minus_tcp", 3),
+    *[(f"{c}_cube_{part}", n) for c in CUBES for part, n in (("pos", 3), ("quat", 4), ("vel", 3))],
+    *[(f"{z}_zone_xy", 2) for z in ZONES], ("bin_xy", 2),
+]:
+    STATE_LAYOUT[_name] = slice(_offset, _offset + _size)
+    _offset += _size
+STATE_DIM = _offset
+PROPRIO_DIM = 4
+
+
+def state_vector(scene: Scene, family: TaskFamily, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """The ``state`` observation for a batch, shape (N, STATE_DIM), float32."""
+    tcp = scene.tcp(qpos)
+    obj, goal = family.object_and_goal(qpos)
+    parts = [tcp, qvel[:, scene.ee_dof], qpos[:, scene.fingers], obj, goal, goal - obj, obj - tcp]
+    for cube in CUBES:
+        parts += [qpos[:, scene.cube(cube)], qvel[:, scene.cube_dof(cube)][:, :3]]
+    parts += [qpos[:, scene.zone(z)] for z in ZONES] + [qpos[:, scene.bin]]
+    return np.concatenate(parts, axis=1).astype(np.float32)
+
+
+def proprio_vector(scene: Scene, qpos: np.ndarray) -> np.ndarray:
+    """The ``proprio`` observation, shape (N, 4), float32."""
+    return np.column_stack([scene.tcp(qpos), scene.gripper_width(qpos)]).astype(np.float32)
+
+
+def observation_space(obs_mode: str, image_shape: tuple[int, int], wrist_camera: bool) -> spaces.Space:
+    """The single-env observation space for ``obs_mode``."""
+    state = spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)
+    if obs_mode == "state":
+        return state
+    image = spaces.Box(0, 255, (*image_shape, 3), np.uint8)
+    keys: dict[str, spaces.Space] = {"image": image}
+    if wrist_camera:
+        keys["wrist_image"] = image
+    keys["proprio"] = spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32)
+    if obs_mode == "pixels+state":
+        keys["state"] = state
+    keys["instruction"] = spaces.Text(INSTRUCTION_MAX_LENGTH, charset=INSTRUCTION_CHARSET)
+    return spaces.Dict(keys)

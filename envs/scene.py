@@ -1,0 +1,111 @@
+"""The tabletop scene: the MjModel every task shares, and named views into its state.
+
+Every movable thing in ``assets/tabletop.xml`` has joints, so a batch of layouts is a batch of
+``qpos`` rows. :class:`Scene` turns joint names into array slices once, so the rest of the
+code reads ``scene.cube_pos(qpos, "red")`` rather than raw indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+
+import mujoco
+import numpy as np
+
+CUBES: tuple[str, ...] = ("red", "green", "yellow")
+ZONES: tuple[str, ...] = ("blue", "orange")
+
+CUBE_HALF = 0.02
+ZONE_HALF = 0.05
+BIN_INNER_HALF = 0.055
+BIN_FLOOR_TOP = 0.006
+FINGER_OPEN = 0.045
+TABLE_LIMIT = 0.4  # an object further than this from the centre has left the table
+EE_LOW = np.array([-0.3, -0.3, 0.012])
+EE_HIGH = np.array([0.3, 0.3, 0.32])
+
+
+def scene_xml_path() -> str:
+    """Path of the shipped MJCF scene."""
+    return str(resources.files("worldsim.assets").joinpath("tabletop.xml"))
+
+
+@dataclass(frozen=True)
+class Scene:
+    """The compiled scene and the qpos/qvel addresses of its parts."""
+
+    model: mujoco.MjModel
+
+    @classmethod
+    def load(cls) -> Scene:
+        return cls(mujoco.MjModel.from_xml_path(scene_xml_path()))
+
+    def _qpos_adr(self, joint: str) -> int:
+        return int(self.model.jnt_qposadr[self.model.joint(joint).id])
+
+    def _dof_adr(self, joint: str) -> int:
+        return int(self.model.jnt_dofadr[self.model.joint(joint).id])
+
+    @cached_property
+    def ee(self) -> slice:
+        a = self._qpos_adr("ee_x")
+        return slice(a, a + 3)
+
+    @cached_property
+    def ee_dof(self) -> slice:
+        a = self._dof_adr("ee_x")
+        return slice(a, a + 3)
+
+    @cached_property
+    def fingers(self) -> slice:
+        a = self._qpos_adr("finger_left")
+        assert self._qpos_adr("finger_right") == a + 1
+        return slice(a, a + 2)
+
+    def cube(self, colour: str) -> slice:
+        """qpos slice of a cube's free joint: position (3) then quaternion (4)."""
+        a = self._qpos_adr(f"{colour}_cube")
+        return slice(a, a + 7)
+
+    def cube_dof(self, colour: str) -> slice:
+        a = self._dof_adr(f"{colour}_cube")
+        return slice(a, a + 6)
+
+    def zone(self, colour: str) -> slice:
+        a = self._qpos_adr(f"{colour}_zone_x")
+        return slice(a, a + 2)
+
+    @cached_property
+    def bin(self) -> slice:
+        a = self._qpos_adr("bin_x")
+        return slice(a, a + 2)
+
+    # Batched accessors: qpos has shape (N, nq), qvel (N, nv).
+    def tcp(self, qpos: np.ndarray) -> np.ndarray:
+        return qpos[:, self.ee]
+
+    def gripper_width(self, qpos: np.ndarray) -> np.ndarray:
+        return qpos[:, self.fingers].sum(axis=1)
+
+    def cube_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+        return qpos[:, self.cube(colour)][:, :3]
+
+    def zone_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+        """Centre of a goal zone on the table surface, shape (N, 3)."""
+        xy = qpos[:, self.zone(colour)]
+        return np.concatenate([xy, np.zeros((len(xy), 1))], axis=1)
+
+    def bin_pos(self, qpos: np.ndarray) -> np.ndarray:
+        """Centre of the bin's floor surface, shape (N, 3)."""
+        xy = qpos[:, self.bin]
+        return np.concatenate([xy, np.full((len(xy), 1), BIN_FLOOR_TOP)], axis=1)
+
+    def is_grasped(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+        """A cube is held when the closed fingers pinch it: their gap is about a cube's width
+        and the cube sits between them."""
+        width = self.gripper_width(qpos)
+        offset = self.cube_pos(qpos, colour) - self.tcp(qpos)
+        between = (np.abs(offset[:, 0]) < 0.02) & (np.abs(offset[:, 1]) < 0.012)
+        return between & (np.abs(offset[:, 2]) < 0.03) & (width > 0.028) & (width < 0.0395)

@@ -1,0 +1,1 @@
+"""Policies: the VLA policy interface and built-in policies (``worldsim.policies``)."""
