@@ -333,7 +333,7 @@ class TabletopVectorEnv(VectorEnv):
             self.physics.step(self._controls(actions, index), index)
             self._elapsed[index] += 1
             qpos = self.physics.qpos[index]
-            ended = self.family.evaluate(qpos).success | self._failed(index)
+            ended = (self.family.evaluate(qpos).success & self.terminate_on_success) | self._failed(index)
             self._reset_envs(index[ended])
 
     def _failed(self, index: np.ndarray | None = None) -> np.ndarray:

@@ -1,0 +1,58 @@
+"""Writing videos: mp4 through imageio's ffmpeg plugin, GIF when ffmpeg is unavailable.
+
+Writes are atomic: frames go to a temporary file next to the target, renamed into place when
+complete, so an interrupted write never leaves a truncated video under the final name.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import imageio.v2 as imageio
+import numpy as np
+
+VIDEO_SUFFIXES = (".mp4", ".gif")
+
+
+def check_video_path(path: str | os.PathLike) -> Path:
+    """The path as a :class:`Path`, if it names a video format we write; else ValueError."""
+    path = Path(path)
+    if path.suffix not in VIDEO_SUFFIXES:
+        raise ValueError(f"video path {str(path)!r} must end in one of {', '.join(VIDEO_SUFFIXES)}")
+    return path
+
+
+def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray] | np.ndarray, fps: int) -> Path:
+    """Write uint8 RGB ``frames`` (T, H, W, 3) to ``path`` and return the path written.
+
+    An ``.mp4`` path falls back to a ``.gif`` beside it if ffmpeg cannot be loaded.
+    """
+    path = check_video_path(path)
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
+        raise ValueError(f"frames must be a non-empty uint8 array (T, H, W, 3); got {frames.dtype} {frames.shape}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".mp4":
+        try:
+            _atomic_write(path, frames, fps=fps, codec="libx264", quality=8, macro_block_size=1)
+            return path
+        except (ImportError, RuntimeError, OSError):
+            path = path.with_suffix(".gif")
+    _atomic_write(path, frames, duration=1000 / fps, loop=0)
+    return path
+
+
+def _atomic_write(path: Path, frames: np.ndarray, **kwargs) -> None:
+    fd, tmp = tempfile.mkstemp(suffix=path.suffix, dir=path.parent, prefix=f".{path.stem}.")
+    os.close(fd)
+    try:
+        with imageio.get_writer(tmp, **kwargs) as writer:
+            for frame in frames:
+                writer.append_data(frame)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
