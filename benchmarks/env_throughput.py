@@ -19,6 +19,8 @@ on the MjModel of ``--task`` (PushCube-v0 by default):
     ``ctrlrange`` held over the frame skip, the final state fed back as the next initial
     state, and the batch restarted from reset states every ``max_episode_steps`` like the
     env's time limit. No observation, reward or reset logic: the ceiling for (a)'s design.
+    The workload is close to, not identical with, (a)'s: servo targets drawn over the whole
+    ctrlrange move the gripper differently from the env's 3 cm action steps.
 ``raw_rollout_long`` (c_long)
     The same, but one rollout call covers 50 control steps (``nstep=50*frame_skip``), which
     also removes the per-call Python and thread-pool overhead; a reference only.
@@ -31,7 +33,10 @@ native vector env is worth having over SyncVectorEnv) and pixels >= 2000 env-ste
 
 Run ``python benchmarks/env_throughput.py [--num-envs 64 256 1024] [--duration 3]``. A table
 is printed as measurements finish (progress goes to stderr); the last line of stdout is one
-JSON object with every figure and the ratios a/b and a/c per batch size.
+JSON object with every figure and the ratios a/b and a/c per batch size. The "other load"
+column (``other_cpu_load`` in the JSON) is the share of the machine's CPU time that other
+processes took during a measurement; figures above 5% are flagged, as they understate the
+throughput and should be measured again on an idle machine.
 """
 
 from __future__ import annotations
@@ -51,9 +56,13 @@ import numpy as np
 
 # worldsim must load before mujoco: it sets MUJOCO_GL / LP_NUM_THREADS, which are read when
 # mujoco starts, and registers the envs.
-import worldsim  # noqa: F401, I001
+# isort: off
+import worldsim  # noqa: F401
 import mujoco
 from mujoco import rollout
+# isort: on
+
+from worldsim.envs.vector_env import ACTION_DIM, TabletopVectorEnv
 
 MEASUREMENTS: tuple[str, ...] = (
     "worldsim_state", "sync_vector", "raw_rollout", "raw_rollout_long", "worldsim_pixels",
@@ -61,15 +70,37 @@ MEASUREMENTS: tuple[str, ...] = (
 LONG_CONTROL_STEPS = 50
 TARGET_N = 256
 TARGETS = {"a_over_c": 0.8, "a_over_b": 3.0, "worldsim_pixels": 2000.0}
+CONTENDED = 0.05  # other processes' share of the CPUs above which a figure is flagged
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy clock ticks of the whole machine, ticks of this process), or None without /proc.
+
+    A concurrent job on a small machine can halve a figure; comparing the two counters over a
+    measurement shows how much CPU went elsewhere, so such figures can be spotted and redone.
+    """
+    try:
+        with open("/proc/stat") as f:
+            user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+    # steal counts as "elsewhere": the hypervisor gave our cores to another guest.
+    return user + nice + system + irq + softirq + steal, int(fields[11]) + int(fields[12])
 
 
 @dataclass(frozen=True)
 class Timing:
-    """``calls`` timed calls, each advancing ``env_steps_per_call`` env-steps."""
+    """``calls`` timed calls, each advancing ``env_steps_per_call`` env-steps.
+
+    ``other_load`` is the share of all cores used by other processes meanwhile (None if unknown).
+    """
 
     calls: int
     seconds: float
     env_steps_per_call: int
+    other_load: float | None
 
     @property
     def rate(self) -> float:
@@ -91,8 +122,15 @@ def _run_for(step: Callable[[], None], seconds: float) -> tuple[int, float]:
 def time_steps(step: Callable[[], None], env_steps_per_call: int, duration: float, warmup: float) -> Timing:
     # Warm-up absorbs first-call costs (thread-pool start, lazy allocations, caches).
     _run_for(step, warmup)
+    before = cpu_ticks()
     calls, seconds = _run_for(step, duration)
-    return Timing(calls, seconds, env_steps_per_call)
+    after = cpu_ticks()
+    other_load = None
+    if before is not None and after is not None:
+        other_ticks = (after[0] - before[0]) - (after[1] - before[1])
+        capacity = seconds * (os.cpu_count() or 1) * os.sysconf("SC_CLK_TCK")
+        other_load = max(0.0, other_ticks / capacity)
+    return Timing(calls, seconds, env_steps_per_call, other_load)
 
 
 @contextlib.contextmanager
@@ -106,7 +144,7 @@ def reset_vector_env(env_id: str, num_envs: int, **kwargs: Any) -> Iterator[gym.
 
 
 def random_action_stepper(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> Callable[[], None]:
-    shape = (envs.num_envs, *envs.single_action_space.shape)
+    shape = (envs.num_envs, ACTION_DIM)
 
     def step() -> None:
         envs.step(rng.uniform(-1.0, 1.0, shape).astype(np.float32))
@@ -133,6 +171,7 @@ class RawSetup:
 def raw_setup(env_id: str, num_envs: int) -> RawSetup:
     with reset_vector_env(env_id, num_envs, obs_mode="state") as envs:
         env = envs.unwrapped
+        assert isinstance(env, TabletopVectorEnv), f"{env_id} did not make worldsim's native vector env"
         return RawSetup(env.model, env.physics.frame_skip, env.max_episode_steps, env.physics.state.copy())
 
 
@@ -151,22 +190,24 @@ def time_raw_rollout(setup: RawSetup, control_steps: int, duration: float, warmu
     control = np.empty((n, nstep, model.nu))
     trajectory = np.empty((n, nstep, nstate))
     no_sensors = np.empty((n, nstep, 0))
-    elapsed = 0
+    episode_step = 0
 
     with rollout.Rollout(nthread=nthread) as pool:
         datas = [mujoco.MjData(model) for _ in range(nthread)]
 
         def step() -> None:
-            nonlocal elapsed
-            # Restart like the env's time limit, so both see the same in-episode states.
-            if elapsed % setup.episode_steps == 0:
+            nonlocal episode_step
+            # Restart at the env's time limit, so both time in-episode states of the same kind
+            # (contact count, hence physics cost, drifts as the cubes get pushed around).
+            if episode_step >= setup.episode_steps:
                 state[:] = setup.initial_state
+                episode_step = 0
             held = rng.uniform(low, high, (n, control_steps, 1, model.nu))
             control.reshape(n, control_steps, fs, model.nu)[:] = held
             pool.rollout(models, datas, state, control, nstep=nstep,
                          state=trajectory, sensordata=no_sensors, skip_checks=True)
             state[:] = trajectory[:, -1]
-            elapsed += control_steps
+            episode_step += control_steps
 
         return time_steps(step, n * control_steps, duration, warmup)
 
@@ -228,28 +269,38 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     env_id = f"worldsim/{args.task}"
     results: dict[str, dict[str, float]] = {}
+    other_load: dict[str, dict[str, float | None]] = {}
     ratio_table: dict[str, dict[str, float]] = {}
     total = len(args.num_envs) * len(MEASUREMENTS)
 
     print(f"{env_id}, {os.cpu_count()} CPUs, mujoco {mujoco.__version__}, "
           f"{args.duration:g} s per measurement after {args.warmup:g} s warm-up")
-    print(f"{'N':>6}  {'measurement':<18}{'env-steps/s':>14}{'calls':>8}{'seconds':>9}")
+    print(f"{'N':>6}  {'measurement':<18}{'env-steps/s':>14}{'calls':>8}{'seconds':>9}{'other load':>12}")
     done = 0
     for n in args.num_envs:
         setup = raw_setup(env_id, n)
         rates: dict[str, float] = {}
+        loads: dict[str, float | None] = {}
         for name, run in measurements(env_id, n, args.duration, args.warmup, setup).items():
             done += 1
             print(f"[{done}/{total}] N={n} {name} ...", file=sys.stderr, flush=True)
             timing = run()
             rates[name] = round(timing.rate, 1)
-            print(f"{n:>6}  {name:<18}{timing.rate:>14,.0f}{timing.calls:>8}{timing.seconds:>9.2f}", flush=True)
+            load = timing.other_load
+            loads[name] = None if load is None else round(load, 3)
+            flag = "?" if load is None else f"{load:.0%}" + (" !" if load > CONTENDED else "  ")
+            print(f"{n:>6}  {name:<18}{timing.rate:>14,.0f}{timing.calls:>8}{timing.seconds:>9.2f}{flag:>12}",
+                  flush=True)
         results[str(n)] = rates
+        other_load[str(n)] = loads
         ratio_table[str(n)] = ratios(rates)
         r = ratio_table[str(n)]
         print(f"{n:>6}  a/b = {r['a_over_b']:.2f}, a/c = {r['a_over_c']:.2f}", flush=True)
 
     print_summary(results, ratio_table)
+    if any(load is not None and load > CONTENDED for loads in other_load.values() for load in loads.values()):
+        print(f"! other processes used over {CONTENDED:.0%} of the CPUs during a measurement: "
+              "figures marked ! are low and not comparable; rerun on an idle machine")
     print(json.dumps({
         "task": args.task,
         "cpu_count": os.cpu_count(),
@@ -257,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         "duration_s": args.duration,
         "results": results,
         "ratios": ratio_table,
+        "other_cpu_load": other_load,
     }))
 
 
