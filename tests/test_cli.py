@@ -22,6 +22,7 @@ def test_render_writes_a_video_of_a_successful_expert_episode(tmp_path, capsys):
     assert frames.shape[1:] == (64, 64, 3) and len(frames) >= 3
     assert "success=True" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["push.mp4"]  # no temp files left
+    assert out.stat().st_mode & 0o044  # readable by others, like any file the user writes
 
 
 def test_render_bad_values_fail_clearly(tmp_path, capsys):

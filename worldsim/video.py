@@ -52,6 +52,10 @@ def _atomic_write(path: Path, frames: np.ndarray, **kwargs) -> None:
         with imageio.get_writer(tmp, **kwargs) as writer:
             for frame in frames:
                 writer.append_data(frame)
+        # mkstemp creates owner-only files; give the video the permissions a plain open() would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
