@@ -228,8 +228,7 @@ class TabletopVectorEnv(VectorEnv):
             self.physics.step(self._controls(actions))
             self._elapsed += 1
 
-        qpos = self.physics.qpos
-        evaluation = self.family.evaluate(qpos)
+        evaluation = self.family.evaluate(self.physics.qpos)
         failure = self._failed()
         terminated = failure | (evaluation.success & self.terminate_on_success)
         truncated = (self._elapsed >= self.max_episode_steps) & ~terminated
@@ -237,18 +236,12 @@ class TabletopVectorEnv(VectorEnv):
             reward = evaluation.dense_reward()
         else:
             reward = evaluation.success.astype(np.float64)
-        success = evaluation.success
+        info = self._info(evaluation.success, failure, evaluation.terms)
 
-        if len(restarting):
-            self._reset_envs(restarting)
-            fresh = self.family.evaluate(self.physics.qpos)
+        if len(restarting):  # NEXT_STEP: these envs start over now; their action was ignored
+            self._restart(restarting, info)
             reward[restarting] = 0.0
-            terminated[restarting] = truncated[restarting] = failure[restarting] = False
-            success = success.copy()
-            success[restarting] = fresh.success[restarting]
-            for name, term in evaluation.terms.items():
-                term[restarting] = fresh.terms[name][restarting]
-        info = self._info(success, failure, evaluation.terms)
+            terminated[restarting] = truncated[restarting] = False
         obs = self._observe()
 
         done = terminated | truncated
@@ -258,14 +251,13 @@ class TabletopVectorEnv(VectorEnv):
             for i in ended:
                 info["final_obs"][i] = self._unbatch(obs, i)
             info["_final_obs"] = done.copy()
-            info["final_info"] = {k: v for k, v in info.items() if not k.startswith(("final", "_final"))}
+            info["final_info"] = self._info(evaluation.success, failure, evaluation.terms)
             info["_final_info"] = done.copy()
-            self._reset_envs(ended)
-            fresh = self.family.evaluate(self.physics.qpos)
-            info = {**info, **self._info(fresh.success, np.zeros(self.num_envs, bool), fresh.terms)}
+            self._restart(ended, info)
             obs = self._observe(out=obs, index=ended)
-        self._pending_reset = done if self.autoreset_mode == AutoresetMode.NEXT_STEP else self._pending_reset
-        if self.autoreset_mode == AutoresetMode.DISABLED:
+        elif self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            self._pending_reset = done
+        elif self.autoreset_mode == AutoresetMode.DISABLED:
             self._finished |= done
         return obs, reward, terminated, truncated, info
 
@@ -317,6 +309,16 @@ class TabletopVectorEnv(VectorEnv):
         self._elapsed[index] = 0
         self._pending_reset[index] = False
         self._finished[index] = False
+
+    def _restart(self, index: np.ndarray, info: dict[str, Any]) -> None:
+        """Reset the envs in ``index`` and rewrite their rows of ``info`` for the new episode."""
+        self._reset_envs(index)
+        fresh = self.family.evaluate(self.physics.qpos[index])
+        info["success"][index] = fresh.success
+        info["failure"][index] = False
+        info["episode_step"][index] = 0
+        for name, term in info["reward_terms"].items():
+            term[index] = fresh.terms[name]
 
     def _warm_up(self) -> None:
         """Advance env i by its offset in steps (staggered-warmup), restarting envs that end."""
