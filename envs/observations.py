@@ -78,3 +78,22 @@ def observation_space(obs_mode: str, image_shape: tuple[int, int], wrist_camera:
         keys["state"] = state
     keys["instruction"] = spaces.Text(INSTRUCTION_MAX_LENGTH, charset=INSTRUCTION_CHARSET)
     return spaces.Dict(keys)
+
+
+def qpos_from_state(scene: Scene, state: np.ndarray) -> np.ndarray:
+    """Rebuild the scene's ``qpos`` (N, nq) from ``state`` observations (N, STATE_DIM): the
+    state holds every joint position, so state-based scripted policies need nothing else."""
+    state = np.asarray(state, dtype=np.float64)
+    if state.ndim != 2 or state.shape[1] != STATE_DIM:
+        raise ValueError(f"state must have shape (N, {STATE_DIM}); got {state.shape}")
+    qpos = np.zeros((len(state), scene.model.nq))
+    qpos[:, scene.ee] = state[:, STATE_LAYOUT["tcp_pos"]]
+    qpos[:, scene.fingers] = state[:, STATE_LAYOUT["fingers"]]
+    for cube in CUBES:
+        start = scene.cube(cube).start
+        qpos[:, start:start + 3] = state[:, STATE_LAYOUT[f"{cube}_cube_pos"]]
+        qpos[:, start + 3:start + 7] = state[:, STATE_LAYOUT[f"{cube}_cube_quat"]]
+    for zone in ZONES:
+        qpos[:, scene.zone(zone)] = state[:, STATE_LAYOUT[f"{zone}_zone_xy"]]
+    qpos[:, scene.bin] = state[:, STATE_LAYOUT["bin_xy"]]
+    return qpos

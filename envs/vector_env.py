@@ -38,6 +38,7 @@ from worldsim.envs.tasks import TaskSpec, get_task
 CONTROL_DT = 0.05  # seconds per env step (20 Hz)
 MAX_NUM_ENVS = 65536
 ACTION_DIM = 4
+MAX_CHUNK = 64
 REWARD_TYPES = ("dense", "sparse")
 
 
@@ -83,7 +84,11 @@ class TabletopVectorEnv(VectorEnv):
     Actions are ``float32`` arrays of shape ``(num_envs, 4)``: the end-effector displacement
     (x, y, z) as a fraction of 3 cm per step, and the gripper command (-1 open, +1 closed).
     Finite actions outside [-1, 1] are clipped; NaN or inf actions are rejected with an error
-    and change nothing.
+    and change nothing. An action chunk, shape ``(num_envs, K, 4)``, is executed open loop as
+    K steps in one call (the :class:`~worldsim.envs.wrappers.ActionChunk` wrapper declares the
+    matching action space): an env whose episode ends inside the chunk stays still for the
+    rest of it, ``reward`` is the sum over the steps it executed, and
+    ``info["chunk_steps"]`` counts them.
 
     Episodes: ``terminated`` is True on success (if ``terminate_on_success``) and on failure
     (a cube left the table, or the physics diverged; ``info["failure"]``); ``truncated`` is
@@ -219,24 +224,38 @@ class TabletopVectorEnv(VectorEnv):
                 "autoreset_mode is Disabled: call reset(options={'reset_mask': mask}) for them first")
 
         restarting = np.flatnonzero(self._pending_reset)
-        if len(restarting):
-            running = np.flatnonzero(~self._pending_reset)
-            if len(running):
-                self.physics.step(self._controls(actions[running], running), running)
-            self._elapsed[running] += 1
-        else:
-            self.physics.step(self._controls(actions))
-            self._elapsed += 1
-
-        evaluation = self.family.evaluate(self.physics.qpos)
-        failure = self._failed()
-        terminated = failure | (evaluation.success & self.terminate_on_success)
-        truncated = (self._elapsed >= self.max_episode_steps) & ~terminated
-        if self.reward_type == "dense":
-            reward = evaluation.dense_reward()
-        else:
-            reward = evaluation.success.astype(np.float64)
+        chunk = actions if actions.ndim == 3 else actions[:, None]
+        active = ~self._pending_reset
+        reward = np.zeros(self.num_envs)
+        steps = np.zeros(self.num_envs, np.int64)
+        for k in range(chunk.shape[1]):
+            index = np.flatnonzero(active)
+            if len(index) == 0:
+                break
+            if len(index) == self.num_envs:
+                self.physics.step(self._controls(chunk[:, k]))
+            else:
+                self.physics.step(self._controls(chunk[index, k], index), index)
+            self._elapsed[index] += 1
+            steps[index] += 1
+            evaluation = self.family.evaluate(self.physics.qpos)
+            failure = self._failed()
+            terminated = failure | (evaluation.success & self.terminate_on_success)
+            truncated = (self._elapsed >= self.max_episode_steps) & ~terminated
+            if self.reward_type == "dense":
+                reward[index] += evaluation.dense_reward()[index]
+            else:
+                reward[index] += evaluation.success[index]
+            # An env that ends inside a chunk stays still for the rest of it.
+            active &= ~(terminated | truncated)
+        if len(restarting) == self.num_envs:  # every env restarts: nothing was stepped
+            evaluation = self.family.evaluate(self.physics.qpos)
+            failure = self._failed()
+            terminated = failure | (evaluation.success & self.terminate_on_success)
+            truncated = (self._elapsed >= self.max_episode_steps) & ~terminated
         info = self._info(evaluation.success, failure, evaluation.terms)
+        if actions.ndim == 3:
+            info["chunk_steps"] = steps
 
         if len(restarting):  # NEXT_STEP: these envs start over now; their action was ignored
             self._restart(restarting, info)
@@ -265,6 +284,29 @@ class TabletopVectorEnv(VectorEnv):
         """The scripted expert's actions for the current states, shape (num_envs, 4), float32."""
         return self.family.expert(self.physics.qpos).astype(np.float32)
 
+    def get_state(self) -> dict[str, Any]:
+        """A snapshot of the whole batch (physics, counters, autoreset flags, RNG) from which
+        :meth:`set_state` continues bit for bit; training checkpoints store it to resume exactly."""
+        return {
+            "physics": self.physics.state.copy(), "elapsed": self._elapsed.copy(),
+            "pending_reset": self._pending_reset.copy(), "finished": self._finished.copy(),
+            "needs_reset": self._needs_reset, "rng": self._np_random.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`get_state` snapshot taken from an env of the same task and size."""
+        physics = np.asarray(state["physics"])
+        if physics.shape != self.physics.state.shape:
+            raise ValueError(f"the snapshot holds physics of shape {physics.shape}; this env has "
+                             f"{self.physics.state.shape} (num_envs={self.num_envs})")
+        self.physics.state[:] = physics
+        self._elapsed[:] = state["elapsed"]
+        self._pending_reset[:] = state["pending_reset"]
+        self._finished[:] = state["finished"]
+        self._needs_reset = bool(state["needs_reset"])
+        self._np_random = np.random.Generator(np.random.PCG64())
+        self._np_random.bit_generator.state = state["rng"]
+
     def render(self) -> np.ndarray | None:
         """Front-camera frames of every env, (num_envs, render_size, render_size, 3) uint8."""
         if self.render_mode is None:
@@ -286,10 +328,13 @@ class TabletopVectorEnv(VectorEnv):
         if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
             raise TypeError(f"actions must be a float array of shape ({self.num_envs}, {ACTION_DIM}); "
                             f"got dtype {arr.dtype}")
-        if arr.shape != (self.num_envs, ACTION_DIM):
+        if not (arr.shape == (self.num_envs, ACTION_DIM)
+                or (arr.ndim == 3 and arr.shape[0] == self.num_envs and arr.shape[2] == ACTION_DIM
+                    and 1 <= arr.shape[1] <= MAX_CHUNK)):
             raise ValueError(f"actions must have shape (num_envs, {ACTION_DIM}) = ({self.num_envs}, "
-                             f"{ACTION_DIM}) [end-effector dx, dy, dz, gripper]; got shape {arr.shape}")
-        finite = np.isfinite(arr).all(axis=1)
+                             f"{ACTION_DIM}) [end-effector dx, dy, dz, gripper], or ({self.num_envs}, K, "
+                             f"{ACTION_DIM}) for a chunk of 1 <= K <= {MAX_CHUNK}; got shape {arr.shape}")
+        finite = np.isfinite(arr.reshape(self.num_envs, -1)).all(axis=1)
         if not finite.all():
             raise ValueError(f"actions for envs {np.flatnonzero(~finite).tolist()} contain NaN or inf; "
                              "actions must be finite (values outside [-1, 1] are clipped)")

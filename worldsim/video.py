@@ -7,12 +7,13 @@ complete, so an interrupted write never leaves a truncated video under the final
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import imageio.v2 as imageio
 import numpy as np
+
+from worldsim.atomic import atomic_path
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 
@@ -46,17 +47,6 @@ def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray] | np.ndarr
 
 
 def _atomic_write(path: Path, frames: np.ndarray, **kwargs) -> None:
-    fd, tmp = tempfile.mkstemp(suffix=path.suffix, dir=path.parent, prefix=f".{path.stem}.")
-    os.close(fd)
-    try:
-        with imageio.get_writer(tmp, **kwargs) as writer:
-            for frame in frames:
-                writer.append_data(frame)
-        # mkstemp creates owner-only files; give the video the permissions a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, imageio.get_writer(tmp, **kwargs) as writer:
+        for frame in frames:
+            writer.append_data(frame)

@@ -1,0 +1,178 @@
+"""The policy protocol: what every trainer, evaluator and failure detector calls.
+
+A policy is a config (a dataclass), a network (an ``nn.Module``) and a processor
+(:meth:`Policy.preprocess`, which turns a batched Gymnasium observation into tensors). Every
+policy, learned or scripted, answers the same five questions about a processed batch:
+
+- :meth:`~Policy.act`: an action chunk ``(B, K, A)``, its log-probability ``(B,)``, the
+  value ``(B,)`` and the features ``(B, D)``;
+- :meth:`~Policy.evaluate`: log-probability, entropy and value of given chunks (PPO/GRPO);
+- :meth:`~Policy.features`: the embedding a failure detector reads;
+- :meth:`~Policy.sample`: ``S`` chunks per observation ``(B, S, K, A)`` (uncertainty scores);
+- :meth:`~Policy.value`: the critic alone.
+
+``K`` is :attr:`Policy.chunk_size` (1 for a single-step policy). Chunks are executed by the env
+(:class:`worldsim.envs.wrappers.ActionChunk`) or one action at a time from a queue
+(:class:`worldsim.policies.runner.ChunkQueue`).
+
+Checkpoints are a folder with ``config.json`` (the policy type and its config) and
+``model.safetensors``; :func:`load_policy` rebuilds any registered policy from one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from worldsim.atomic import atomic_path
+from worldsim.run_logging import to_jsonable
+
+Batch = dict[str, torch.Tensor]
+"""A processed observation batch: tensor per key, batch axis first."""
+
+POLICY_TYPES: dict[str, type[Policy]] = {}
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+@dataclass
+class PolicyOutput:
+    """What :meth:`Policy.act` returns for a batch of B observations."""
+
+    actions: torch.Tensor  # (B, K, A) float32, the sampled (or mean) chunk, not clipped
+    log_prob: torch.Tensor  # (B,) log-probability of the whole chunk
+    value: torch.Tensor  # (B,) value estimate of the observation
+    features: torch.Tensor  # (B, D) the embedding detectors read
+
+
+class Policy(nn.Module, ABC):
+    """Base class of every worldsim policy. Subclasses set :attr:`policy_type`, take their
+    config dataclass as the only constructor argument, and register with
+    :func:`register_policy`."""
+
+    policy_type: ClassVar[str]
+    config: Any
+    chunk_size: int
+    action_dim: int = 4
+
+    # ---------------------------------------------------------------- the protocol
+    @abstractmethod
+    def preprocess(self, obs: Any) -> Batch:
+        """Turn a batched env observation (numpy array or dict of arrays, with
+        ``instruction`` as a tuple of strings) into tensors on this policy's device."""
+
+    @abstractmethod
+    def act(self, batch: Batch, deterministic: bool = False) -> PolicyOutput:
+        """Sample (or, if ``deterministic``, take the mode of) an action chunk."""
+
+    @abstractmethod
+    def evaluate(self, batch: Batch, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probability ``(B,)``, entropy ``(B,)`` and value ``(B,)`` of chunks ``(B, K, A)``."""
+
+    @abstractmethod
+    def features(self, batch: Batch) -> torch.Tensor:
+        """The embedding ``(B, D)`` failure detectors read (SAFE, RND, embedding distance)."""
+
+    def sample(self, batch: Batch, num_samples: int) -> torch.Tensor:
+        """``num_samples`` chunks per observation, shape ``(B, S, K, A)``."""
+        if num_samples < 1:
+            raise ValueError(f"num_samples={num_samples!r} must be >= 1")
+        return torch.stack([self.act(batch).actions for _ in range(num_samples)], dim=1)
+
+    def value(self, batch: Batch) -> torch.Tensor:
+        """Value estimate ``(B,)``."""
+        return self.act(batch, deterministic=True).value
+
+    @property
+    def device(self) -> torch.device:
+        for tensor in self.parameters():
+            return tensor.device
+        return torch.device("cpu")
+
+    def check_task(self, instruction: str) -> None:
+        """Raise ``ValueError`` if this policy cannot act on ``instruction`` (default: any)."""
+
+    # ---------------------------------------------------------------- checkpoints
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` into folder ``path``, each atomically."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        with atomic_path(path / WEIGHTS_FILE) as tmp:
+            save_file(tensors, str(tmp))
+        document = {"policy_type": self.policy_type, "config": to_jsonable(self.config)}
+        with atomic_path(path / CONFIG_FILE) as tmp:
+            tmp.write_text(json.dumps(document, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> Policy:
+        """Rebuild the policy saved in ``path``; errors name what does not match."""
+        policy = load_policy(path, device)
+        if not isinstance(policy, cls):
+            raise TypeError(f"{path} holds a {type(policy).__name__}, not a {cls.__name__}")
+        return policy
+
+
+def register_policy(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: make ``cls`` loadable by :func:`load_policy` under ``cls.policy_type``."""
+    POLICY_TYPES[cls.policy_type] = cls
+    return cls
+
+
+def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
+    """Load any registered policy from a checkpoint folder (or a training run folder that holds
+    one in ``policy/``)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    import worldsim.policies  # noqa: F401  (registers the built-in policy types)
+
+    path = Path(path)
+    if (path / "policy" / CONFIG_FILE).exists():
+        path = path / "policy"
+    config_path = path / CONFIG_FILE
+    if not config_path.exists():
+        raise FileNotFoundError(f"no policy checkpoint at {path}: {CONFIG_FILE} is missing")
+    try:
+        document = json.loads(config_path.read_text())
+        kind, fields = document["policy_type"], document["config"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{config_path} is not a worldsim policy config ({err})") from err
+    if kind not in POLICY_TYPES:
+        raise ValueError(f"{config_path}: unknown policy_type {kind!r}; known: {', '.join(sorted(POLICY_TYPES))}")
+    cls = POLICY_TYPES[kind]
+    config = config_from_dict(cls.config_class, fields)  # type: ignore[attr-defined]
+    policy = cls(config)
+    try:
+        state = load_file(str(path / WEIGHTS_FILE))
+    except (FileNotFoundError, SafetensorError, OSError) as err:
+        raise ValueError(f"cannot read the weights {path / WEIGHTS_FILE}: {err}") from err
+    try:
+        policy.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise ValueError(f"the weights in {path / WEIGHTS_FILE} do not fit a {cls.__name__} built from "
+                         f"{config_path}:\n{err}") from err
+    return policy.to(device).eval()
+
+
+def config_from_dict(config_class: type, fields: dict[str, Any]) -> Any:
+    """Build a config dataclass from JSON fields, rejecting unknown keys by name."""
+    known = {f.name: f for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {config_class.__name__} field(s) {unknown}; known: {sorted(known)}")
+    values = {}
+    for name, value in fields.items():
+        values[name] = tuple(value) if isinstance(value, list) else value
+    return config_class(**values)

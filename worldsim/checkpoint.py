@@ -1,0 +1,57 @@
+"""Training-state checkpoints: everything needed to resume a run where it stopped.
+
+A checkpoint is one ``torch.save`` file (``checkpoint.pt`` in the run folder) written
+atomically, so a run killed at any moment (SIGKILL included) keeps its previous checkpoint
+intact and loses only the work done since. It holds the model and optimiser state, the step
+counters, the RNG states (python, numpy, torch) and whatever else the trainer adds (env
+snapshots, normaliser statistics).
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from worldsim.atomic import atomic_path
+
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` (plus the global RNG states) to ``path`` atomically."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        torch.save({**state, "rng": rng_state()}, tmp)
+    return path
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` and restore the global RNG states;
+    a missing, truncated or foreign file gets an error that names it."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
+        raise ValueError(f"{path} is not a readable worldsim checkpoint (truncated or corrupt?): {err}") from err
+    if not isinstance(state, dict) or "rng" not in state:
+        raise ValueError(f"{path} is not a worldsim training checkpoint")
+    set_rng_state(state["rng"])
+    return state
