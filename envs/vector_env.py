@@ -188,14 +188,19 @@ class TabletopVectorEnv(VectorEnv):
         """Reset all envs, or those in ``options["reset_mask"]`` (bool array, num_envs).
 
         A full reset applies the reset schedule; a masked reset starts the chosen envs at
-        step 0 and leaves the others as they are.
+        step 0 and leaves the others as they are. ``options["group_size"] = G`` gives each run
+        of G consecutive reset envs one shared layout (GRPO's groups of rollouts from the same
+        start); the number of reset envs must be a multiple of G.
         """
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
         options = options or {}
-        unknown = set(options) - {"reset_mask"}
+        unknown = set(options) - {"reset_mask", "group_size"}
         if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask'")
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', 'group_size'")
+        group_size = options.get("group_size", 1)
+        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+            raise ValueError(f"group_size={group_size!r} must be an int >= 1")
         if "reset_mask" in options:
             mask = np.asarray(options["reset_mask"])
             if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
@@ -203,9 +208,9 @@ class TabletopVectorEnv(VectorEnv):
                                  f"got dtype {mask.dtype} and shape {mask.shape}")
             if self._needs_reset and not mask.all():
                 raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
-            self._reset_envs(np.flatnonzero(mask))
+            self._reset_envs(np.flatnonzero(mask), group_size)
         else:
-            self._reset_envs(np.arange(self.num_envs))
+            self._reset_envs(np.arange(self.num_envs), group_size)
             self._elapsed[:] = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps, self._np_random)
             if self.reset_schedule.physical:
                 self._warm_up()
@@ -347,10 +352,13 @@ class TabletopVectorEnv(VectorEnv):
         finger = FINGER_OPEN * (1.0 - actions[:, 3:4]) / 2.0
         return np.concatenate([target, finger, finger], axis=1)
 
-    def _reset_envs(self, index: np.ndarray) -> None:
+    def _reset_envs(self, index: np.ndarray, group_size: int = 1) -> None:
         if len(index) == 0:
             return
-        self.physics.set_state(index, sample_layouts(self.scene, self.task, self._np_random, len(index)))
+        if len(index) % group_size:
+            raise ValueError(f"group_size={group_size} does not divide the {len(index)} envs being reset")
+        layouts = sample_layouts(self.scene, self.task, self._np_random, len(index) // group_size)
+        self.physics.set_state(index, np.repeat(layouts, group_size, axis=0))
         self._elapsed[index] = 0
         self._pending_reset[index] = False
         self._finished[index] = False
