@@ -59,6 +59,7 @@ class Policy(nn.Module, ABC):
     :func:`register_policy`."""
 
     policy_type: ClassVar[str]
+    obs_mode: ClassVar[str] = "pixels"  # the env obs_mode this policy reads
     config: Any
     chunk_size: int
     action_dim: int = 4
@@ -96,6 +97,16 @@ class Policy(nn.Module, ABC):
         for tensor in self.parameters():
             return tensor.device
         return torch.device("cpu")
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """Env arguments that give this policy the observations it reads (``gym.make_vec(id,
+        num_envs, **policy.env_kwargs())``): the obs mode and, for pixels, the image size and
+        wrist camera from the config (``image_size``, ``use_wrist``)."""
+        kwargs: dict[str, Any] = {"obs_mode": self.obs_mode}
+        if self.obs_mode != "state":
+            kwargs["image_size"] = getattr(self.config, "image_size", 64)
+            kwargs["wrist_camera"] = bool(getattr(self.config, "use_wrist", False))
+        return kwargs
 
     def check_task(self, instruction: str) -> None:
         """Raise ``ValueError`` if this policy cannot act on ``instruction`` (default: any)."""

@@ -47,6 +47,7 @@ class ScriptedExpert(Policy):
     noise); the value is 0 and the features are the state."""
 
     policy_type = "scripted_expert"
+    obs_mode = "state"
     config_class = ScriptedExpertConfig
     chunk_size = 1
 

@@ -93,3 +93,13 @@ def barrier(info: DistInfo) -> None:
 def shutdown(info: DistInfo) -> None:
     if info.world_size > 1 and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def ranks_in_sync(module: nn.Module, info: DistInfo) -> bool:
+    """True if every rank holds exactly the same parameters as rank 0 (compares checksums)."""
+    if info.world_size == 1:
+        return True
+    checksum = torch.stack([p.detach().double().sum() for p in module.parameters()]).cpu()
+    gathered = [torch.zeros_like(checksum) for _ in range(info.world_size)]
+    dist.all_gather(gathered, checksum)
+    return all(torch.equal(g, gathered[0]) for g in gathered)

@@ -1,0 +1,252 @@
+"""Behaviour cloning: TinyVLA from recorded episodes.
+
+Read top to bottom, :func:`train_bc` is the whole recipe:
+
+1. load the episodes (:class:`~worldsim.datasets.WindowDataset`: the current frame, proprio and
+   instruction, and the next ``chunk_size`` actions with a mask past the episode end), split
+   them by episode into train and validation sets;
+2. build a :class:`~worldsim.policies.tinyvla.TinyVLA` that knows the dataset's instructions,
+   with proprio normalised by the dataset's statistics;
+3. take ``steps`` Adam steps on the policy's imitation loss over random minibatches, with
+   random-shift image augmentation (pad 4 pixels, random crop: the standard fix for pixel BC
+   overfitting to exact pixel positions);
+4. every ``val_every`` steps measure the validation loss; every ``checkpoint_every`` steps
+   write the policy and the training state (resumable exactly);
+5. at the end, optionally roll the policy out in the envs and record success rates.
+
+Each minibatch is drawn from a generator seeded by (seed, rank, step), so a resumed run draws
+the same batches as an uninterrupted one, and ranks under ``torchrun`` draw different ones.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.distributed import (all_reduce_mean, average_gradients, broadcast_module, init_distributed,
+                                  ranks_in_sync, shutdown)
+from worldsim.run_logging import RunLogger, write_json
+
+
+@dataclass
+class BCConfig:
+    """Behaviour cloning of TinyVLA (``worldsim train-bc``)."""
+
+    data: Path
+    """HDF5 episodes file (from ``worldsim collect``)."""
+    out: Path = Path("runs/bc")
+    """Run folder: config, metrics, curves, checkpoint, policy/."""
+    tasks: tuple[str, ...] = ()
+    """Train only on these tasks of the file (default: all)."""
+    chunk_size: int = 4
+    """Actions predicted per step (the action chunk K)."""
+    language: Literal["minilm", "learned"] = "minilm"
+    """Instruction encoder: frozen all-MiniLM-L6-v2, or a learned embedding per instruction."""
+    steps: int = 3000
+    """Optimiser steps."""
+    batch_size: int = 128
+    """Minibatch size per process."""
+    lr: float = 1e-3
+    """Adam learning rate (cosine-annealed to 10% over the run)."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    val_fraction: float = 0.1
+    """Fraction of episodes held out for the validation loss."""
+    augment_shift: int = 4
+    """Random-shift augmentation in pixels (0 disables it)."""
+    val_every: int = 250
+    """Steps between validation losses."""
+    checkpoint_every: int = 500
+    """Steps between checkpoints."""
+    eval_episodes: int = 0
+    """Episodes per task to roll out in the envs after training (0: none)."""
+    time_budget: float | None = None
+    """Stop cleanly (final checkpoint) after this many seconds."""
+    resume: bool = False
+    """Continue the run in ``out`` from its checkpoint."""
+    seed: int = 0
+    """Seed of initialisation, batches and augmentation."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train."""
+
+    def __post_init__(self) -> None:
+        self.data, self.out = Path(self.data), Path(self.out)
+        for name in ("chunk_size", "steps", "batch_size", "val_every", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr={self.lr!r} must be a positive number")
+        if self.augment_shift < 0 or self.eval_episodes < 0:
+            raise ValueError("augment_shift and eval_episodes must be >= 0")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
+        if not self.data.exists():
+            raise ValueError(f"data={str(self.data)!r}: no such file")
+
+
+def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
+    """Pad uint8 images (B, H, W, C) by ``pad`` (edge replicate) and crop back at a random offset
+    per image (DrQ's augmentation)."""
+    if pad == 0:
+        return images
+    b, h, w, _ = images.shape
+    padded = F.pad(images.permute(0, 3, 1, 2).float(), (pad,) * 4, mode="replicate")
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator)
+    rows = (dy[:, None] + torch.arange(h)[None])[:, :, None].expand(b, h, w)
+    cols = (dx[:, None] + torch.arange(w)[None])[:, None, :].expand(b, h, w)
+    batch = torch.arange(b)[:, None, None].expand(b, h, w)
+    return padded.permute(0, 2, 3, 1)[batch, rows, cols].to(images.dtype)
+
+
+def split_episodes(num_episodes: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Episode indices for training and validation (at least one each when possible)."""
+    order = np.random.default_rng(seed).permutation(num_episodes)
+    n_val = min(num_episodes - 1, max(1, round(val_fraction * num_episodes))) if val_fraction > 0 else 0
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def _obs(items: dict, keys: tuple[str, ...]) -> dict:
+    """The current observation of a window batch (last context frame) in env-observation form."""
+    obs = {k: items[k][:, -1] for k in keys}
+    obs["instruction"] = tuple(items["instruction"])
+    return obs
+
+
+def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
+    return torch.utils.data.default_collate([dataset[int(i)] for i in index])
+
+
+def train_bc(config: BCConfig) -> dict:
+    """Train TinyVLA by behaviour cloning; returns the final metrics (also in ``out/summary.json``)."""
+    from worldsim.datasets import EpisodeReader, WindowDataset, dataset_statistics
+    from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+
+    dist_info = init_distributed(config.device)
+    device = dist_info.device
+    torch.manual_seed(config.seed)
+
+    # 1. data
+    reader = EpisodeReader(config.data)
+    tasks = list(config.tasks) or None
+    dataset = WindowDataset(reader, context=1, chunk=config.chunk_size, tasks=tasks,
+                            keys=tuple(k for k in ("image", "wrist_image", "proprio") if k in reader.obs_keys))
+    obs_keys = tuple(k for k in ("image", "wrist_image", "proprio") if k in reader.obs_keys)
+    episode_of = dataset.episode_index  # (num_samples,) episode of each sample
+    episodes = np.unique(episode_of)
+    train_eps, val_eps = split_episodes(len(episodes), config.val_fraction, config.seed)
+    train_idx = np.flatnonzero(np.isin(episode_of, episodes[train_eps]))
+    val_idx = np.flatnonzero(np.isin(episode_of, episodes[val_eps]))
+    stats = dataset_statistics(reader, keys=("proprio",))
+
+    # 2. policy
+    image_size = reader.image_shape[0]
+    policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), image_size=image_size,
+                                   use_wrist="wrist_image" in obs_keys, chunk_size=config.chunk_size,
+                                   language=config.language))
+    policy.set_normalization(*stats["proprio"])
+    policy.to(device)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
+    step = 0
+    checkpoint_path = config.out / CHECKPOINT_FILE
+    if config.resume:
+        state = load_checkpoint(checkpoint_path)
+        policy.load_state_dict(state["policy"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        step = state["step"]
+    broadcast_module(policy, dist_info)
+    logger = RunLogger(config.out, config, enabled=dist_info.is_main, resume_step=step if config.resume else None)
+
+    def checkpoint() -> None:
+        if dist_info.is_main:
+            policy.save_pretrained(config.out / "policy")
+            save_checkpoint(checkpoint_path, {"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                                              "schedule": schedule.state_dict(), "step": step})
+
+    @torch.no_grad()
+    def validation_loss() -> float:
+        policy.eval()
+        losses = []
+        for start in range(0, len(val_idx), 256):
+            items = _collate(dataset, val_idx[start:start + 256])
+            loss, _ = policy.imitation_loss(policy.preprocess(_obs(items, obs_keys)),
+                                            items["actions"].to(device), items["action_mask"].to(device))
+            losses.append(loss.item() * len(items["actions"]))
+        policy.train()
+        return sum(losses) / max(len(val_idx), 1)
+
+    # 3-4. optimise
+    start_time = time.time()
+    bar = tqdm(total=config.steps, initial=step, desc="train-bc", disable=not dist_info.is_main)
+    policy.train()
+    stopped_early = False
+    while step < config.steps:
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + dist_info.rank * 7919 + step)
+        pick = torch.randint(0, len(train_idx), (config.batch_size,), generator=generator).numpy()
+        items = _collate(dataset, train_idx[pick])
+        for key in ("image", "wrist_image"):
+            if key in items:
+                items[key][:, -1] = random_shift(items[key][:, -1], config.augment_shift, generator)
+        loss, logs = policy.imitation_loss(policy.preprocess(_obs(items, obs_keys)),
+                                           items["actions"].to(device), items["action_mask"].to(device))
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the BC loss became {loss.item()} at step {step}; lower --lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(policy, dist_info)
+        grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), 10.0)
+        optimizer.step()
+        schedule.step()
+        step += 1
+        bar.update(1)
+        if step % 25 == 0 or step == config.steps:
+            metrics = all_reduce_mean({"train/loss": loss.item(), "train/grad_norm": grad_norm.item(),
+                                       **{f"train/{k}": v for k, v in logs.items()}}, dist_info)
+            metrics["train/lr"] = schedule.get_last_lr()[0]
+            logger.log(step, metrics)
+            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}")
+        if len(val_idx) and (step % config.val_every == 0 or step == config.steps):
+            logger.log(step, {"val/loss": validation_loss()})
+        if step % config.checkpoint_every == 0:
+            checkpoint()
+        if config.time_budget is not None and time.time() - start_time > config.time_budget:
+            stopped_early = step < config.steps
+            break
+    bar.close()
+    checkpoint()
+    summary = {"steps": step, "stopped_by_time_budget": stopped_early,
+               "train_samples": int(len(train_idx)), "val_samples": int(len(val_idx)),
+               "train_episodes": int(len(train_eps)), "val_episodes": int(len(val_eps)),
+               "val_loss": validation_loss() if len(val_idx) else float("nan"),
+               "wall_clock_s": round(time.time() - start_time, 1), "world_size": dist_info.world_size,
+               "ranks_in_sync": ranks_in_sync(policy, dist_info)}
+
+    # 5. roll out
+    if config.eval_episodes and dist_info.is_main:
+        from worldsim.evaluation import evaluate_policy
+
+        policy.eval()
+        results = evaluate_policy(policy, list(dataset.tasks), config.eval_episodes, seed=config.seed + 10_000,
+                                  videos=2, video_dir=config.out / "videos", name=str(config.out))
+        write_json(config.out / "eval.json", results.to_json())
+        summary["success_rate"] = results.success_rate
+        summary["per_task_success"] = {k: r.success_rate for k, r in results.tasks.items()}
+    if dist_info.is_main:
+        write_json(config.out / "summary.json", summary)
+    logger.close()
+    shutdown(dist_info)
+    return summary

@@ -1,0 +1,181 @@
+"""Policy evaluation: per-task success rates with confidence intervals, videos, a results table.
+
+:func:`evaluate_policy` runs a policy on each task for a fixed number of episodes. Episodes are
+counted without bias towards short ones: the first ``episodes`` episodes *started* are the ones
+counted, each run to its end, however many parallel envs there are. Success rates come with a
+95% Wilson score interval (``scipy.stats.binomtest``), which stays inside [0, 1] and is honest
+at 0% and 100%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from scipy.stats import binomtest
+from tqdm.auto import tqdm
+
+from worldsim.envs.tasks import get_task
+from worldsim.policies.base import Policy
+from worldsim.policies.runner import ChunkQueue
+
+VIDEO_SIZE = 128
+
+
+def wilson_interval(successes: int, episodes: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a success rate."""
+    if episodes == 0:
+        return (0.0, 1.0)
+    ci = binomtest(int(successes), int(episodes)).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
+
+
+@dataclass
+class TaskResult:
+    task: str
+    instruction: str
+    episodes: int
+    successes: int
+    success_rate: float
+    ci95: tuple[float, float]
+    mean_return: float
+    mean_length: float
+    failures: int  # episodes ended by a cube leaving the table
+    videos: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EvalResults:
+    """Everything an evaluation measured; :meth:`to_json` is what ``--json`` writes."""
+
+    policy: str
+    seed: int
+    deterministic: bool
+    tasks: dict[str, TaskResult]
+
+    @property
+    def episodes(self) -> int:
+        return sum(r.episodes for r in self.tasks.values())
+
+    @property
+    def success_rate(self) -> float:
+        """Mean of the per-task success rates (each task weighs the same)."""
+        return float(np.mean([r.success_rate for r in self.tasks.values()]))
+
+    def to_json(self) -> dict:
+        successes = sum(r.successes for r in self.tasks.values())
+        return {
+            "policy": self.policy, "seed": self.seed, "deterministic": self.deterministic,
+            "success_rate": self.success_rate, "episodes": self.episodes,
+            "pooled_success_rate": successes / max(self.episodes, 1),
+            "pooled_ci95": list(wilson_interval(successes, self.episodes)),
+            "per_task": {name: {"success_rate": r.success_rate, "ci95": list(r.ci95), "episodes": r.episodes,
+                                "successes": r.successes, "mean_return": r.mean_return,
+                                "mean_length": r.mean_length, "failures": r.failures,
+                                "instruction": r.instruction, "videos": r.videos}
+                         for name, r in self.tasks.items()},
+        }
+
+
+def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,
+                  deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
+                  video_dir: Path | None = None, progress: bool = True) -> TaskResult:
+    """Run ``episodes`` episodes of ``task`` with ``policy`` and measure them.
+
+    ``videos`` > 0 records the first that many episodes (front camera, 128 px) into
+    ``video_dir/<task>_<k>.mp4``."""
+    from worldsim.video import write_video
+
+    spec = get_task(task)
+    policy.check_task(spec.instruction)
+    if episodes < 1:
+        raise ValueError(f"episodes={episodes!r} must be >= 1")
+    n = min(num_envs, episodes)
+    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=n, autoreset_mode="Disabled",
+                       render_mode="rgb_array" if videos else None, render_size=VIDEO_SIZE,
+                       **policy.env_kwargs())
+    queue = ChunkQueue(policy, n, execute_steps, deterministic)
+    started = n  # episodes begun so far; env i runs episode slot[i]
+    slot = np.arange(n)
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, np.int64)
+    success = np.zeros(episodes, bool)
+    failure = np.zeros(episodes, bool)
+    finished = 0
+    recording = {k: [] for k in range(min(videos, episodes))}
+    active = np.ones(n, bool)
+    try:
+        obs, info = env.reset(seed=seed)
+        bar = tqdm(total=episodes, desc=f"eval {spec.name}", disable=not progress, leave=False)
+        frames = env.render() if videos else None
+        while finished < episodes:
+            for i in np.flatnonzero(active):
+                if slot[i] in recording:
+                    recording[slot[i]].append(frames[i])
+            actions = queue(obs)
+            actions[~active] = 0.0
+            obs, reward, terminated, truncated, info = env.step(actions)
+            frames = env.render() if videos else None
+            live = np.flatnonzero(active)
+            returns[slot[live]] += reward[live]
+            done = (terminated | truncated) & active
+            for i in np.flatnonzero(done):
+                k = slot[i]
+                lengths[k], success[k], failure[k] = info["episode_step"][i], info["success"][i], info["failure"][i]
+                if k in recording:
+                    recording[k].append(frames[i])
+                finished += 1
+                bar.update(1)
+            if done.any():
+                restart = done & (started + np.cumsum(done) - 1 < episodes)
+                for i in np.flatnonzero(restart):
+                    slot[i] = started
+                    started += 1
+                active &= ~(done & ~restart)
+                obs, _ = env.reset(options={"reset_mask": done})
+                queue.restart(done)
+                frames = env.render() if videos else None
+        bar.close()
+    finally:
+        env.close()
+    paths = []
+    if videos and video_dir is not None:
+        for k, clip in recording.items():
+            path = write_video(Path(video_dir) / f"{spec.name}_{k}.mp4", np.stack(clip), fps=20)
+            paths.append(str(path))
+    wins = int(success.sum())
+    return TaskResult(spec.name, spec.instruction, episodes, wins, wins / episodes, wilson_interval(wins, episodes),
+                      float(returns.mean()), float(lengths.mean()), int(failure.sum()), paths)
+
+
+def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs: int = 50, seed: int = 0,
+                    deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
+                    video_dir: Path | None = None, name: str = "", progress: bool = True) -> EvalResults:
+    """Evaluate ``policy`` on each of ``tasks`` for ``episodes`` episodes each (task k uses
+    seed ``seed + k``)."""
+    results = {}
+    with torch.no_grad():
+        for k, task in enumerate(tasks):
+            result = evaluate_task(policy, task, episodes, num_envs=num_envs, seed=seed + k,
+                                   deterministic=deterministic, execute_steps=execute_steps,
+                                   videos=videos, video_dir=video_dir, progress=progress)
+            results[result.task] = result
+    return EvalResults(name or type(policy).__name__, seed, deterministic, results)
+
+
+def results_table(results: EvalResults):
+    """A rich table of per-task success with 95% intervals."""
+    from rich.table import Table
+
+    table = Table(title=f"evaluation of {results.policy} ({results.episodes} episodes)")
+    for col, justify in (("task", "left"), ("success", "right"), ("95% CI", "right"), ("episodes", "right"),
+                         ("return", "right"), ("length", "right")):
+        table.add_column(col, justify=justify)
+    for r in results.tasks.values():
+        table.add_row(r.task, f"{100 * r.success_rate:.1f}%", f"{100 * r.ci95[0]:.1f}-{100 * r.ci95[1]:.1f}%",
+                      str(r.episodes), f"{r.mean_return:.2f}", f"{r.mean_length:.1f}")
+    table.add_row("[bold]mean[/]", f"[bold]{100 * results.success_rate:.1f}%[/]", "", str(results.episodes), "", "")
+    return table
