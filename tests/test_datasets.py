@@ -1,0 +1,269 @@
+"""Episode files: exact round trips, atomic writes, clear errors for bad files, training windows."""
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from worldsim.datasets import Episode, EpisodeReader, EpisodeWriter, WindowDataset, dataset_statistics
+
+
+def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: bool = True,
+                 wrist: bool = False) -> Episode:
+    """An episode whose arrays encode (code, t): image frame t is filled with code * 10 + t,
+    proprio[t] = actions[t] = (t, code, 0.5, -0.5), rewards[t] = t / 10."""
+    t = np.arange(steps + 1)
+    image = np.broadcast_to((code * 10 + t).astype(np.uint8)[:, None, None, None], (steps + 1, 8, 8, 3)).copy()
+    image[:, 0, 0, 1] = 200  # not constant within a frame
+    vectors = np.stack([t, np.full_like(t, code), np.full(steps + 1, 0.5), np.full(steps + 1, -0.5)], 1)
+    obs = {"image": image, "proprio": vectors.astype(np.float32),
+           "state": np.random.default_rng(code).normal(size=(steps + 1, 56)).astype(np.float32)}
+    if wrist:
+        obs["wrist_image"] = 255 - image
+    flags = np.zeros(steps + 1, bool)
+    flags[-1] = success
+    terminated = np.zeros(steps, bool)
+    terminated[-1] = success
+    return Episode(obs=obs, actions=vectors[:-1].astype(np.float32), rewards=(t[:-1] / 10).astype(np.float32),
+                   terminated=terminated, truncated=~terminated & (np.arange(steps) == steps - 1), success=flags,
+                   instruction=f"do {task}", task=task, seed=100 + code, policy="test", env_index=code % 3)
+
+
+def write(path, episodes, **kwargs):
+    with EpisodeWriter(path, env_kwargs={"obs_mode": "pixels+state", "image_size": 8}, **kwargs) as writer:
+        for episode in episodes:
+            writer.add_episode(episode)
+    return path
+
+
+@pytest.fixture
+def two_task_file(tmp_path):
+    episodes = [make_episode(5, 0), make_episode(3, 1, "ReachCube-v0", success=False), make_episode(2, 2)]
+    return write(tmp_path / "d.h5", episodes), episodes
+
+
+def assert_same(a: Episode, b: Episode):
+    assert a.obs.keys() == b.obs.keys()
+    for key in a.obs:
+        assert a.obs[key].dtype == b.obs[key].dtype
+        np.testing.assert_array_equal(a.obs[key], b.obs[key])
+    for name in ("actions", "rewards", "terminated", "truncated", "success", "dones"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    for name in ("instruction", "task", "env_id", "seed", "env_index", "policy", "succeeded", "num_samples"):
+        assert getattr(a, name) == getattr(b, name)
+
+
+# ---------------------------------------------------------------------------- round trip and layout
+def test_round_trip_is_exact_and_metadata_is_readable_without_arrays(two_task_file):
+    path, episodes = two_task_file
+    with EpisodeReader(path) as reader:
+        assert len(reader) == 3
+        for i, episode in enumerate(episodes):
+            assert_same(reader[i], episode)
+        assert_same(reader[-1], episodes[-1])
+        assert reader.tasks == ["PushCube-v0", "ReachCube-v0"]
+        assert reader.instructions == ["do PushCube-v0", "do ReachCube-v0"]
+        assert reader.obs_keys == ("image", "proprio", "state")
+        assert reader.obs_shapes["image"] == reader.image_shape == (8, 8, 3)
+        assert reader.env_kwargs == {"obs_mode": "pixels+state", "image_size": 8}
+        infos = reader.episode_info()
+        assert [(i.task, i.num_samples, i.success, i.seed) for i in infos] == [
+            ("PushCube-v0", 5, True, 100), ("ReachCube-v0", 3, False, 101), ("PushCube-v0", 2, True, 102)]
+        assert infos[0].env_id == "worldsim/PushCube-v0"
+        summary = reader.summary()
+        assert summary["episodes"] == 3 and summary["steps"] == 10
+        assert summary["success_rate"] == pytest.approx(2 / 3)
+        assert summary["tasks"]["PushCube-v0"] == {"episodes": 2, "steps": 7, "mean_length": 3.5, "success_rate": 1.0}
+        assert summary["tasks"]["ReachCube-v0"]["success_rate"] == 0.0
+        with pytest.raises(IndexError, match="holds 3 episodes"):
+            reader[3]
+        with pytest.raises(KeyError, match="unknown array 'depth'"):
+            reader.load(0, "depth")
+
+
+def test_file_follows_the_documented_layout(two_task_file):
+    path, _ = two_task_file
+    with h5py.File(path, "r") as f:
+        assert f.attrs["format"] == "worldsim-episodes" and f.attrs["version"] == 1 and f.attrs["total"] == 3
+        assert f.attrs["tasks"] == '["PushCube-v0", "ReachCube-v0"]'
+        demo = f["data/demo_0"]
+        assert demo["obs/image"].shape == (6, 8, 8, 3) and demo["obs/image"].dtype == np.uint8
+        assert demo["obs/image"].chunks == (1, 8, 8, 3) and demo["obs/image"].compression == "lzf"
+        assert demo["actions"].shape == (5, 4) and demo["actions"].dtype == np.float32
+        assert demo["success"].shape == (6,) and demo["dones"].shape == (5,)
+        assert demo["dones"][-1] and not demo["dones"][:-1].any()
+        assert dict(demo.attrs) == {
+            "instruction": "do PushCube-v0", "task": "PushCube-v0", "env_id": "worldsim/PushCube-v0",
+            "seed": 100, "env_index": 0, "num_samples": 5, "success": True, "policy": "test"}
+
+
+# ---------------------------------------------------------------------------- atomic writes
+def test_an_exception_inside_the_writer_leaves_no_file(tmp_path):
+    path = tmp_path / "d.h5"
+    with pytest.raises(RuntimeError, match="boom"), EpisodeWriter(path) as writer:
+        writer.add_episode(make_episode(3))
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_overwrite_leaves_the_existing_file_intact(tmp_path):
+    path = write(tmp_path / "d.h5", [make_episode(4, 7)])
+    before = path.read_bytes()
+    with pytest.raises(RuntimeError, match="boom"), EpisodeWriter(path, overwrite=True) as writer:
+        writer.add_episode(make_episode(2))
+        raise RuntimeError("boom")
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["d.h5"]
+
+
+def test_existing_files_are_refused_unless_overwrite(tmp_path):
+    path = write(tmp_path / "d.h5", [make_episode(4, 7)])
+    with pytest.raises(FileExistsError, match="already exists; pass overwrite=True"):
+        EpisodeWriter(path)
+    write(path, [make_episode(2, 1), make_episode(3, 2)], overwrite=True)
+    with EpisodeReader(path) as reader:
+        assert [i.num_samples for i in reader.episode_info()] == [2, 3]
+
+
+def test_writer_rejects_misuse_and_mixed_layouts(tmp_path):
+    writer = EpisodeWriter(tmp_path / "d.h5")
+    with pytest.raises(RuntimeError, match="not open"):
+        writer.add_episode(make_episode(2))
+    with pytest.raises(ValueError, match="same keys and shapes"), writer:
+        writer.add_episode(make_episode(2))
+        writer.add_episode(make_episode(2, wrist=True))
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="JSON-serialisable"):
+        EpisodeWriter(tmp_path / "e.h5", env_kwargs={"bad": object()})
+
+
+# ---------------------------------------------------------------------------- bad episodes
+@pytest.mark.parametrize("change, message", [
+    (lambda e: e.obs.update(proprio=e.obs["proprio"][:-1]), r"obs\['proprio'\] must hold T\+1=6 observations"),
+    (lambda e: e.obs.update(image=e.obs["image"].astype(np.float32)), "must be uint8"),
+    (lambda e: e.obs.update(depth=e.obs["image"]), r"unknown observation key\(s\) \['depth'\]"),
+    (lambda e: setattr(e, "actions", e.actions[:, :3]), r"actions must have shape \(T, 4\)"),
+    (lambda e: e.actions.__setitem__((1, 1), np.nan), "actions contain NaN"),
+    (lambda e: setattr(e, "success", e.success[:-1]), r"success must have shape \(6,\)"),
+    (lambda e: setattr(e, "rewards", e.rewards[:-1]), r"rewards must have shape \(5,\)"),
+    (lambda e: e.truncated.__setitem__(1, True), "ends at step 1"),
+    (lambda e: setattr(e, "terminated", e.terminated * 0.5), "must be booleans"),
+])
+def test_bad_episodes_are_rejected_naming_the_field(change, message):
+    episode = make_episode(5)
+    change(episode)
+    with pytest.raises(ValueError, match=message):
+        Episode(**{k: getattr(episode, k) for k in episode.__dataclass_fields__})
+
+
+# ---------------------------------------------------------------------------- bad files
+def test_truncated_and_garbage_files_get_a_clear_error(two_task_file, tmp_path):
+    path, _ = two_task_file
+    cut = tmp_path / "cut.h5"
+    data = path.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="cut.h5"):
+        EpisodeReader(cut)
+    garbage = tmp_path / "garbage.h5"
+    garbage.write_bytes(np.random.default_rng(0).bytes(4096))
+    with pytest.raises(ValueError, match="garbage.h5 is not a readable HDF5 file"):
+        EpisodeReader(garbage)
+    with pytest.raises(FileNotFoundError, match="no dataset file"):
+        EpisodeReader(tmp_path / "missing.h5")
+
+
+def edit(path, action):
+    with h5py.File(path, "a") as f:
+        action(f)
+
+
+@pytest.mark.parametrize("action, message", [
+    (lambda f: f.attrs.__setitem__("format", "robomimic"), "'format' attribute is 'robomimic'"),
+    (lambda f: f.attrs.__setitem__("version", 9), "version 9 is not supported"),
+    (lambda f: f.__delitem__("data/demo_1/actions"), "data/demo_1 lacks actions"),
+    (lambda f: f["data/demo_0"].attrs.__delitem__("instruction"), "lacks attribute instruction"),
+    (lambda f: f.__delitem__("data/demo_2"), "'total' says 3 episodes"),
+    (lambda f: f["data/demo_0"].attrs.__setitem__("num_samples", 4), r"actions has shape \(5, 4\)"),
+    (lambda f: (f.__delitem__("data/demo_1/obs/proprio"),
+                f.create_dataset("data/demo_1/obs/proprio", data=np.zeros((3, 4), np.float32))),
+     "holds 3 observations; with num_samples=3 it must hold 4"),
+])
+def test_files_not_in_the_layout_are_rejected_naming_the_file(two_task_file, action, message):
+    path, _ = two_task_file
+    edit(path, action)
+    with pytest.raises(ValueError, match=message) as err:
+        EpisodeReader(path)
+    assert str(path) in str(err.value)
+
+
+# ---------------------------------------------------------------------------- windows
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_windows_clamp_context_pad_chunks_and_mask_the_future(two_task_file, in_memory):
+    path, _ = two_task_file
+    data = WindowDataset(path, context=3, chunk=4, future=2, in_memory=in_memory)
+    assert len(data) == 5 + 3 + 2
+    first = data[0]  # episode 0, t = 0: context repeats frame 0
+    assert first["image"].shape == (3, 8, 8, 3) and first["image"].dtype == torch.uint8
+    assert first["image"][:, 1, 1, 0].tolist() == [0, 0, 0]
+    assert first["proprio"][:, 0].tolist() == [0, 0, 0] and first["proprio"].dtype == torch.float32
+    assert first["actions"][:, 0].tolist() == [0, 1, 2, 3] and first["action_mask"].all()
+    assert first["next_image"][:, 1, 1, 0].tolist() == [1, 2] and first["next_mask"].all()
+    assert (first["episode"], first["step"], first["task"], first["success"]) == (0, 0, "PushCube-v0", True)
+    last = data[4]  # episode 0, t = 4 = T - 1: chunk padded with the last action, future clamped at T
+    assert last["image"][:, 1, 1, 0].tolist() == [2, 3, 4]
+    assert last["actions"][:, 0].tolist() == [4, 4, 4, 4]
+    assert last["action_mask"].tolist() == [True, False, False, False]
+    assert last["rewards"].tolist() == pytest.approx([0.4, 0, 0, 0])
+    assert last["next_image"][:, 1, 1, 0].tolist() == [5, 5] and last["next_mask"].tolist() == [True, False]
+    reach = data[6]  # episode 1 (code 1), t = 1
+    assert reach["image"][:, 1, 1, 0].tolist() == [10, 10, 11] and reach["proprio"][:, 1].tolist() == [1, 1, 1]
+    assert (reach["episode"], reach["step"], reach["instruction"], reach["success"]) == (1, 1, "do ReachCube-v0",
+                                                                                         False)
+    assert data[-1]["step"] == 1 and data[-1]["episode"] == 2
+    with pytest.raises(IndexError):
+        data[len(data)]
+
+
+def test_lazy_and_in_memory_windows_agree_also_through_dataloader_workers(two_task_file):
+    path, _ = two_task_file
+    eager = WindowDataset(path, context=2, chunk=3, future=1)
+    lazy = WindowDataset(path, context=2, chunk=3, future=1, in_memory=False)
+    loader = DataLoader(lazy, batch_size=4, num_workers=2)
+    batches = list(loader)
+    for key in ("image", "proprio", "state", "actions", "action_mask", "rewards", "next_image", "next_mask"):
+        expected = torch.stack([eager[i][key] for i in range(len(eager))])
+        assert torch.equal(torch.cat([b[key] for b in batches]), expected), key
+    instructions = [text for b in batches for text in b["instruction"]]
+    assert instructions == [eager[i]["instruction"] for i in range(len(eager))]
+
+
+def test_task_filter_and_key_selection(two_task_file):
+    path, _ = two_task_file
+    push = WindowDataset(path, tasks=["PushCube-v0"], keys=["proprio"])
+    assert len(push) == 7 and {push[i]["task"] for i in range(7)} == {"PushCube-v0"}
+    assert set(push[0]) == {"proprio", "actions", "action_mask", "rewards", "instruction", "task", "episode",
+                            "step", "success"}
+    assert [push[i]["episode"] for i in (0, 5)] == [0, 2] and push.instructions == ["do PushCube-v0"]
+    assert push.episode_index.tolist() == [0] * 5 + [2] * 2
+    with pytest.raises(ValueError, match=r"\['StackCube-v0'\] not in .*holds PushCube-v0, ReachCube-v0"):
+        WindowDataset(path, tasks=["StackCube-v0"])
+    with pytest.raises(ValueError, match=r"unknown obs key\(s\) \['wrist_image'\]"):
+        WindowDataset(path, keys=["wrist_image"])
+    with pytest.raises(ValueError, match="context=0 must be an int >= 1"):
+        WindowDataset(path, context=0)
+
+
+def test_dataset_statistics_match_numpy(two_task_file):
+    path, episodes = two_task_file
+    stats = dataset_statistics(path)
+    assert set(stats) == {"proprio", "state", "actions"}
+    actions = np.concatenate([e.actions for e in episodes])
+    mean, std = stats["actions"]
+    assert mean.dtype == np.float32 and mean.shape == (4,)
+    np.testing.assert_allclose(mean, actions.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(std, np.maximum(actions.std(0), 1e-6), rtol=1e-5)
+    assert std[2] == pytest.approx(1e-6)  # a constant dimension: floored, safe to divide by
+    state = np.concatenate([e.obs["state"] for e in episodes])
+    np.testing.assert_allclose(stats["state"][0], state.mean(0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="no statistics for 'image'"):
+        dataset_statistics(path, keys=["image"])

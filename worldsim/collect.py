@@ -1,0 +1,337 @@
+"""Rollout collection: record episodes of any policy on worldsim vector envs to one episode file.
+
+:func:`collect_episodes` runs each task on its own vector env (``autoreset_mode="SameStep"``,
+so the final observation of an episode arrives in ``info["final_obs"]`` while the env already
+starts the next one), serves the policy one action per step through
+:class:`~worldsim.policies.runner.ChunkQueue`, and writes every finished episode through
+:class:`~worldsim.datasets.EpisodeWriter` (the file appears only when all tasks are done).
+
+Episodes are counted without bias towards short ones: with ``N`` episodes wanted from ``M``
+parallel envs, the first ``N`` episodes *started* are recorded, each to its end (episodes
+started after the quota run but are discarded). A fast env would otherwise contribute more
+episodes, and fast episodes are mostly successes.
+
+Randomness flows from ``seed``: task ``k`` (in the order given) runs its envs with seed
+``seed + k`` and the policy's torch sampling under ``torch.manual_seed(seed + k)``; each episode
+records that env seed, its env index and a description of the policy (for the scripted
+expert this includes its noise settings and seed). Same seed, same file contents.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tyro
+from tqdm.auto import tqdm
+
+from worldsim.datasets import Episode, EpisodeWriter
+from worldsim.envs.observations import OBS_MODES
+from worldsim.envs.tasks import TaskSpec, get_suite, get_task
+from worldsim.policies.base import Policy
+from worldsim.policies.runner import ChunkQueue
+from worldsim.run_logging import to_jsonable
+
+
+@dataclass
+class TaskCollectStats:
+    """What collecting one task produced and cost."""
+
+    task: str
+    episodes: int
+    successes: int
+    steps: int  # env steps in the recorded episodes (sum of T)
+    env_steps: int  # env steps run, including episodes discarded after the quota
+    seconds: float
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes
+
+    @property
+    def mean_length(self) -> float:
+        return self.steps / self.episodes
+
+    @property
+    def steps_per_second(self) -> float:
+        """Env steps per wall-clock second (policy, physics, rendering and writing included)."""
+        return self.env_steps / max(self.seconds, 1e-9)
+
+
+@dataclass
+class CollectStats:
+    """The result of :func:`collect_episodes`: the file written and per-task figures."""
+
+    path: Path
+    tasks: dict[str, TaskCollectStats] = field(default_factory=dict)
+    seconds: float = 0.0
+    file_bytes: int = 0
+
+    @property
+    def episodes(self) -> int:
+        return sum(s.episodes for s in self.tasks.values())
+
+    @property
+    def success_rate(self) -> float:
+        return sum(s.successes for s in self.tasks.values()) / self.episodes
+
+
+def describe_policy(policy: Policy) -> str:
+    """A short description stored with each episode: the policy type and its config as JSON."""
+    config = json.dumps(to_jsonable(policy.config), sort_keys=True, separators=(",", ":"))
+    return f"{policy.policy_type} {config}"
+
+
+def check_policy_observations(policy: Policy, env_kwargs: dict[str, Any]) -> None:
+    """Raise ``ValueError`` if envs made with ``env_kwargs`` do not give ``policy`` the
+    observations it reads (its :meth:`~worldsim.policies.base.Policy.env_kwargs`)."""
+    wanted = policy.env_kwargs()
+    mode = env_kwargs["obs_mode"]
+    if wanted["obs_mode"] == "state" and mode == "pixels":
+        raise ValueError(f"{type(policy).__name__} reads the 'state' observation; obs_mode='pixels' has none "
+                         f"(use 'pixels+state' or 'state')")
+    if wanted["obs_mode"] != "state":
+        if mode == "state":
+            raise ValueError(f"{type(policy).__name__} reads pixels; obs_mode='state' has none "
+                             f"(use 'pixels' or 'pixels+state')")
+        if wanted["image_size"] != env_kwargs["image_size"]:
+            raise ValueError(f"{type(policy).__name__} was built for {wanted['image_size']}-pixel images; "
+                             f"image_size={env_kwargs['image_size']} (pass image_size={wanted['image_size']})")
+        if wanted["wrist_camera"] and not env_kwargs["wrist_camera"]:
+            raise ValueError(f"{type(policy).__name__} reads the wrist camera; pass wrist_camera=True (--wrist)")
+
+
+class _EpisodeBuffer:
+    """The growing record of one env's current episode."""
+
+    def __init__(self, obs: dict[str, np.ndarray], success: bool):
+        self.obs = {key: [value] for key, value in obs.items()}
+        self.success = [success]
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.terminated: list[bool] = []
+        self.truncated: list[bool] = []
+
+    def add(self, action: np.ndarray, reward: float, terminated: bool, truncated: bool,
+            obs: dict[str, np.ndarray], success: bool) -> None:
+        self.actions.append(action)
+        self.rewards.append(reward)
+        self.terminated.append(terminated)
+        self.truncated.append(truncated)
+        for key, value in obs.items():
+            self.obs[key].append(value)
+        self.success.append(success)
+
+    def episode(self, spec: TaskSpec, seed: int, env_index: int, policy: str) -> Episode:
+        return Episode(obs={key: np.stack(frames) for key, frames in self.obs.items()},
+                       actions=np.stack(self.actions), rewards=np.array(self.rewards, np.float32),
+                       terminated=np.array(self.terminated), truncated=np.array(self.truncated),
+                       success=np.array(self.success), instruction=spec.instruction, task=spec.name,
+                       seed=seed, policy=policy, env_index=env_index)
+
+
+def _row(obs: Any, i: int) -> dict[str, np.ndarray]:
+    """Env ``i``'s stored observation keys (a copy; the env reuses its arrays)."""
+    if isinstance(obs, np.ndarray):
+        return {"state": obs[i].copy()}
+    return {key: np.array(value[i]) for key, value in obs.items() if key != "instruction"}
+
+
+def _unbatched(obs: Any) -> dict[str, np.ndarray]:
+    """A final observation from ``info["final_obs"]`` (already one env's, already a copy)."""
+    if isinstance(obs, np.ndarray):
+        return {"state": obs}
+    return {key: value for key, value in obs.items() if key != "instruction"}
+
+
+def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes: int, *, num_envs: int,
+                 seed: int, env_kwargs: dict[str, Any], execute_steps: int | None = None,
+                 progress: tqdm | None = None) -> TaskCollectStats:
+    """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
+    ``writer`` (in the order they finish). ``seed`` seeds the envs and torch's sampling."""
+    num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
+    description = describe_policy(policy)
+    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=num_envs, autoreset_mode="SameStep", **env_kwargs)
+    start = time.perf_counter()
+    stats = TaskCollectStats(spec.name, 0, 0, 0, 0, 0.0)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            queue = ChunkQueue(policy, num_envs, execute_steps)
+            obs, info = env.reset(seed=seed)
+            buffers: list[_EpisodeBuffer | None] = [
+                _EpisodeBuffer(_row(obs, i), bool(info["success"][i])) for i in range(num_envs)]
+            started = num_envs
+            while stats.episodes < episodes:
+                actions = np.clip(queue(obs), -1.0, 1.0).astype(np.float32)  # what the env executes
+                obs, reward, terminated, truncated, info = env.step(actions)
+                queue.restart(info["episode_step"] == 0)
+                stats.env_steps += num_envs
+                ended = terminated | truncated
+                for i, buffer in enumerate(buffers):
+                    if buffer is None:
+                        continue
+                    if ended[i]:
+                        next_obs, success = _unbatched(info["final_obs"][i]), info["final_info"]["success"][i]
+                    else:
+                        next_obs, success = _row(obs, i), info["success"][i]
+                    buffer.add(actions[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
+                               next_obs, bool(success))
+                    if ended[i]:
+                        episode = buffer.episode(spec, seed, i, description)
+                        writer.add_episode(episode)
+                        stats.episodes += 1
+                        stats.successes += episode.succeeded
+                        stats.steps += episode.num_samples
+                        if progress is not None:
+                            progress.update(1)
+                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}")
+                for i in np.flatnonzero(ended):  # the env already started its next episode
+                    buffers[i] = None
+                    if started < episodes:
+                        buffers[i] = _EpisodeBuffer(_row(obs, i), bool(info["success"][i]))
+                        started += 1
+    finally:
+        env.close()
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
+def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Policy], episodes: int, out: str | Path,
+                     num_envs: int = 16, seed: int = 0, image_size: int = 64, wrist_camera: bool = False,
+                     obs_mode: str = "pixels+state", execute_steps: int | None = None, overwrite: bool = False,
+                     progress: bool = True) -> CollectStats:
+    """Collect ``episodes`` complete episodes per task into one episode file ``out``.
+
+    Args:
+        tasks: task names (see ``worldsim list-envs``), each at most once.
+        policy_factory: builds the policy for a task name (may return the same policy for
+            every task). Each policy must accept the task's instruction (``check_task``) and
+            read what ``obs_mode`` provides; both are checked before anything runs.
+        episodes: episodes per task (>= 1).
+        out: the ``.h5`` file to write (atomically: it appears when every task is done).
+        num_envs: parallel envs per task (capped at ``episodes``).
+        seed: task ``k`` uses seed ``seed + k`` for its envs and torch sampling.
+        image_size, wrist_camera, obs_mode: the env's observations (stored in the file's
+            ``env_kwargs``).
+        execute_steps: actions executed per predicted chunk before re-planning (default: all).
+        overwrite: replace an existing ``out``; otherwise it is refused (``FileExistsError``).
+        progress: show a progress bar.
+
+    Returns per-task episodes, success rate, mean length and steps/s.
+    """
+    specs = [get_task(name) for name in tasks]
+    names = [spec.name for spec in specs]
+    if not names:
+        raise ValueError("tasks is empty; name at least one task")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"tasks {duplicates} are named more than once")
+    for name, value in (("episodes", episodes), ("num_envs", num_envs)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name}={value!r} must be an int >= 1")
+    if obs_mode not in OBS_MODES:
+        raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(OBS_MODES)}")
+    env_kwargs = {"obs_mode": obs_mode}
+    if obs_mode != "state":
+        env_kwargs.update(image_size=image_size, wrist_camera=wrist_camera)
+    out = Path(out)
+    writer = EpisodeWriter(out, env_kwargs=env_kwargs, overwrite=overwrite)  # refuses `out` before any work
+    policies = {}
+    for spec in specs:
+        policy = policy_factory(spec.name)
+        policy.check_task(spec.instruction)
+        check_policy_observations(policy, {"image_size": image_size, "wrist_camera": wrist_camera, **env_kwargs})
+        policies[spec.name] = policy.eval()
+
+    stats = CollectStats(out)
+    start = time.perf_counter()
+    with writer, tqdm(total=episodes * len(specs), desc="collect", unit="ep", disable=not progress) as bar:
+        for k, spec in enumerate(specs):
+            stats.tasks[spec.name] = collect_task(writer, spec, policies[spec.name], episodes, num_envs=num_envs,
+                                                  seed=seed + k, env_kwargs=env_kwargs,
+                                                  execute_steps=execute_steps, progress=bar)
+    stats.seconds = time.perf_counter() - start
+    stats.file_bytes = out.stat().st_size
+    return stats
+
+
+# ---------------------------------------------------------------------------- command line
+@dataclass
+class Collect:
+    """Record episodes of a policy (the scripted expert, or a checkpoint) to an HDF5 episode file."""
+
+    out: Path
+    """The episode file to write (.h5); all tasks go into it."""
+    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Task to collect (repeat --task for several; see `worldsim list-envs`)."""
+    suite: str | None = None
+    """Collect every task of this suite (added to --task)."""
+    policy: str = "expert"
+    """"expert" for the scripted expert, else a policy checkpoint or run folder."""
+    episodes: int = 200
+    """Episodes per task."""
+    noise: float = 0.0
+    """Expert only: std of Gaussian noise added to every action."""
+    epsilon: float = 0.0
+    """Expert only: probability of a uniformly random action, per step."""
+    num_envs: int = 16
+    """Parallel envs per task."""
+    seed: int = 0
+    """Task k uses seed + k (envs, policy sampling, expert noise)."""
+    image_size: int = 64
+    """Side of the camera images in pixels."""
+    wrist: bool = False
+    """Also record the wrist camera."""
+    obs_mode: Literal["pixels+state", "pixels", "state"] = "pixels+state"
+    """Observations to record."""
+    execute_steps: int | None = None
+    """Actions executed per predicted chunk before re-planning (default: the whole chunk)."""
+    overwrite: bool = False
+    """Replace --out if it exists."""
+
+    def run(self) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
+
+        names = [get_task(t).name for t in self.task]
+        if self.suite:
+            names += get_suite(self.suite).tasks
+        names = list(dict.fromkeys(names))
+        if not names:
+            raise ValueError("name the tasks to collect with --task (repeatable) or --suite")
+        if self.out.exists() and not self.overwrite:
+            raise ValueError(f"--out {self.out} already exists; pass --overwrite to replace it")
+        if self.policy == "expert":
+            def factory(task: str) -> Policy:
+                return ScriptedExpert(ScriptedExpertConfig(task, self.noise, self.epsilon,
+                                                           self.seed + names.index(task)))
+        else:
+            if self.noise or self.epsilon:
+                raise ValueError("--noise and --epsilon apply to --policy expert only")
+            if not Path(self.policy).is_dir():
+                raise ValueError(f"--policy {self.policy!r} is neither 'expert' nor a checkpoint folder")
+            loaded = load_policy(self.policy)
+
+            def factory(task: str) -> Policy:
+                return loaded
+
+        stats = collect_episodes(names, factory, self.episodes, self.out, num_envs=self.num_envs,
+                                 seed=self.seed, image_size=self.image_size, wrist_camera=self.wrist,
+                                 obs_mode=self.obs_mode, execute_steps=self.execute_steps)
+        table = Table(title=f"{self.out} ({stats.file_bytes / 2**20:.1f} MiB, {stats.seconds:.1f} s)")
+        for column in ("task", "episodes", "success rate", "mean length", "steps/s"):
+            table.add_column(column, justify="left" if column == "task" else "right")
+        for s in stats.tasks.values():
+            table.add_row(s.task, str(s.episodes), f"{s.success_rate:.1%}", f"{s.mean_length:.1f}",
+                          f"{s.steps_per_second:,.0f}")
+        Console().print(table)
