@@ -24,7 +24,9 @@ class ScriptedExpertConfig:
     task: str = "PushCube-v0"
     """Task whose expert this is."""
     noise: float = 0.0
-    """Std of Gaussian noise added to every action (actions are in [-1, 1])."""
+    """Std of Gaussian noise added to the end-effector displacement of every action (in action
+    units, [-1, 1]). The gripper command is left alone: a noisy gripper drops held cubes, which
+    would make every pick fail instead of some."""
     epsilon: float = 0.0
     """Probability of replacing an action by a uniformly random one, per step."""
     seed: int = 0
@@ -43,8 +45,8 @@ class ScriptedExpert(Policy):
     """The scripted expert of one task. Needs ``state`` in the observation (``obs_mode="state"``
     or ``"pixels+state"``).
 
-    The log-probability is that of the Gaussian noise around the expert's action (0 without
-    noise); the value is 0 and the features are the state."""
+    The log-probability is that of the Gaussian displacement noise around the expert's action
+    (0 without noise); the value is 0 and the features are the state."""
 
     policy_type = "scripted_expert"
     obs_mode = "state"
@@ -80,7 +82,8 @@ class ScriptedExpert(Policy):
         actions = mean.clone()
         if not deterministic:
             if self.config.noise > 0:
-                actions += torch.as_tensor(self.rng.normal(0, self.config.noise, mean.shape), dtype=torch.float32)
+                noise = self.rng.normal(0, self.config.noise, (len(mean), 3))
+                actions[:, :3] += torch.as_tensor(noise, dtype=torch.float32)
             if self.config.epsilon > 0:
                 swap = torch.as_tensor(self.rng.random(len(mean)) < self.config.epsilon)
                 random = torch.as_tensor(self.rng.uniform(-1, 1, mean.shape), dtype=torch.float32)
@@ -93,11 +96,12 @@ class ScriptedExpert(Policy):
         return self._score(self._mean(batch), actions)
 
     def _score(self, mean: torch.Tensor, actions: torch.Tensor):
+        """Log-density and entropy of the displacement noise (the gripper is deterministic)."""
         zeros = torch.zeros(len(mean))
         if self.config.noise == 0:
             return zeros, zeros, zeros
-        normal = torch.distributions.Normal(mean[:, None], self.config.noise)
-        return normal.log_prob(actions).sum((1, 2)), normal.entropy().sum((1, 2)), zeros
+        normal = torch.distributions.Normal(mean[:, None, :3], self.config.noise)
+        return normal.log_prob(actions[..., :3]).sum((1, 2)), normal.entropy().sum((1, 2)), zeros
 
     def features(self, batch: Batch) -> torch.Tensor:
         return batch["state"]

@@ -34,7 +34,7 @@ def test_expert_policy_matches_the_env_expert_and_reports_its_noise(make_vec):
     out = noisy.act(batch)
     log_prob, entropy, _ = noisy.evaluate(batch, out.actions)
     torch.testing.assert_close(log_prob, out.log_prob)
-    assert torch.allclose(entropy, torch.full((4,), 4 * (0.5 + 0.5 * np.log(2 * np.pi * 0.04))))
+    assert torch.allclose(entropy, torch.full((4,), 3 * (0.5 + 0.5 * np.log(2 * np.pi * 0.04))))
     assert noisy.sample(batch, 6).shape == (4, 6, 1, 4)
 
 

@@ -218,7 +218,7 @@ def train_bc(config: BCConfig) -> dict:
                                        **{f"train/{k}": v for k, v in logs.items()}}, dist_info)
             metrics["train/lr"] = schedule.get_last_lr()[0]
             logger.log(step, metrics)
-            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}")
+            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}", refresh=False)
         if len(val_idx) and (step % config.val_every == 0 or step == config.steps):
             logger.log(step, {"val/loss": validation_loss()})
         if step % config.checkpoint_every == 0:

@@ -192,7 +192,7 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                         stats.steps += episode.num_samples
                         if progress is not None:
                             progress.update(1)
-                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}")
+                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}", refresh=False)
                 for i in np.flatnonzero(ended):  # the env already started its next episode
                     buffers[i] = None
                     if started < episodes:
