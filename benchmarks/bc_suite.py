@@ -39,6 +39,8 @@ class Args:
     language: str = "minilm"
     eval_episodes: int = 100
     """Evaluation episodes per task."""
+    threads: int = 1
+    """torch CPU threads."""
     out: Path = Path("runs/bench_bc")
     seed: int = 0
 
@@ -55,7 +57,8 @@ def main(args: Args) -> None:
         collect_episodes(tasks, expert, args.episodes, data, seed=args.seed)
     t1 = time.perf_counter()
     summary = train_bc(BCConfig(data=data, out=args.out / "bc", steps=args.steps, batch_size=args.batch_size,
-                                language=args.language, eval_episodes=args.eval_episodes, seed=args.seed))
+                                language=args.language, eval_episodes=args.eval_episodes, seed=args.seed,
+                                threads=args.threads))
     t2 = time.perf_counter()
     print(json.dumps({
         "suite": args.suite, "episodes_per_task": args.episodes, "noise": args.noise, "grasp_noise": args.grasp_noise, "bc_steps": summary["steps"],

@@ -100,7 +100,7 @@ def test_wilson_interval():
 
 def test_evaluate_cli_writes_json_and_videos(tmp_path, capsys):
     out = tmp_path / "eval.json"
-    assert main(["evaluate", "--policy", "expert", "--task", "ReachCube-v0", "PushCube-v0",
+    assert main(["evaluate", "--policy", "expert", "--task", "ReachCube-v0", "--task", "PushCube-v0",
                  "--episodes", "4", "--num-envs", "4", "--json", str(out), "--video"]) == 0
     result = json.loads(out.read_text())
     assert result["episodes"] == 8 and set(result["per_task"]) == {"ReachCube-v0", "PushCube-v0"}

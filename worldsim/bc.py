@@ -24,16 +24,24 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+import tyro
 from tqdm.auto import tqdm
 
 from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
-from worldsim.distributed import (all_reduce_mean, average_gradients, broadcast_module, init_distributed,
-                                  ranks_in_sync, shutdown)
+from worldsim.distributed import (
+    all_reduce_mean,
+    average_gradients,
+    broadcast_module,
+    init_distributed,
+    ranks_in_sync,
+    shutdown,
+)
+from worldsim.envs.tasks import get_task
 from worldsim.run_logging import RunLogger, write_json
 
 
@@ -45,8 +53,8 @@ class BCConfig:
     """HDF5 episodes file (from ``worldsim collect``)."""
     out: Path = Path("runs/bc")
     """Run folder: config, metrics, curves, checkpoint, policy/."""
-    tasks: tuple[str, ...] = ()
-    """Train only on these tasks of the file (default: all)."""
+    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Train only on this task of the file (repeat --task for several; default: all)."""
     chunk_size: int = 4
     """Actions predicted per step (the action chunk K)."""
     language: Literal["minilm", "learned"] = "minilm"
@@ -77,6 +85,9 @@ class BCConfig:
     """Seed of initialisation, batches and augmentation."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where to train."""
+    threads: int | None = None
+    """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:
+    oversubscribed, torch's thread pool slows down several times."""
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)
@@ -133,13 +144,15 @@ def train_bc(config: BCConfig) -> dict:
     from worldsim.datasets import EpisodeReader, WindowDataset, dataset_statistics
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
+    if config.threads:
+        torch.set_num_threads(config.threads)
     dist_info = init_distributed(config.device)
     device = dist_info.device
     torch.manual_seed(config.seed)
 
     # 1. data
     reader = EpisodeReader(config.data)
-    tasks = list(config.tasks) or None
+    tasks = [get_task(t).name for t in config.task] or None
     dataset = WindowDataset(reader, context=1, chunk=config.chunk_size, tasks=tasks,
                             keys=tuple(k for k in ("image", "wrist_image", "proprio") if k in reader.obs_keys))
     obs_keys = tuple(k for k in ("image", "wrist_image", "proprio") if k in reader.obs_keys)

@@ -598,6 +598,11 @@ class WindowDataset(Dataset):
         """Distinct instructions of the selected episodes (e.g. to cache their embeddings)."""
         return list(dict.fromkeys(info.instruction for info in self.infos))
 
+    @property
+    def tasks(self) -> list[str]:
+        """Distinct tasks of the selected episodes."""
+        return list(dict.fromkeys(info.task for info in self.infos))
+
     def __len__(self) -> int:
         return len(self._item_step)
 
