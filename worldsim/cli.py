@@ -5,12 +5,17 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
 import tyro
 from rich.console import Console
 from rich.table import Table
 
+from worldsim.bc import BCConfig
+from worldsim.collect import Collect
+from worldsim.datasets import DatasetInfo
 from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
+from worldsim.train_rl import TrainRL
 
 console = Console()
 
@@ -70,7 +75,100 @@ class Render:
         console.print(f"[bold]{spec.instruction}[/] -> {path} ({len(frames)} frames)")
 
 
-COMMANDS = {"list-envs": ListEnvs, "render": Render}
+def tasks_for(policy, task: tuple[str, ...], suite: str | None, split: str) -> list[str]:
+    """The tasks named by ``--task``/``--suite``, else those whose instruction ``policy`` knows."""
+    if task or suite:
+        names = [get_task(t).name for t in task]
+        if suite:
+            s = get_suite(suite)
+            names += list({"all": s.tasks, "seen": s.seen, "unseen": s.unseen}[split])
+        return list(dict.fromkeys(names))
+    known = getattr(policy.config, "instructions", None) or ()
+    names = [name for name, spec in TASKS.items() if spec.instruction in known]
+    if getattr(policy.config, "task", None):
+        names = [get_task(policy.config.task).name]
+    if not names:
+        raise ValueError("this policy names no tasks it was trained on; pass --task or --suite")
+    return names
+
+
+@dataclass
+class Evaluate:
+    """Roll a policy out on tasks: success rate per task with 95% intervals, videos, JSON."""
+
+    policy: str
+    """A policy checkpoint or run folder (e.g. runs/bc_push), or "expert" for the scripted expert."""
+    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Task to evaluate (repeat --task for several; default: the tasks the policy was trained on)."""
+    suite: str | None = None
+    """Evaluate every task of this suite (see `worldsim list-envs`)."""
+    split: Literal["all", "seen", "unseen"] = "all"
+    """Which tasks of --suite."""
+    episodes: int = 100
+    """Episodes per task."""
+    num_envs: int = 50
+    """Parallel envs."""
+    seed: int = 0
+    """Seed of the first task's envs (task k uses seed + k)."""
+    stochastic: bool = False
+    """Sample actions instead of taking the policy's mean."""
+    execute_steps: int | None = None
+    """Actions executed per predicted chunk before re-planning (default: the whole chunk)."""
+    video: bool = False
+    """Record the first 3 episodes of each task as mp4."""
+    video_dir: Path | None = None
+    """Where videos go (default: next to --json, else ./eval_videos)."""
+    json: Path | None = None
+    """Write the results (success_rate, per-task rates, intervals, episode count) here."""
+
+    def run(self) -> None:
+        from worldsim.evaluation import EvalResults, results_table
+        from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
+        from worldsim.run_logging import write_json
+
+        if self.episodes < 1 or self.num_envs < 1:
+            raise ValueError(f"--episodes ({self.episodes}) and --num-envs ({self.num_envs}) must be >= 1")
+        if self.policy == "expert":
+            if not (self.task or self.suite):
+                raise ValueError("--policy expert needs --task or --suite")
+            tasks = tasks_for(None, self.task, self.suite, self.split)
+            per_task = {}
+            for k, name in enumerate(tasks):
+                expert = ScriptedExpert(ScriptedExpertConfig(name, seed=self.seed))
+                per_task.update(self._evaluate(expert, [name], self.seed + k).tasks)
+            merged = EvalResults("expert", self.seed, not self.stochastic, per_task)
+        else:
+            policy = load_policy(self.policy)
+            merged = self._evaluate(policy, tasks_for(policy, self.task, self.suite, self.split), self.seed)
+            merged.policy = self.policy
+        console.print(results_table(merged))
+        if self.json:
+            write_json(self.json, merged.to_json())
+            console.print(f"results -> {self.json}")
+
+    def _evaluate(self, policy, tasks: list[str], seed: int):
+        from worldsim.evaluation import evaluate_policy
+
+        video_dir = self.video_dir or (self.json.parent / "videos" if self.json else Path("eval_videos"))
+        return evaluate_policy(policy, tasks, self.episodes, num_envs=self.num_envs, seed=seed,
+                               deterministic=not self.stochastic, execute_steps=self.execute_steps,
+                               videos=3 if self.video else 0, video_dir=video_dir)
+
+
+@dataclass
+class TrainBC(BCConfig):
+    """Train TinyVLA by behaviour cloning on recorded episodes (runs under torchrun too)."""
+
+    def run(self) -> None:
+        from worldsim.bc import train_bc
+
+        summary = train_bc(self)
+        console.print({k: v for k, v in summary.items() if k != "per_task_success"})
+        console.print(f"policy -> {self.out / 'policy'}")
+
+
+COMMANDS = {"list-envs": ListEnvs, "render": Render, "evaluate": Evaluate, "train-bc": TrainBC,
+            "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,100 @@
+"""GRPO: group-relative advantages, the first-episode and first-success masks, the masked
+surrogate, and a short training run through the train-rl command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from worldsim.policies import MLPPolicy, load_policy
+
+from worldsim.grpo import GRPOConfig, first_episode_mask, group_advantages, success_mask, train_grpo
+from worldsim.rl import clipped_surrogate
+from worldsim.run_logging import read_metrics
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_group_advantages_subtract_the_group_mean():
+    returns = torch.tensor([1.0, 3.0, 10.0, 10.0, 0.0, 2.0, 4.0, 6.0])
+    adv = group_advantages(returns, group_size=2, norm_std=False)
+    torch.testing.assert_close(adv, torch.tensor([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0, -1.0, 1.0]))
+    adv = group_advantages(returns, group_size=4, norm_std=True)
+    first = np.array([1.0, 3.0, 10.0, 10.0])
+    expected = (first - first.mean()) / (first.std(ddof=1) + 1e-8)
+    np.testing.assert_allclose(adv[:4].numpy(), expected, rtol=1e-5)
+    # equal returns in a group: no signal, and no division by zero
+    assert torch.equal(group_advantages(torch.ones(4), 4, True), torch.zeros(4))
+    with pytest.raises(ValueError, match="multiple of group_size=3"):
+        group_advantages(torch.ones(4), 3)
+
+
+def test_first_episode_and_success_masks():
+    dones = torch.tensor([[0, 0, 0], [0, 1, 0], [1, 0, 0], [0, 0, 1]], dtype=torch.bool)
+    alive = first_episode_mask(dones)
+    expected_alive = torch.tensor([[1, 1, 1], [1, 1, 1], [1, 0, 1], [0, 0, 1]], dtype=torch.bool)
+    assert torch.equal(alive, expected_alive)
+    # env 0 succeeds at step 1 (and again at 2), env 1 only after its first episode, env 2 never
+    success = torch.tensor([[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=torch.bool)
+    mask = success_mask(success, alive)
+    expected = torch.tensor([[1, 1, 1], [1, 1, 1], [0, 0, 1], [0, 0, 1]], dtype=torch.bool)
+    assert torch.equal(mask, expected)
+
+
+def test_masked_surrogate_ignores_steps_after_success():
+    new = torch.tensor([0.1, -0.3, 2.0], requires_grad=True)
+    old = torch.zeros(3)
+    adv = torch.tensor([1.0, -1.0, 5.0])
+    mask = torch.tensor([True, True, False])
+    loss, stats = clipped_surrogate(new, old, adv, 0.2, mask)
+    loss.backward()
+    # step 1: A < 0 and r = exp(-0.3) = 0.74 < 0.8, so the pessimistic term is the clipped one, 0.8
+    assert loss.item() == pytest.approx((-np.exp(0.1) + 0.8) / 2)
+    assert new.grad[2].item() == 0.0
+    assert stats["clipfrac"].item() == pytest.approx(0.5)
+
+
+def test_config_rejects_bad_groups(tmp_path):
+    with pytest.raises(ValueError, match="group_size=3 must be >= 2 and divide num_envs=16"):
+        GRPOConfig(num_envs=16, group_size=3, out=tmp_path)
+    with pytest.raises(ValueError, match="group_size=1"):
+        GRPOConfig(num_envs=16, group_size=1, out=tmp_path)
+
+
+def test_grpo_trains_and_resumes_exactly(tmp_path):
+    fields = {"task": "ReachCube-v0", "num_envs": 16, "group_size": 4, "total_env_steps": 16 * 50 * 2,
+              "update_epochs": 2, "num_minibatches": 2, "hidden": (32, 32), "eval_every": 0,
+              "eval_episodes": 4, "checkpoint_every": 0, "progress": False, "device": "cpu"}
+    straight = train_grpo(GRPOConfig(**fields, out=tmp_path / "a"))
+    assert straight["iterations"] == 2 and straight["global_step"] == 1600
+    rows = [r for r in read_metrics(tmp_path / "a" / "metrics.jsonl") if "policy_loss" in r]
+    assert len(rows) == 2
+    assert all(0.0 <= r["masked_fraction"] < 1.0 and r["episode/length"] == 50 for r in rows)
+    assert isinstance(load_policy(tmp_path / "a"), MLPPolicy)
+
+    train_grpo(GRPOConfig(**{**fields, "total_env_steps": 800}, out=tmp_path / "b"))
+    resumed = train_grpo(GRPOConfig(**fields, out=tmp_path / "b", resume=True))
+    assert resumed["iterations"] == 2
+    assert resumed["weights_digest"] == straight["weights_digest"]
+
+
+def test_train_rl_cli_runs_grpo(tmp_path):
+    from worldsim.cli import main
+
+    out = tmp_path / "grpo"
+    code = main(["train-rl", "--algo", "grpo", "--task", "ReachCube-v0", "--num-envs", "8",
+                 "--group-size", "4", "--total-env-steps", "400", "--eval-episodes", "4", "--out", str(out),
+                 "--no-progress"])
+    assert code == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["algo"] == "grpo" and config["group_size"] == 4
+    result = json.loads((out / "eval.json").read_text())
+    assert result["algo"] == "grpo" and result["episodes"] == 4 and result["env_steps"] == 400

@@ -1,0 +1,323 @@
+"""Group Relative Policy Optimisation (Shao et al. 2024) for worldsim tasks: PPO's clipped
+surrogate without a critic, the baseline being the other rollouts from the same start.
+
+Each iteration resets the envs in groups of ``group_size`` consecutive envs that share one
+layout (``env.reset(options={"group_size": G})``) and runs one episode per env. An episode's
+advantage is its return minus the mean return of its group (divided by the group's standard
+deviation if ``norm_std``), the same for each of its decisions. The policy loss is PPO's
+clipped surrogate (:func:`worldsim.rl.clipped_surrogate`), averaged only over the decisions
+up to and including the first success, so what a policy does after solving the task is
+neither rewarded nor punished.
+
+Episodes run with ``terminate_on_success=False`` by default for the same reason as in
+:mod:`worldsim.ppo`: each step spent in success earns the top reward, so an earlier success
+means a larger return. Autoreset is ``SameStep`` and whatever follows an env's first episode
+is masked out (``Disabled`` would forbid stepping the batch once any env finished).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from worldsim.checkpoint import save_checkpoint
+from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
+from worldsim.envs.observations import STATE_DIM
+from worldsim.envs.tasks import get_task
+from worldsim.policies.mlp import MLPPolicyConfig
+from worldsim.rl import (
+    any_rank,
+    build_policy,
+    check_common,
+    check_resume,
+    checkpoint_path,
+    clipped_surrogate,
+    env_actions,
+    evaluate,
+    flatten_batch,
+    gather_rows,
+    load_training_state,
+    make_train_env,
+    seed_everything,
+    stack_batches,
+    weights_digest,
+)
+from worldsim.run_logging import RunLogger, to_jsonable, write_json
+
+RESUME_FIELDS = ("task", "obs_mode", "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO settings."""
+
+    task: str = "ReachCube-v0"
+    """Task to train on (see `worldsim list-envs`)."""
+    obs_mode: str = "state"
+    """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
+    num_envs: int = 256
+    """Parallel envs per rank: num_envs / group_size groups per iteration."""
+    group_size: int = 8
+    """Rollouts per start state (G)."""
+    total_env_steps: int = 2_000_000
+    """Env steps to train for, over all ranks (each iteration is num_envs x time limit)."""
+    time_budget: float | None = None
+    """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
+    terminate_on_success: bool = False
+    """End training episodes on success (evaluation always does); see the module docstring."""
+    lr: float = 3e-4
+    """Adam learning rate."""
+    update_epochs: int = 4
+    """Passes over each iteration's decisions."""
+    num_minibatches: int = 4
+    """Minibatches per pass (per rank)."""
+    clip_coef: float = 0.2
+    """Policy ratio clip range."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_std: bool = True
+    """Divide advantages by the group's return standard deviation."""
+    norm_obs: bool = True
+    """Update the policy's running observation normaliser (policies that have one)."""
+    policy: str | None = None
+    """A policy checkpoint or run folder to fine-tune; None: a new state MLP."""
+    chunk_size: int = 1
+    """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of a new MLP policy's actor (its critic is unused by GRPO)."""
+    init_log_std: float = -0.5
+    """Initial action log-std of a new MLP policy."""
+    eval_every: int = 10
+    """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
+    eval_episodes: int = 100
+    """Episodes per evaluation."""
+    checkpoint_every: int = 10
+    """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
+    seed: int = 0
+    """Seed of everything (rank r uses seed + r)."""
+    out: Path = Path("runs/grpo")
+    """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
+    resume: bool = False
+    """Continue the run in `out` from its checkpoint.pt, exactly."""
+    device: str = "auto"
+    """auto, cpu or cuda."""
+    torch_threads: int = 1
+    """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
+    the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        self.task = get_task(self.task).name
+        self.out = Path(self.out)
+        self.hidden = tuple(self.hidden)
+        check_common(self.obs_mode, self.num_envs, self.seed, self.lr, self.time_budget, self.total_env_steps)
+        for name in ("group_size", "update_epochs", "num_minibatches", "chunk_size", "eval_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be an int >= 1")
+        for name in ("eval_every", "checkpoint_every", "torch_threads"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name}={value!r} must be an int >= 0")
+        if self.group_size < 2 or self.num_envs % self.group_size:
+            raise ValueError(f"group_size={self.group_size} must be >= 2 and divide num_envs={self.num_envs}")
+        for name in ("clip_coef", "max_grad_norm"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
+        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
+            raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
+
+    def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
+        return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
+                               init_log_std=self.init_log_std)
+
+
+# ---------------------------------------------------------------------------- pure pieces
+def group_advantages(returns: torch.Tensor, group_size: int, norm_std: bool = True) -> torch.Tensor:
+    """Per-episode advantage ``(N,)``: return minus the mean return of its group of
+    ``group_size`` consecutive episodes, divided by the group's standard deviation (+1e-8) if
+    ``norm_std``. A group whose returns are all equal gets advantage 0."""
+    if returns.ndim != 1 or len(returns) % group_size:
+        raise ValueError(f"returns must be (N,) with N a multiple of group_size={group_size}; "
+                         f"got shape {tuple(returns.shape)}")
+    groups = returns.view(-1, group_size)
+    centred = groups - groups.mean(1, keepdim=True)
+    if norm_std:
+        centred = centred / (groups.std(1, keepdim=True) + 1e-8)
+    return centred.reshape(-1)
+
+
+def first_episode_mask(dones: torch.Tensor) -> torch.Tensor:
+    """``(T, N)`` mask of the steps of each env's first episode: up to and including its first
+    ``done``."""
+    ended_before = torch.cumsum(dones.long(), 0) - dones.long()
+    return ended_before == 0
+
+
+def success_mask(success: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """``(T, N)`` mask of the steps that count in the loss: those of ``alive`` (the first
+    episode) up to and including the first step where ``success`` is True."""
+    success = success.bool() & alive.bool()
+    succeeded_before = torch.cumsum(success.long(), 0) - success.long()
+    return alive.bool() & (succeeded_before == 0)
+
+
+# ---------------------------------------------------------------------------- training
+def train_grpo(config: GRPOConfig) -> dict[str, Any]:
+    """Train with GRPO as ``config`` says; returns a summary like :func:`worldsim.ppo.train_ppo`."""
+    cfg = config
+    info_dist = init_distributed(cfg.device)
+    device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size
+    spec = get_task(cfg.task)
+    seed_everything(cfg.seed + rank)
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+
+    policy = build_policy(cfg.policy, spec, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
+    broadcast_module(policy, info_dist)
+    # Synchronous starts: every episode of an iteration begins at step 0 of its group's layout.
+    env = make_train_env(spec, cfg.num_envs, cfg.obs_mode, policy, reset_schedule="synchronous",
+                         terminate_on_success=cfg.terminate_on_success)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    chunk = policy.chunk_size
+    horizon = math.ceil(spec.max_episode_steps / chunk)  # decisions that cover one episode
+    steps_per_iter = horizon * chunk * cfg.num_envs * world
+    num_iterations = math.ceil(cfg.total_env_steps / steps_per_iter)
+
+    iteration = 0
+    run_config = {"algo": "grpo", **to_jsonable(cfg)}
+    ckpt_file = checkpoint_path(cfg.out, rank)
+    if cfg.resume:
+        state = load_training_state(cfg.out, rank)
+        check_resume(state["config"], run_config, RESUME_FIELDS, ckpt_file)
+        policy.load_state_dict(state["policy"])
+        optimizer.load_state_dict(state["optimizer"])
+        env.unwrapped.set_state(state["env"])
+        iteration = state["iteration"]
+    else:
+        env.reset(seed=cfg.seed + rank)
+    logger = RunLogger(cfg.out, run_config, enabled=info_dist.is_main,
+                       resume_step=iteration * steps_per_iter if cfg.resume else None)
+
+    def save() -> None:
+        part = {"config": run_config, "env": env.unwrapped.get_state(), "iteration": iteration}
+        if info_dist.is_main:
+            part |= {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}
+            policy.save_pretrained(cfg.out / "policy")
+        save_checkpoint(ckpt_file, part)
+
+    bar = tqdm(total=num_iterations * steps_per_iter, initial=iteration * steps_per_iter, unit="step",
+               desc=f"grpo {spec.name}", disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
+    start = time.time()
+    stopped = "done"
+    while iteration < num_iterations:
+        if any_rank(cfg.time_budget is not None and time.time() - start >= cfg.time_budget, info_dist):
+            stopped = "time_budget"
+            break
+        iter_start = time.time()
+
+        # ---- one episode per env, groups of group_size envs from one start
+        policy.eval()
+        obs, _ = env.reset(options={"group_size": cfg.group_size})
+        obs_steps, actions, logprobs = [], [], []
+        rewards = torch.zeros(horizon, cfg.num_envs)
+        dones = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
+        successes = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
+        with torch.no_grad():
+            for step in range(horizon):
+                batch = policy.preprocess(obs)
+                out = policy.act(batch)
+                obs_steps.append(batch)
+                actions.append(out.actions)
+                logprobs.append(out.log_prob)
+                obs, reward, terminated, truncated, info = env.step(env_actions(out.actions))
+                done = terminated | truncated
+                success = info["success"].copy()
+                if done.any():
+                    success[done] = info["final_info"]["success"][done]
+                rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
+                dones[step] = torch.as_tensor(done)
+                successes[step] = torch.as_tensor(success)
+        alive = first_episode_mask(dones)
+        episode_returns = (rewards * alive).sum(0)
+        advantages = group_advantages(episode_returns, cfg.group_size, cfg.norm_std)
+        mask = success_mask(successes, alive)
+
+        # ---- flatten, keeping only the decisions that count in the loss
+        keep = mask.reshape(-1).nonzero().squeeze(1)
+        b_obs = {k: v[keep] for k, v in flatten_batch(stack_batches(obs_steps)).items()}
+        b_actions = torch.stack(actions).reshape(-1, chunk, policy.action_dim)[keep]
+        b_logprobs = torch.stack(logprobs).reshape(-1)[keep]
+        b_advantages = advantages.expand(horizon, -1).reshape(-1)[keep].to(device)
+
+        # ---- optimise the clipped surrogate (no critic)
+        policy.train()
+        stats: dict[str, list[float]] = {}
+        minibatch_size = math.ceil(len(keep) / cfg.num_minibatches)
+        for _epoch in range(cfg.update_epochs):
+            order = torch.randperm(len(keep))
+            for begin in range(0, len(order), minibatch_size):
+                mb = order[begin:begin + minibatch_size].to(device)
+                new_logprob, entropy, _ = policy.evaluate({k: v[mb] for k, v in b_obs.items()}, b_actions[mb])
+                pg_loss, mb_stats = clipped_surrogate(new_logprob, b_logprobs[mb], b_advantages[mb],
+                                                      cfg.clip_coef)
+                entropy_mean = entropy.mean()
+                loss = pg_loss - cfg.ent_coef * entropy_mean
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                average_gradients(policy, info_dist)
+                nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                for key, value in {"policy_loss": pg_loss, "entropy": entropy_mean, **mb_stats}.items():
+                    stats.setdefault(key, []).append(value.item())
+
+        if cfg.norm_obs and hasattr(policy, "update_normalizer"):
+            states = flatten_batch(stack_batches(obs_steps))["state"][alive.reshape(-1)]
+            policy.update_normalizer({"state": gather_rows(states, info_dist)})
+
+        iteration += 1
+        global_step = iteration * steps_per_iter
+        bar.update(steps_per_iter)
+        metrics = {k: float(np.mean(v)) for k, v in stats.items()}
+        metrics |= {"episode/return": float(episode_returns.mean()),
+                    "episode/success_rate": float((successes & alive).any(0).float().mean()),
+                    "episode/length": float(alive.sum(0).float().mean() * chunk)}
+        metrics |= {"group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
+                    "masked_fraction": 1.0 - len(keep) / mask.numel(),
+                    "sps": steps_per_iter / (time.time() - iter_start)}
+        periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
+        if info_dist.is_main and periodic_eval:
+            result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
+            metrics |= {"eval/success_rate": result["success_rate"],
+                        "eval/return": result["per_task"][spec.name]["mean_return"]}
+            bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
+        logger.log(global_step, metrics)
+        if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
+            save()
+    bar.close()
+    train_seconds = time.time() - start
+
+    save()
+    summary: dict[str, Any] = {"global_step": iteration * steps_per_iter, "iterations": iteration,
+                               "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
+                               "weights_digest": weights_digest(policy)}
+    if info_dist.is_main:
+        result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
+        result |= {"env_steps": summary["global_step"], "train_seconds": train_seconds, "algo": "grpo"}
+        write_json(cfg.out / "eval.json", result)
+        summary["eval"] = result
+    logger.close()
+    env.close()
+    shutdown(info_dist)
+    return summary

@@ -1,0 +1,244 @@
+"""What PPO and GRPO share: the clipped surrogate, episode bookkeeping, the training env and
+policy, evaluation, and the per-rank training checkpoint.
+
+The algorithms themselves live in :mod:`worldsim.ppo` and :mod:`worldsim.grpo`; this module
+holds only the pieces that are the same thing in both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.distributed import DistInfo
+from worldsim.envs.observations import OBS_MODES
+from worldsim.envs.tasks import TaskSpec
+from worldsim.envs.wrappers import ActionChunk
+from worldsim.policies.base import Batch, Policy, load_policy
+from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
+
+
+# ---------------------------------------------------------------------------- losses
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean of ``x`` over the entries where ``mask`` is True (all entries if ``mask`` is None)."""
+    if mask is None:
+        return x.mean()
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def clipped_surrogate(
+    new_log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, clip_coef: float,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO's clipped policy objective, as a loss to minimise (Schulman et al. 2017, eq. 7):
+    ``mean(max(-A r, -A clip(r, 1-eps, 1+eps)))`` with ``r = exp(new - old)``, averaged over
+    ``mask`` if given. Returns the loss and detached health signals: ``approx_kl`` (the
+    unbiased ``(r - 1) - log r`` estimator of KL(old || new)) and ``clipfrac`` (share of
+    samples whose ratio left the clip range)."""
+    log_ratio = new_log_prob - old_log_prob
+    ratio = log_ratio.exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef)
+    loss = masked_mean(torch.maximum(unclipped, clipped), mask)
+    with torch.no_grad():
+        stats = {"approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
+                 "clipfrac": masked_mean(((ratio - 1.0).abs() > clip_coef).float(), mask)}
+    return loss, stats
+
+
+# ---------------------------------------------------------------------------- episodes
+class EpisodeTracker:
+    """Returns, lengths and success of the episodes a ``SameStep`` vector env finishes.
+
+    An episode counts as a success if the task was achieved at any step of it (with
+    ``terminate_on_success=False`` it may drift off again before the time limit)."""
+
+    def __init__(self, num_envs: int):
+        self.returns = np.zeros(num_envs)
+        self.lengths = np.zeros(num_envs, np.int64)
+        self.success = np.zeros(num_envs, bool)
+        self.finished: list[tuple[float, int, bool]] = []
+
+    def update(self, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+               info: dict[str, Any]) -> None:
+        self.returns += reward
+        self.lengths += info.get("chunk_steps", 1)
+        done = terminated | truncated
+        success = info["success"].copy()
+        if done.any():
+            success[done] = info["final_info"]["success"][done]
+        self.success |= success
+        for i in np.flatnonzero(done):
+            self.finished.append((float(self.returns[i]), int(self.lengths[i]), bool(self.success[i])))
+        self.returns[done] = 0.0
+        self.lengths[done] = 0
+        self.success[done] = info["success"][done]  # the new episode's first state
+
+    def pop(self) -> dict[str, float]:
+        """Means over the episodes finished since the last call (empty if none)."""
+        if not self.finished:
+            return {}
+        ret, length, success = (np.array(c, dtype=float) for c in zip(*self.finished))
+        self.finished = []
+        return {"episode/return": ret.mean(), "episode/length": length.mean(),
+                "episode/success_rate": success.mean(), "episode/count": float(len(ret))}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy(),
+                "success": self.success.copy(), "finished": list(self.finished)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.returns[:] = state["returns"]
+        self.lengths[:] = state["lengths"]
+        self.success[:] = state["success"]
+        self.finished = list(state["finished"])
+
+
+def final_obs_of(info: dict[str, Any], index: np.ndarray) -> Any:
+    """The ``final_obs`` of envs ``index`` stacked into one batched observation."""
+    rows = [info["final_obs"][i] for i in index]
+    if isinstance(rows[0], dict):
+        return {k: (tuple(r[k] for r in rows) if k == "instruction" else np.stack([r[k] for r in rows]))
+                for k in rows[0]}
+    return np.stack(rows)
+
+
+def stack_batches(batches: list[Batch]) -> Batch:
+    """Stack per-step processed batches into ``(T, B, ...)`` tensors, key by key."""
+    return {k: torch.stack([b[k] for b in batches]) for k in batches[0]}
+
+
+def flatten_batch(batch: Batch) -> Batch:
+    """``(T, B, ...)`` -> ``(T * B, ...)`` for every key."""
+    return {k: v.reshape(-1, *v.shape[2:]) for k, v in batch.items()}
+
+
+# ---------------------------------------------------------------------------- env and policy
+def check_common(obs_mode: str, num_envs: int, seed: int, lr: float, time_budget: float | None,
+                 total_env_steps: int) -> None:
+    """Validation shared by the PPO and GRPO configs."""
+    if obs_mode not in OBS_MODES:
+        raise ValueError(f"obs_mode={obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs={num_envs!r} must be an int >= 1")
+    if isinstance(total_env_steps, bool) or not isinstance(total_env_steps, int) or total_env_steps < 1:
+        raise ValueError(f"total_env_steps={total_env_steps!r} must be an int >= 1")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r} must be an int >= 0")
+    if not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr={lr!r} must be a finite number > 0")
+    if time_budget is not None and not (np.isfinite(time_budget) and time_budget > 0):
+        raise ValueError(f"time_budget={time_budget!r} must be a number of seconds > 0 (or None: no limit)")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def build_policy(policy_path: str | Path | None, spec: TaskSpec, obs_mode: str, mlp: MLPPolicyConfig,
+                 device: torch.device) -> Policy:
+    """The policy to train: ``load_policy(policy_path)`` (checked against the task), or a fresh
+    :class:`MLPPolicy` from ``mlp`` (which needs the ``state`` observation)."""
+    if policy_path is None:
+        if obs_mode == "pixels":
+            raise ValueError("a policy trained from scratch is a state MLP: use obs_mode='state' or "
+                             "'pixels+state', or pass --policy with a pixel policy (e.g. a BC TinyVLA)")
+        return MLPPolicy(mlp).to(device)
+    policy = load_policy(policy_path, device)
+    policy.check_task(spec.instruction)
+    return policy.train()
+
+
+def make_train_env(spec: TaskSpec, num_envs: int, obs_mode: str, policy: Policy, *, reset_schedule: str,
+                   terminate_on_success: bool) -> gym.vector.VectorEnv:
+    """A ``SameStep`` autoreset vector env giving ``policy`` its observations, wrapped in
+    :class:`ActionChunk` when the policy emits chunks (a chunk is one decision)."""
+    kwargs = {**policy.env_kwargs(), "obs_mode": obs_mode}
+    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=num_envs, autoreset_mode="SameStep",
+                       reset_schedule=reset_schedule, terminate_on_success=terminate_on_success, **kwargs)
+    return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
+
+
+def env_actions(actions: torch.Tensor) -> np.ndarray:
+    """A policy's chunk ``(B, K, A)`` as the env takes it: ``(B, A)`` for K = 1, else the chunk."""
+    array = actions.detach().cpu().numpy().astype(np.float32)
+    return array[:, 0] if array.shape[1] == 1 else array
+
+
+def evaluate(policy: Policy, task: str, episodes: int, seed: int) -> dict[str, Any]:
+    """Deterministic evaluation on fresh envs (the task's own episode rules: success ends an
+    episode); the JSON document of :meth:`worldsim.evaluation.EvalResults.to_json`."""
+    from worldsim.evaluation import evaluate_policy
+
+    was_training = policy.training
+    policy.eval()
+    results = evaluate_policy(policy, [task], episodes, num_envs=min(episodes, 256), seed=seed,
+                              progress=False)
+    policy.train(was_training)
+    return results.to_json()
+
+
+def gather_rows(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Concatenate every rank's rows of ``x`` (same shape on every rank); ``x`` alone without
+    torchrun. Used so that every rank folds the same data into the observation normaliser."""
+    if info.world_size == 1:
+        return x
+    parts = [torch.empty_like(x) for _ in range(info.world_size)]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts)
+
+
+def any_rank(flag: bool, info: DistInfo) -> bool:
+    """True if ``flag`` is True on any rank (so that all ranks stop at the same iteration)."""
+    if info.world_size == 1:
+        return flag
+    tensor = torch.tensor([float(flag)])
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return bool(tensor.item() > 0)
+
+
+def checkpoint_path(out: Path, rank: int) -> Path:
+    """Rank 0's full training checkpoint, or another rank's own env/RNG part of it."""
+    return out / (CHECKPOINT_FILE if rank == 0 else f"checkpoint.rank{rank}.pt")
+
+
+def load_training_state(out: Path, rank: int) -> dict[str, Any]:
+    """What a rank resumes from: rank 0's checkpoint (policy, optimiser, counters, shared by all
+    ranks) updated with the rank's own part (its envs, observation and RNG states, restored last)."""
+    for r in {0, rank}:
+        if not checkpoint_path(out, r).exists():
+            raise ValueError(f"resume: no checkpoint at {checkpoint_path(out, r)}; run without --resume to "
+                             "start a new run there")
+    shared = load_checkpoint(checkpoint_path(out, 0))
+    if rank == 0:
+        return shared
+    return {**shared, **load_checkpoint(checkpoint_path(out, rank))}
+
+
+def weights_digest(module: torch.nn.Module) -> str:
+    """SHA-256 of every parameter and buffer, in order: equal digests mean identical weights."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def check_resume(saved: dict[str, Any], current: dict[str, Any], fields: tuple[str, ...], path: Path) -> None:
+    """Refuse to resume a run whose shape-defining settings changed."""
+    changed = [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in fields
+               if saved.get(k) != current.get(k)]
+    if changed:
+        raise ValueError(f"cannot resume from {path}: settings changed since it was written "
+                         f"({'; '.join(changed)}); use the original values or a new --out")
