@@ -26,7 +26,7 @@ def demos(tmp_path_factory):
 
 def tiny(demos, out, **kwargs):
     base = dict(data=demos, out=out, steps=12, batch_size=16, language="learned", val_every=6,
-                checkpoint_every=6, threads=1, device="cpu")
+                checkpoint_every=6, torch_threads=1, device="cpu")
     return BCConfig(**{**base, **kwargs})
 
 
@@ -88,7 +88,7 @@ def test_two_processes_under_torchrun_stay_in_sync(demos, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
            "-m", "worldsim", "train-bc", "--data", str(demos), "--out", str(out), "--steps", "6",
-           "--batch-size", "8", "--language", "learned", "--threads", "1", "--device", "cpu",
+           "--batch-size", "8", "--language", "learned", "--torch-threads", "1", "--device", "cpu",
            "--val-every", "3", "--checkpoint-every", "3"]
     subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=240)
     summary = json.loads((out / "summary.json").read_text())

@@ -85,7 +85,7 @@ class BCConfig:
     """Seed of initialisation, batches and augmentation."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where to train."""
-    threads: int | None = None
+    torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:
     oversubscribed, torch's thread pool slows down several times."""
 
@@ -144,8 +144,8 @@ def train_bc(config: BCConfig) -> dict:
     from worldsim.datasets import EpisodeReader, WindowDataset, dataset_statistics
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
     dist_info = init_distributed(config.device)
     device = dist_info.device
     torch.manual_seed(config.seed)
