@@ -1,8 +1,19 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import worldsim  # noqa: F401  (registers the envs)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The tests' networks are tiny: one torch thread is fastest and does not oversubscribe the
+    two cores under ``pytest -n 2``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

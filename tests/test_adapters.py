@@ -18,15 +18,6 @@ TINY = {"chunk_size": 3, "hidden_size": 16, "num_heads": 2, "vision_layers": 1, 
         "patch_size": 16, "feature_dim": 16, "value_hidden": 16}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny networks: one thread is fastest and avoids oversubscribing the 2 cores under ``pytest -n 2``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def pixel_obs(batch_size: int = 4, seed: int = 0, wrist: bool = False) -> dict:
     rng = np.random.default_rng(seed)
     obs = {"image": rng.integers(0, 256, (batch_size, 64, 64, 3), dtype=np.uint8),

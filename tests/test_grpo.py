@@ -15,14 +15,6 @@ from worldsim.rl import clipped_surrogate
 from worldsim.run_logging import read_metrics
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_group_advantages_subtract_the_group_mean():
     returns = torch.tensor([1.0, 3.0, 10.0, 10.0, 0.0, 2.0, 4.0, 6.0])
     adv = group_advantages(returns, group_size=2, norm_std=False)

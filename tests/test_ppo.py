@@ -30,15 +30,6 @@ from worldsim.rl import weights_digest
 from worldsim.run_logging import read_metrics
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny networks: one intra-op thread is faster and immune to other processes' load."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny(tmp_path, **overrides) -> PPOConfig:
     """A PPO run of a few small iterations on ReachCube (seconds on 2 cores)."""
     fields = {"task": "ReachCube-v0", "num_envs": 8, "num_steps": 8, "total_env_steps": 8 * 8 * 4,

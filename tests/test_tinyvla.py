@@ -17,16 +17,6 @@ TINY = {"language": "learned", "channels": (4, 8, 8), "hidden_dim": 32, "feature
         "chunk_size": 3}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These networks are tiny: one thread is fastest and avoids oversubscribing the 2 cores
-    under ``pytest -n 2``."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_policy(**overrides) -> TinyVLA:
     torch.manual_seed(0)
     return TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0", "ReachCube-v0"], **{**TINY, **overrides}))
