@@ -32,11 +32,10 @@ from worldsim.checkpoint import save_checkpoint
 from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
-from worldsim.policies.mlp import MLPPolicyConfig
 from worldsim.rl import (
     any_rank,
     build_policy,
-    check_common,
+    RLRunConfig,
     check_resume,
     checkpoint_path,
     clipped_surrogate,
@@ -56,91 +55,36 @@ RESUME_FIELDS = ("task", "obs_mode", "num_envs", "group_size", "chunk_size", "hi
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(RLRunConfig):
     """GRPO settings."""
 
-    task: str = "ReachCube-v0"
-    """Task to train on (see `worldsim list-envs`)."""
-    obs_mode: str = "state"
-    """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
     num_envs: int = 256
     """Parallel envs per rank: num_envs / group_size groups per iteration."""
     group_size: int = 8
     """Rollouts per start state (G)."""
     total_env_steps: int = 2_000_000
     """Env steps to train for, over all ranks (each iteration is num_envs x time limit)."""
-    time_budget: float | None = None
-    """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
-    terminate_on_success: bool = False
-    """End training episodes on success (evaluation always does); see the module docstring."""
     lr: float = 3e-4
     """Adam learning rate."""
     update_epochs: int = 4
     """Passes over each iteration's decisions."""
     num_minibatches: int = 4
     """Minibatches per pass (per rank)."""
-    clip_coef: float = 0.2
-    """Policy ratio clip range."""
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
     norm_std: bool = True
     """Divide advantages by the group's return standard deviation."""
-    norm_obs: bool = True
-    """Update the policy's running observation normaliser (policies that have one)."""
-    policy: str | None = None
-    """A policy checkpoint or run folder to fine-tune; None: a new state MLP."""
-    chunk_size: int = 1
-    """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of a new MLP policy's actor (its critic is unused by GRPO)."""
-    init_log_std: float = -0.5
-    """Initial action log-std of a new MLP policy."""
     eval_every: int = 10
     """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
-    eval_episodes: int = 100
-    """Episodes per evaluation."""
     checkpoint_every: int = 10
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
-    seed: int = 0
-    """Seed of everything (rank r uses seed + r)."""
     out: Path = Path("runs/grpo")
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
-    resume: bool = False
-    """Continue the run in `out` from its checkpoint.pt, exactly."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
-    torch_threads: int = 1
-    """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
-    the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
-    progress: bool = True
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        self.task = get_task(self.task).name
-        self.out = Path(self.out)
-        self.hidden = tuple(self.hidden)
-        check_common(self.obs_mode, self.num_envs, self.seed, self.lr, self.time_budget, self.total_env_steps)
-        for name in ("group_size", "update_epochs", "num_minibatches", "chunk_size", "eval_episodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be an int >= 1")
-        for name in ("eval_every", "checkpoint_every", "torch_threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}={value!r} must be an int >= 0")
+        self.check(positive=("group_size", "update_epochs", "num_minibatches"))
         if self.group_size < 2 or self.num_envs % self.group_size:
             raise ValueError(f"group_size={self.group_size} must be >= 2 and divide num_envs={self.num_envs}")
-        for name in ("clip_coef", "max_grad_norm"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
-        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
-            raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
-
-    def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
-        return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
-                               init_log_std=self.init_log_std)
 
 
 # ---------------------------------------------------------------------------- pure pieces

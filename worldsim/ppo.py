@@ -47,12 +47,11 @@ from worldsim.checkpoint import save_checkpoint
 from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
-from worldsim.policies.mlp import MLPPolicyConfig
 from worldsim.rl import (
     EpisodeTracker,
     any_rank,
     build_policy,
-    check_common,
+    RLRunConfig,
     check_resume,
     checkpoint_path,
     clipped_surrogate,
@@ -97,26 +96,18 @@ RESUME_FIELDS = ("task", "obs_mode", "num_envs", "num_steps", "chunk_size", "hid
 
 
 @dataclass
-class PPOConfig:
+class PPOConfig(RLRunConfig):
     """PPO settings. Fields left ``None`` take the task family's tuned value (``PPO_DEFAULTS``), or
     when fine-tuning a given ``policy``, ``FINETUNE_DEFAULTS``."""
 
-    task: str = "ReachCube-v0"
-    """Task to train on (see `worldsim list-envs`)."""
-    obs_mode: str = "state"
-    """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
     num_envs: int | None = None
     """Parallel envs per rank."""
     num_steps: int | None = None
     """Decisions per env per rollout (the rollout is num_steps x num_envs)."""
     total_env_steps: int | None = None
     """Env steps to train for, over all ranks (a chunk of K actions is K env steps)."""
-    time_budget: float | None = None
-    """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
     reset_schedule: str = "staggered"
     """How episodes start at the first reset: synchronous, staggered, staggered-random, ..."""
-    terminate_on_success: bool = False
-    """End training episodes on success (evaluation always does); see the module docstring."""
     gamma: float | None = None
     """Discount per decision."""
     gae_lambda: float | None = None
@@ -129,88 +120,39 @@ class PPOConfig:
     """Passes over each rollout."""
     num_minibatches: int | None = None
     """Minibatches per pass (per rank)."""
-    clip_coef: float = 0.2
-    """Policy ratio clip range."""
     clip_vloss: bool = True
     """Clip the value update around the rollout's values (PPO2 style)."""
     ent_coef: float | None = None
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
     target_kl: float | None = None
     """Stop an update's epochs early when the approximate KL exceeds this (None: never)."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
-    norm_obs: bool = True
-    """Update the policy's running observation normaliser (policies that have one)."""
-    policy: str | None = None
-    """A policy checkpoint or run folder to fine-tune (e.g. runs/bc_push); None: a new state MLP."""
-    chunk_size: int = 1
-    """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of a new MLP policy's actor and critic."""
-    init_log_std: float = -0.5
-    """Initial action log-std of a new MLP policy."""
     value_warmup_iters: int | None = None
     """Iterations that train the value head alone before policy updates begin (fine-tuning)."""
-    eval_every: int = 25
-    """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
-    eval_episodes: int = 100
-    """Episodes per evaluation."""
-    checkpoint_every: int = 50
-    """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
-    seed: int = 0
-    """Seed of everything (rank r uses seed + r)."""
     out: Path = Path("runs/ppo")
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
-    resume: bool = False
-    """Continue the run in `out` from its checkpoint.pt, exactly."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
-    torch_threads: int = 1
-    """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
-    the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
-    progress: bool = True
-    """Show a progress bar."""
 
     def __post_init__(self) -> None:
-        spec = get_task(self.task)
-        self.task = spec.name
-        defaults = PPO_DEFAULTS[spec.family] if self.policy is None else FINETUNE_DEFAULTS
+        family = get_task(self.task).family
+        defaults = PPO_DEFAULTS[family] if self.policy is None else FINETUNE_DEFAULTS
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
-        self.out = Path(self.out)
-        self.hidden = tuple(self.hidden)
-        check_common(self.obs_mode, self.num_envs, self.seed, self.lr, self.time_budget, self.total_env_steps)
-        for name in ("num_steps", "update_epochs", "num_minibatches", "chunk_size", "eval_episodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be an int >= 1")
-        for name in ("value_warmup_iters", "eval_every", "checkpoint_every", "torch_threads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name}={value!r} must be an int >= 0")
+        self.check(positive=("num_steps", "update_epochs", "num_minibatches"),
+                   nonnegative=("value_warmup_iters",))
         for name in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
-        for name in ("clip_coef", "max_grad_norm"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
-        for name in ("ent_coef", "vf_coef"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number >= 0")
+        if not (math.isfinite(self.vf_coef) and self.vf_coef >= 0):
+            raise ValueError(f"vf_coef={self.vf_coef!r} must be a finite number >= 0")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"target_kl={self.target_kl!r} must be > 0 (or None: no early stop)")
         if (self.num_envs * self.num_steps) % self.num_minibatches:
             raise ValueError(f"num_minibatches={self.num_minibatches} must divide the rollout of "
                              f"num_envs x num_steps = {self.num_envs * self.num_steps} samples")
-
-    def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
-        return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
-                               init_log_std=self.init_log_std)
 
 
 # ---------------------------------------------------------------------------- pure pieces

@@ -8,7 +8,9 @@ holds only the pieces that are the same thing in both.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ import torch.distributed as dist
 from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.distributed import DistInfo
 from worldsim.envs.observations import OBS_MODES
-from worldsim.envs.tasks import TaskSpec
+from worldsim.envs.tasks import TaskSpec, get_task
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
@@ -123,21 +125,84 @@ def flatten_batch(batch: Batch) -> Batch:
 
 
 # ---------------------------------------------------------------------------- env and policy
-def check_common(obs_mode: str, num_envs: int, seed: int, lr: float, time_budget: float | None,
-                 total_env_steps: int) -> None:
-    """Validation shared by the PPO and GRPO configs."""
-    if obs_mode not in OBS_MODES:
-        raise ValueError(f"obs_mode={obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs={num_envs!r} must be an int >= 1")
-    if isinstance(total_env_steps, bool) or not isinstance(total_env_steps, int) or total_env_steps < 1:
-        raise ValueError(f"total_env_steps={total_env_steps!r} must be an int >= 1")
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed={seed!r} must be an int >= 0")
-    if not (np.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr={lr!r} must be a finite number > 0")
-    if time_budget is not None and not (np.isfinite(time_budget) and time_budget > 0):
-        raise ValueError(f"time_budget={time_budget!r} must be a number of seconds > 0 (or None: no limit)")
+@dataclass
+class RLRunConfig:
+    """Settings PPO and GRPO share: the task, the policy to train, evaluation, checkpoints and the
+    run itself. Each algorithm's config extends it with its own hyperparameters and calls
+    :meth:`check` once its defaults are filled in."""
+
+    task: str = "ReachCube-v0"
+    """Task to train on (see `worldsim list-envs`)."""
+    obs_mode: str = "state"
+    """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
+    time_budget: float | None = None
+    """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
+    terminate_on_success: bool = False
+    """End training episodes on success (evaluation always does); see the module docstring."""
+    clip_coef: float = 0.2
+    """Policy ratio clip range."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_obs: bool = True
+    """Update the policy's running observation normaliser (policies that have one)."""
+    policy: str | None = None
+    """A policy checkpoint or run folder to fine-tune (e.g. runs/bc_push); None: a new state MLP."""
+    chunk_size: int = 1
+    """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Hidden widths of a new MLP policy."""
+    init_log_std: float = -0.5
+    """Initial action log-std of a new MLP policy."""
+    eval_every: int = 25
+    """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
+    eval_episodes: int = 100
+    """Episodes per evaluation."""
+    checkpoint_every: int = 50
+    """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
+    seed: int = 0
+    """Seed of everything (rank r uses seed + r)."""
+    out: Path = Path("runs/rl")
+    """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
+    resume: bool = False
+    """Continue the run in `out` from its checkpoint.pt, exactly."""
+    device: str = "auto"
+    """auto, cpu or cuda."""
+    torch_threads: int = 1
+    """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
+    the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def check(self, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
+        """Normalise the shared fields and validate them, plus the subclass's int fields named in
+        ``positive`` (>= 1) and ``nonnegative`` (>= 0). Needs ``num_envs``, ``lr``,
+        ``total_env_steps`` and ``ent_coef`` on the subclass."""
+        self.task = get_task(self.task).name
+        self.out = Path(self.out)
+        self.hidden = tuple(self.hidden)
+        if self.obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
+        for name in ("num_envs", "total_env_steps", "chunk_size", "eval_episodes", *positive):
+            _check_int(name, getattr(self, name), 1)
+        for name in ("seed", "eval_every", "checkpoint_every", "torch_threads", *nonnegative):
+            _check_int(name, getattr(self, name), 0)
+        for name in ("lr", "clip_coef", "max_grad_norm"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
+        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
+            raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
+        if self.time_budget is not None and not (math.isfinite(self.time_budget) and self.time_budget > 0):
+            raise ValueError(f"time_budget={self.time_budget!r} must be a number of seconds > 0 "
+                             "(or None: no limit)")
+
+    def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
+        return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
+                               init_log_std=self.init_log_std)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}={value!r} must be an int >= {minimum}")
 
 
 def seed_everything(seed: int) -> None:
