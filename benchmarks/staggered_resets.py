@@ -11,7 +11,8 @@ synchronous for the whole run. For each schedule, rollout length (steps per roll
 seed, PPO trains from scratch for the same number of env steps; the curves (rollout success
 and return against env steps, mean and range over seeds) go to ``curves.png`` and the final
 numbers (deterministic evaluation on fresh envs, plus rollout figures over the last 5
-iterations) to ``results.json`` in ``--out``. Prints one JSON line last.
+iterations) to ``results.json`` in ``--out``. Runs already finished in ``--out`` are reused, so
+an interrupted study picks up where it stopped. Prints one JSON line last.
 
 Read early rollout curves with care: a staggered env's first episode starts at its offset, so
 it is shorter than H; only once every env has finished a few episodes are the rollout figures
@@ -66,6 +67,17 @@ def curve(rows: list[dict[str, float]], key: str, grid: np.ndarray) -> np.ndarra
     return np.where(grid >= steps[0], np.interp(grid, steps, values), np.nan)
 
 
+def finished_run(out: Path, total_env_steps: int) -> dict | None:
+    """The summary of a run already finished in ``out`` (so an interrupted study resumes), else None."""
+    path = out / "eval.json"
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    if result.get("env_steps", 0) < total_env_steps:
+        return None
+    return {"eval": result, "train_seconds": result["train_seconds"]}
+
+
 def plot(curves: dict, grid: np.ndarray, rollout_steps: tuple[int, ...], path: Path) -> None:
     import matplotlib
 
@@ -114,7 +126,7 @@ def main(args: Args) -> None:
                                    total_env_steps=args.total_env_steps, eval_every=0,
                                    eval_episodes=args.eval_episodes, checkpoint_every=0, seed=seed, out=out,
                                    progress=False)
-                summary = train_ppo(config)
+                summary = finished_run(out, args.total_env_steps) or train_ppo(config)
                 rows = read_metrics(out / "metrics.jsonl")
                 for key in curves[schedule][steps]:
                     curves[schedule][steps][key].append(curve(rows, key, grid))

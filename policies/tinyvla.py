@@ -6,7 +6,7 @@ One model serves many tasks through the instruction::
     instruction ----encoder--> projection ---(FiLM)-------+--> fusion MLP --> features (B,D)
     proprio (normalised) ----> MLP -----------------------+        |
                                                            chunk head: Gaussian, mean (B,K,4)
-                                                           + learnable log_std (K,4)
+                                                           + log_std (K,4) or (B,K,4)
                                                            value head: (B,)
 
 - Image encoder: ``len(channels)`` 3x3 convolutions (all stride 2 but the last), each with
@@ -18,9 +18,13 @@ One model serves many tasks through the instruction::
   kept as a buffer, or a learned table); instructions the policy was not trained on are rejected.
 - Proprio: normalised by the ``proprio_mean``/``proprio_std`` buffers (set from the training
   data with :meth:`TinyVLA.set_normalization`; saved with the weights).
-- Action chunk: a Gaussian with a state-independent log-std per chunk step and action
-  dimension; its mean is squashed by tanh into the env's [-1, 1] (``tanh_mean``), or left
-  unbounded (the env clips). Sampled actions are not clipped, so log-probabilities are exact.
+- Action chunk: a Gaussian whose mean is squashed by tanh into the env's [-1, 1]
+  (``tanh_mean``), or left unbounded (the env clips). Its log-std is one parameter per chunk
+  step and action dimension (``std_head="global"``, as in PPO), or predicted from the features
+  (``std_head="state"``): then behaviour cloning learns where the demonstrations disagree, and
+  the spread of :meth:`TinyVLA.sample` says how unsure the policy is in this state, which the
+  sampling-based failure detectors read. Sampled actions are not clipped, so log-probabilities
+  are exact.
 
 :meth:`TinyVLA.imitation_loss` is the behaviour-cloning objective; PPO/GRPO use
 :meth:`~TinyVLA.act` and :meth:`~TinyVLA.evaluate` of the protocol (:mod:`worldsim.policies.base`).
@@ -42,6 +46,7 @@ from worldsim.policies.language import LANGUAGE_KINDS, InstructionEncoder, resol
 
 PROPRIO_DIM = 4
 ACTION_DIM = 4
+STD_HEADS = ("global", "state")
 MIN_PROPRIO_STD = 1e-2
 """Floor of the proprio std (metres / gripper units): a coordinate that never moves in the
 training data (a gripper never used) must not blow up when it moves at test time."""
@@ -85,6 +90,9 @@ class TinyVLAConfig:
     """Lower clamp of the log standard deviation."""
     max_log_std: float = 1.0
     """Upper clamp of the log standard deviation."""
+    std_head: str = "global"
+    """'global': one learnable log-std per chunk step and action dimension; 'state': predicted from
+    the features (heteroscedastic; the spread of sampled chunks then varies with the state)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.instructions, str):
@@ -112,6 +120,8 @@ class TinyVLAConfig:
         if self.allow_new_instructions and self.language != "minilm":
             raise ValueError("allow_new_instructions=True needs language='minilm' (a learned table cannot "
                              f"embed unseen instructions); got language={self.language!r}")
+        if self.std_head not in STD_HEADS:
+            raise ValueError(f"std_head={self.std_head!r} must be one of {STD_HEADS}")
         if self.pooling not in ("spatial_softmax", "mean"):
             raise ValueError(f"pooling={self.pooling!r} must be 'spatial_softmax' or 'mean'")
         if not (math.isfinite(self.min_log_std) and math.isfinite(self.max_log_std)
@@ -240,23 +250,35 @@ def mlp(sizes: Sequence[int], out_gain: float = 1.0) -> nn.Sequential:
 
 
 class ChunkGaussian(nn.Module):
-    """A diagonal Gaussian over action chunks: the mean comes from the network, the log-std is
-    one learnable parameter per chunk step and action dimension (state-independent, as in PPO),
+    """A diagonal Gaussian over action chunks: the mean comes from the network; the log-std is
+    one learnable parameter per chunk step and action dimension (state-independent, as in PPO)
+    or, with ``feature_dim`` given, predicted from the features by a linear head. Either is
     clamped to ``[min_log_std, max_log_std]``."""
 
     def __init__(self, chunk_size: int, action_dim: int, init_log_std: float, min_log_std: float,
-                 max_log_std: float):
+                 max_log_std: float, feature_dim: int | None = None):
         super().__init__()
-        self.log_std = nn.Parameter(torch.full((chunk_size, action_dim), float(init_log_std)))
+        self.shape = (chunk_size, action_dim)
+        self.log_std = nn.Parameter(torch.full(self.shape, float(init_log_std)))
+        self.log_std_head = None
+        if feature_dim is not None:  # the parameter above is then the head's bias
+            self.log_std_head = nn.Linear(feature_dim, chunk_size * action_dim, bias=False)
+            nn.init.zeros_(self.log_std_head.weight)
         self.min_log_std, self.max_log_std = min_log_std, max_log_std
 
-    def std(self) -> torch.Tensor:
-        """Standard deviation ``(K, A)``."""
-        return self.log_std.clamp(self.min_log_std, self.max_log_std).exp()
+    def std(self, features: torch.Tensor | None = None) -> torch.Tensor:
+        """Standard deviation: ``(K, A)`` for a global std, ``(B, K, A)`` for a state head
+        (which needs the ``features``)."""
+        log_std = self.log_std
+        if self.log_std_head is not None:
+            if features is None:
+                raise ValueError("this Gaussian predicts its std from the features; pass them")
+            log_std = log_std + self.log_std_head(features).view(-1, *self.shape)
+        return log_std.clamp(self.min_log_std, self.max_log_std).exp()
 
-    def forward(self, mean: torch.Tensor) -> torch.distributions.Normal:
+    def forward(self, mean: torch.Tensor, features: torch.Tensor | None = None) -> torch.distributions.Normal:
         """The distribution around ``mean`` ``(B, K, A)``; sum log-probs over the last two axes."""
-        return torch.distributions.Normal(mean, self.std().expand_as(mean))
+        return torch.distributions.Normal(mean, self.std(features).expand_as(mean))
 
 
 def check_chunk(actions: Any, batch_size: int, chunk_size: int, action_dim: int) -> None:
@@ -294,7 +316,8 @@ class TinyVLA(Policy):
         self.mean_head = mlp([config.feature_dim, h, config.chunk_size * ACTION_DIM], out_gain=0.01)
         self.value_head = mlp([config.feature_dim, h, 1], out_gain=0.01)
         self.action_dist = ChunkGaussian(config.chunk_size, ACTION_DIM, config.init_log_std, config.min_log_std,
-                                         config.max_log_std)
+                                         config.max_log_std,
+                                         config.feature_dim if config.std_head == "state" else None)
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
         self.register_buffer("proprio_std", torch.ones(PROPRIO_DIM))
 
@@ -342,7 +365,7 @@ class TinyVLA(Policy):
         return torch.tanh(mean) if self.config.tanh_mean else mean
 
     def _distribution(self, features: torch.Tensor) -> torch.distributions.Normal:
-        return self.action_dist(self.action_mean(features))
+        return self.action_dist(self.action_mean(features), features)
 
     def _value(self, features: torch.Tensor) -> torch.Tensor:
         return self.value_head(features).squeeze(-1)
@@ -377,10 +400,11 @@ class TinyVLA(Policy):
         ``action_mask`` (B, K) marks the chunk steps that exist (a chunk reaching past the end
         of its episode is padded; padded steps are masked out). The loss is the masked mean
         squared error of the action mean (robust, scale-free, the usual BC choice) plus the
-        Gaussian negative log-likelihood of the actions under a *detached* mean, which trains
-        only ``log_std`` to the spread of the residuals: the std then starts RL fine-tuning at
-        the policy's actual imitation error, while the mean is not pulled by the NLL's
-        1/std^2 weighting. Returns the loss and logs ``mse``, ``nll``, ``std``, ``loss``.
+        Gaussian negative log-likelihood of the actions under a *detached* mean and detached
+        features, which trains only the std (parameter or head) to the spread of the
+        residuals: the std then starts RL fine-tuning at the policy's actual imitation error,
+        while the mean and the features are not pulled by the NLL's 1/std^2 weighting.
+        Returns the loss and logs ``mse``, ``nll``, ``std``, ``loss``.
         """
         check_chunk(actions, len(batch["instruction_id"]), self.chunk_size, ACTION_DIM)
         if action_mask is None:
@@ -391,9 +415,11 @@ class TinyVLA(Policy):
         count = mask.sum() * ACTION_DIM
         if count == 0:
             raise ValueError("action_mask masks out every action")
-        mean = self.action_mean(self.features(batch))
+        features = self.features(batch)
+        mean = self.action_mean(features)
         mse = (((mean - actions) ** 2) * mask).sum() / count
-        nll = -(torch.distributions.Normal(mean.detach(), self.action_dist.std()).log_prob(actions) * mask).sum() / count
+        std = self.action_dist.std(features.detach())
+        nll = -(torch.distributions.Normal(mean.detach(), std).log_prob(actions) * mask).sum() / count
         loss = mse + nll
-        logs = {"loss": loss.item(), "mse": mse.item(), "nll": nll.item(), "std": self.action_dist.std().mean().item()}
+        logs = {"loss": loss.item(), "mse": mse.item(), "nll": nll.item(), "std": std.mean().item()}
         return loss, logs

@@ -1,10 +1,12 @@
-"""Rollout collection: counts, episode boundaries, obs/action consistency, determinism, the CLI."""
+"""Rollout collection: counts, episode boundaries, obs/action consistency, determinism, recorded
+policy outputs, the CLI."""
 
 import h5py
 import numpy as np
 import pytest
+import torch
 from worldsim.envs.tasks import get_task
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, TinyVLA, TinyVLAConfig
 
 from worldsim.cli import main
 from worldsim.collect import collect_episodes
@@ -13,6 +15,14 @@ from worldsim.datasets import EpisodeReader
 
 def expert(noise: float = 0.0):
     return lambda task: ScriptedExpert(ScriptedExpertConfig(task, noise=noise, seed=3))
+
+
+def tiny_vla() -> TinyVLA:
+    """An untrained TinyVLA small enough to roll out quickly: 32-pixel images, features (24,), K=3."""
+    torch.manual_seed(0)
+    config = TinyVLAConfig.for_tasks(["ReachCube-v0"], language="learned", channels=(4, 8, 8), hidden_dim=32,
+                                     feature_dim=24, language_dim=8, chunk_size=3, image_size=32)
+    return TinyVLA(config).eval()
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +157,7 @@ def test_cli_collect_and_dataset_info(tmp_path, capsys):
     assert main(["dataset-info", str(out)]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "ReachCube-v0 │ 2" in printed and "all │ 4" in printed and "wrist_image (16, 16, 3)" in printed
+    assert "policy outputs (per step): none" in printed
 
     assert main(args) == 2
     assert "already exists; pass --overwrite" in " ".join(capsys.readouterr().out.split())
@@ -159,3 +170,78 @@ def test_cli_collect_and_dataset_info(tmp_path, capsys):
     assert main(["dataset-info", str(tmp_path / "bad.h5")]) == 2
     assert "not a readable HDF5 file" in " ".join(capsys.readouterr().out.split())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.h5", "push.h5"]
+
+
+# ---------------------------------------------------------------------------- recorded policy outputs
+def test_recording_stores_features_and_action_samples_of_every_step(tmp_path):
+    policy = tiny_vla()
+    common = {"episodes": 2, "num_envs": 2, "seed": 5, "image_size": 32, "obs_mode": "pixels",
+              "progress": False}
+    for name, record in (("a.h5", True), ("b.h5", True), ("plain.h5", False)):
+        collect_episodes(["ReachCube-v0"], lambda task: policy, out=tmp_path / name, record_features=record,
+                         num_samples=3, **common)
+    with EpisodeReader(tmp_path / "a.h5") as reader, EpisodeReader(tmp_path / "plain.h5") as plain:
+        assert reader.policy_keys == ("features", "action_samples")
+        assert reader.policy_shapes == {"features": (24,), "action_samples": (3, 3, 4)}
+        assert plain.policy_keys == ()
+        for i in range(len(reader)):
+            episode, steps = reader[i], reader.episode_info()[i].num_samples
+            features, samples = episode.policy_outputs["features"], episode.policy_outputs["action_samples"]
+            assert features.shape == (steps, 24) and features.dtype == np.float32
+            assert samples.shape == (steps, 3, 3, 4) and samples.dtype == np.float32
+            # the features of every observation acted on, as the policy computes them from the stored obs
+            obs = {"image": episode.obs["image"][:-1], "proprio": episode.obs["proprio"][:-1],
+                   "instruction": (episode.instruction,) * steps}
+            with torch.no_grad():
+                batch = policy.preprocess(obs)
+                expected, mean = policy.features(batch), policy.act(batch, deterministic=True).actions
+            np.testing.assert_allclose(features, expected.numpy(), atol=1e-5)
+            # samples spread around the policy's mean chunk with its std (e^-1): within 6 std
+            assert (samples.std(axis=1) > 0).all()
+            assert np.abs(samples - mean.numpy()[:, None]).max() < 6 * np.exp(-1)
+            # the samples come from their own stream: recording leaves the actions taken unchanged
+            np.testing.assert_array_equal(episode.actions, plain.load(i, "actions"))
+            assert not np.isclose(samples[:, :, 0], episode.actions[:, None]).all(-1).any()
+        first = reader[0]
+        obs0 = {"image": first.obs["image"][0], "proprio": first.obs["proprio"][0],
+                "instruction": first.instruction}
+        with torch.no_grad():
+            expected = policy.features(policy.preprocess(obs0))[0].numpy()
+        np.testing.assert_allclose(first.policy_outputs["features"][0], expected, atol=1e-5)
+    # same seed, same file (the sampling stream is seeded too)
+    a, b = file_contents(tmp_path / "a.h5"), file_contents(tmp_path / "b.h5")
+    assert a.keys() == b.keys() and "data/demo_1/policy/action_samples" in a
+    for key, (data, attrs) in ((k, v) for k, v in a.items() if k != "/"):
+        assert attrs == b[key][1]
+        if data is not None:
+            np.testing.assert_array_equal(data, b[key][0], err_msg=key)
+
+
+def test_recording_needs_a_learned_policy_and_at_least_one_sample(tmp_path):
+    out = tmp_path / "x.h5"
+    with pytest.raises(ValueError, match="needs a learned policy that exposes features .*the scripted "
+                                         "expert has none"):
+        collect_episodes(["ReachCube-v0"], expert(), episodes=1, out=out, record_features=True,
+                         progress=False)
+    with pytest.raises(ValueError, match="num_samples=0 must be an int >= 1"):
+        collect_episodes(["ReachCube-v0"], lambda task: tiny_vla(), episodes=1, out=out, image_size=32,
+                         record_features=True, num_samples=0, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_records_features_of_a_checkpoint_and_refuses_the_expert(tmp_path, capsys):
+    tiny_vla().save_pretrained(tmp_path / "policy")
+    out = tmp_path / "vla.h5"
+    assert main(["collect", "--task", "ReachCube-v0", "--policy", str(tmp_path / "policy"), "--episodes", "1",
+                 "--num-envs", "1", "--image-size", "32", "--record-features", "--num-samples", "2",
+                 "--out", str(out)]) == 0
+    with EpisodeReader(out) as reader:
+        assert reader.policy_shapes == {"features": (24,), "action_samples": (2, 3, 4)}
+    capsys.readouterr()
+    assert main(["dataset-info", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "policy outputs (per step): features (24,), action_samples (2, 3, 4)" in printed
+    assert main(["collect", "--task", "ReachCube-v0", "--record-features",
+                 "--out", str(tmp_path / "x.h5")]) == 2
+    assert "the scripted expert has none" in " ".join(capsys.readouterr().out.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "vla.h5"]

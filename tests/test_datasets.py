@@ -14,7 +14,8 @@ def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: 
     """An episode whose arrays encode (code, t): image frame t is filled with code * 10 + t,
     proprio[t] = actions[t] = (t, code, 0.5, -0.5), rewards[t] = t / 10."""
     t = np.arange(steps + 1)
-    image = np.broadcast_to((code * 10 + t).astype(np.uint8)[:, None, None, None], (steps + 1, 8, 8, 3)).copy()
+    values = (code * 10 + t).astype(np.uint8)[:, None, None, None]
+    image = np.broadcast_to(values, (steps + 1, 8, 8, 3)).copy()
     image[:, 0, 0, 1] = 200  # not constant within a frame
     vectors = np.stack([t, np.full_like(t, code), np.full(steps + 1, 0.5), np.full(steps + 1, -0.5)], 1)
     obs = {"image": image, "proprio": vectors.astype(np.float32),
@@ -26,7 +27,8 @@ def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: 
     terminated = np.zeros(steps, bool)
     terminated[-1] = success
     return Episode(obs=obs, actions=vectors[:-1].astype(np.float32), rewards=(t[:-1] / 10).astype(np.float32),
-                   terminated=terminated, truncated=~terminated & (np.arange(steps) == steps - 1), success=flags,
+                   terminated=terminated, truncated=~terminated & (np.arange(steps) == steps - 1),
+                   success=flags,
                    instruction=f"do {task}", task=task, seed=100 + code, policy="test", env_index=code % 3)
 
 
@@ -74,7 +76,8 @@ def test_round_trip_is_exact_and_metadata_is_readable_without_arrays(two_task_fi
         summary = reader.summary()
         assert summary["episodes"] == 3 and summary["steps"] == 10
         assert summary["success_rate"] == pytest.approx(2 / 3)
-        assert summary["tasks"]["PushCube-v0"] == {"episodes": 2, "steps": 7, "mean_length": 3.5, "success_rate": 1.0}
+        assert summary["tasks"]["PushCube-v0"] == {"episodes": 2, "steps": 7, "mean_length": 3.5,
+                                                   "success_rate": 1.0}
         assert summary["tasks"]["ReachCube-v0"]["success_rate"] == 0.0
         with pytest.raises(IndexError, match="holds 3 episodes"):
             reader[3]
@@ -139,7 +142,8 @@ def test_writer_rejects_misuse_and_mixed_layouts(tmp_path):
 
 # ---------------------------------------------------------------------------- bad episodes
 @pytest.mark.parametrize("change, message", [
-    (lambda e: e.obs.update(proprio=e.obs["proprio"][:-1]), r"obs\['proprio'\] must hold T\+1=6 observations"),
+    (lambda e: e.obs.update(proprio=e.obs["proprio"][:-1]),
+     r"obs\['proprio'\] must hold T\+1=6 observations"),
     (lambda e: e.obs.update(image=e.obs["image"].astype(np.float32)), "must be uint8"),
     (lambda e: e.obs.update(depth=e.obs["image"]), r"unknown observation key\(s\) \['depth'\]"),
     (lambda e: setattr(e, "actions", e.actions[:, :3]), r"actions must have shape \(T, 4\)"),
@@ -216,9 +220,10 @@ def test_windows_clamp_context_pad_chunks_and_mask_the_future(two_task_file, in_
     assert last["rewards"].tolist() == pytest.approx([0.4, 0, 0, 0])
     assert last["next_image"][:, 1, 1, 0].tolist() == [5, 5] and last["next_mask"].tolist() == [True, False]
     reach = data[6]  # episode 1 (code 1), t = 1
-    assert reach["image"][:, 1, 1, 0].tolist() == [10, 10, 11] and reach["proprio"][:, 1].tolist() == [1, 1, 1]
-    assert (reach["episode"], reach["step"], reach["instruction"], reach["success"]) == (1, 1, "do ReachCube-v0",
-                                                                                         False)
+    assert reach["image"][:, 1, 1, 0].tolist() == [10, 10, 11]
+    assert reach["proprio"][:, 1].tolist() == [1, 1, 1]
+    assert (reach["episode"], reach["step"], reach["instruction"], reach["success"]) == (
+        1, 1, "do ReachCube-v0", False)
     assert data[-1]["step"] == 1 and data[-1]["episode"] == 2
     with pytest.raises(IndexError):
         data[len(data)]
@@ -267,3 +272,110 @@ def test_dataset_statistics_match_numpy(two_task_file):
     np.testing.assert_allclose(stats["state"][0], state.mean(0), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="no statistics for 'image'"):
         dataset_statistics(path, keys=["image"])
+
+
+# ---------------------------------------------------------------------------- policy outputs
+def policy_outputs(steps: int, code: int = 0, dim: int = 6, samples: int = 3, chunk: int = 2) -> dict:
+    """Features whose row t is (code, t, ...) and action samples drawn from a seeded generator."""
+    rng = np.random.default_rng(code)
+    features = rng.normal(size=(steps, dim))
+    features[:, 0], features[:, 1] = code, np.arange(steps)
+    return {"features": features, "action_samples": rng.uniform(-1, 1, (steps, samples, chunk, 4))}
+
+
+def with_outputs(episode: Episode, outputs: dict) -> Episode:
+    fields = {k: getattr(episode, k) for k in episode.__dataclass_fields__}
+    return Episode(**{**fields, "policy_outputs": outputs})
+
+
+def test_policy_outputs_round_trip_and_load_by_key(tmp_path):
+    episodes = [with_outputs(make_episode(5, 0), policy_outputs(5, 0)),
+                with_outputs(make_episode(3, 1, "ReachCube-v0"), policy_outputs(3, 1))]
+    assert episodes[0].policy_outputs["features"].dtype == np.float32  # converted from float64
+    path = write(tmp_path / "d.h5", episodes)
+    with EpisodeReader(path) as reader:
+        assert reader.policy_keys == ("features", "action_samples")
+        assert reader.policy_shapes == {"features": (6,), "action_samples": (3, 2, 4)}
+        assert reader.summary()["policy_outputs"] == reader.policy_shapes
+        for i, episode in enumerate(episodes):
+            loaded = reader[i]
+            assert_same(loaded, episode)
+            assert loaded.policy_outputs.keys() == episode.policy_outputs.keys()
+            for key, expected in episode.policy_outputs.items():
+                array = reader.load(i, key)
+                assert array.dtype == np.float32 and array.shape == expected.shape
+                np.testing.assert_array_equal(array, expected)
+                np.testing.assert_array_equal(loaded.policy_outputs[key], expected)
+        assert reader.load(1, "features")[:, :2].tolist() == [[1, 0], [1, 1], [1, 2]]
+        with pytest.raises(KeyError, match="unknown array 'value'.*success, features, action_samples"):
+            reader.load(0, "value")
+    with h5py.File(path, "r") as f:
+        assert f["data/demo_0/policy/features"].shape == (5, 6)
+        assert f["data/demo_0/policy/action_samples"].dtype == np.float32
+
+
+def test_a_file_without_policy_outputs_reads_with_none(two_task_file):
+    path, _ = two_task_file
+    with h5py.File(path, "r") as f:
+        assert "policy" not in f["data/demo_0"]  # the layout of files written before the group existed
+    with EpisodeReader(path) as reader:
+        assert reader.policy_keys == () and reader.policy_shapes == {}
+        assert reader[0].policy_outputs == {} and reader.summary()["policy_outputs"] == {}
+        with pytest.raises(KeyError, match="unknown array 'features'"):
+            reader.load(0, "features")
+
+
+@pytest.mark.parametrize("outputs, message", [
+    ({"value": np.zeros((5, 1))},
+     r"unknown policy output key\(s\) \['value'\]; allowed: features, action_samples"),
+    ({"features": np.zeros((4, 6))}, r"policy_outputs\['features'\] must have shape \(T, D\) with T=5"),
+    ({"features": np.zeros((5, 2, 3))},
+     r"policy_outputs\['features'\] must have shape \(T, D\).*\(5, 2, 3\)"),
+    ({"features": np.zeros((5, 0))}, "no empty axis"),
+    ({"action_samples": np.zeros((5, 3, 4))},
+     r"policy_outputs\['action_samples'\] must have shape \(T, S, K, A\)"),
+    ({"action_samples": np.full((5, 1, 1, 4), np.inf)},
+     r"policy_outputs\['action_samples'\] contain NaN or inf"),
+    ({"features": np.full((5, 2), np.nan)}, r"policy_outputs\['features'\] contain NaN"),
+])
+def test_bad_policy_outputs_are_rejected_naming_the_field(outputs, message):
+    with pytest.raises(ValueError, match=message):
+        with_outputs(make_episode(5), outputs)
+    with pytest.raises(TypeError, match="policy_outputs must be a dict"):
+        with_outputs(make_episode(5), [np.zeros((5, 2))])
+
+
+@pytest.mark.parametrize("first, second, message", [
+    (policy_outputs(3), {},
+     r"episode 1 \(PushCube-v0\) has policy outputs none; this file holds \{'features'"),
+    ({}, policy_outputs(2), r"has policy outputs \{'features': \(6,\), .*\}; this file holds none"),
+    (policy_outputs(3), policy_outputs(2, dim=7), r"has policy outputs \{'features': \(7,\)"),
+    (policy_outputs(3), {"features": policy_outputs(2)["features"]},
+     r"has policy outputs \{'features': \(6,\)\};"),
+])
+def test_the_writer_refuses_episodes_whose_policy_outputs_differ(tmp_path, first, second, message):
+    with pytest.raises(ValueError, match=message), EpisodeWriter(tmp_path / "d.h5") as writer:
+        writer.add_episode(with_outputs(make_episode(3), first))  # T=3 outputs, or none
+        writer.add_episode(with_outputs(make_episode(2), second))  # T=2 outputs, or none
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("action, message", [
+    (lambda f: f.__delitem__("data/demo_1/policy"), "data/demo_1 has policy outputs none, demo_0 has"),
+    (lambda f: f.__delitem__("data/demo_0/policy/action_samples"), "data/demo_1 has policy outputs"),
+    (lambda f: (f.__delitem__("data/demo_1/policy/features"),
+                f.create_dataset("data/demo_1/policy/features", data=np.zeros((2, 6), np.float32))),
+     r"policy/features has shape \(2, 6\); with num_samples=3 it must be \(T, D\) with T=3"),
+    (lambda f: (f.__delitem__("data/demo_0/policy/features"),
+                f.create_dataset("data/demo_0/policy/features", data=np.zeros((5, 6)))),
+     "data/demo_0/policy/features must be a float32 dataset"),
+    (lambda f: f.create_dataset("data/demo_0/policy/value", data=np.zeros(5, np.float32)),
+     "policy/value is not a policy output"),
+])
+def test_files_with_inconsistent_policy_outputs_are_rejected(tmp_path, action, message):
+    path = write(tmp_path / "d.h5", [with_outputs(make_episode(5, 0), policy_outputs(5, 0)),
+                                     with_outputs(make_episode(3, 1), policy_outputs(3, 1))])
+    edit(path, action)
+    with pytest.raises(ValueError, match=message) as err:
+        EpisodeReader(path)
+    assert str(path) in str(err.value)

@@ -40,7 +40,8 @@ def test_protocol_shapes_and_dtypes(overrides):
     assert 0.0 <= batch["image"].min() and batch["image"].max() <= 1.0
     assert batch["instruction_id"].tolist() == [1, 0, 1, 0, 1]
     as_bytes = {**pixel_obs(5), "instruction": np.array([t.encode() for t in pixel_obs(5)["instruction"]])}
-    assert torch.equal(policy.preprocess(as_bytes)["instruction_id"], batch["instruction_id"])  # as h5py gives them
+    # instructions as h5py gives them
+    assert torch.equal(policy.preprocess(as_bytes)["instruction_id"], batch["instruction_id"])
     out = policy.act(batch)
     assert out.actions.shape == (5, 3, 4) and out.actions.dtype == torch.float32
     assert out.log_prob.shape == out.value.shape == (5,)
@@ -91,6 +92,65 @@ def test_the_instruction_conditions_the_policy():
     assert not torch.allclose(features[0], features[1], atol=1e-3)
 
 
+def sample_std(policy: TinyVLA, obs: dict, num_samples: int = 3000) -> torch.Tensor:
+    """The empirical std ``(B, K, 4)`` of ``policy.sample`` over many samples."""
+    torch.manual_seed(2)
+    with torch.no_grad():
+        return policy.sample(policy.preprocess(obs), num_samples).std(1)
+
+
+def test_a_state_std_head_makes_the_spread_of_samples_depend_on_the_input():
+    policy = tiny_policy(std_head="state").eval()
+    assert policy.action_dist.log_std_head.weight.abs().max() == 0  # starts as the global std
+    with torch.no_grad():
+        policy.action_dist.log_std_head.weight.normal_(0, 0.1)
+    obs = pixel_obs(2)  # two different images, proprio and instructions
+    std = sample_std(policy, obs)
+    with torch.no_grad():
+        exact = policy.action_dist.std(policy.features(policy.preprocess(obs)))
+    assert exact.shape == (2, 3, 4)
+    torch.testing.assert_close(std, exact, rtol=0.06, atol=0)
+    assert (exact[0] - exact[1]).abs().max() > 0.05 and not torch.allclose(std[0], std[1], rtol=0.1)
+    _, entropy, _ = policy.evaluate(policy.preprocess(obs), torch.zeros(2, 3, 4))
+    assert entropy[0] != entropy[1]
+
+
+def test_a_global_std_head_gives_the_same_spread_for_any_input():
+    policy = tiny_policy(std_head="global").eval()
+    assert policy.action_dist.log_std_head is None
+    with torch.no_grad():
+        policy.action_dist.log_std.normal_(-1.0, 0.3)  # differs per chunk step and dimension
+    obs = pixel_obs(2)
+    std = sample_std(policy, obs)
+    exact = policy.action_dist.std().detach()
+    assert exact.shape == (3, 4)
+    torch.testing.assert_close(std, exact.expand(2, 3, 4), rtol=0.06, atol=0)
+    with torch.no_grad():
+        features = policy.features(policy.preprocess(obs))
+        assert torch.equal(policy.action_dist(policy.action_mean(features)).stddev[0],
+                           policy.action_dist(policy.action_mean(features)).stddev[1])
+
+
+def test_save_load_keeps_the_state_std_head(tmp_path):
+    policy = tiny_policy(std_head="state").eval()
+    with torch.no_grad():
+        policy.action_dist.log_std_head.weight.normal_(0, 0.1)
+    policy.save_pretrained(tmp_path / "p")
+    loaded = load_policy(tmp_path / "p")
+    assert loaded.config.std_head == "state"
+    assert torch.equal(loaded.action_dist.log_std_head.weight, policy.action_dist.log_std_head.weight)
+    obs = pixel_obs(3)
+    with torch.no_grad():
+        a = policy.action_dist.std(policy.features(policy.preprocess(obs)))
+        b = loaded.action_dist.std(loaded.features(loaded.preprocess(obs)))
+    assert torch.equal(a, b) and not torch.equal(a[0], a[1])
+    document = json.loads((tmp_path / "p" / "config.json").read_text())
+    document["config"]["std_head"] = "global"  # a state head's weights do not fit a global-std policy
+    (tmp_path / "p" / "config.json").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="do not fit a TinyVLA"):
+        load_policy(tmp_path / "p")
+
+
 def test_behaviour_cloning_overfits_a_small_batch():
     policy = tiny_policy(image_size=32)
     obs = pixel_obs(16, seed=3, size=32)
@@ -136,7 +196,8 @@ def test_normalization_is_applied_saved_and_validated(tmp_path):
     policy.set_normalization([1.0, 2.0, 3.0, 4.0], [2.0, 2.0, 0.0, 1.0])
     assert policy.proprio_std.tolist() == pytest.approx([2.0, 2.0, 0.01, 1.0])  # floored
     proprio = policy.preprocess(obs)["proprio"]
-    torch.testing.assert_close(proprio, (torch.as_tensor(obs["proprio"]) - policy.proprio_mean) / policy.proprio_std)
+    expected = (torch.as_tensor(obs["proprio"]) - policy.proprio_mean) / policy.proprio_std
+    torch.testing.assert_close(proprio, expected)
     with pytest.raises(ValueError, match=r"proprio_mean must have shape \(4,\)"):
         policy.set_normalization([0.0, 0.0], [1.0] * 4)
     with pytest.raises(ValueError, match="proprio_std must be >= 0"):
@@ -156,7 +217,8 @@ def test_save_load_round_trip_is_exact(tmp_path):
     obs = pixel_obs(4, wrist=True)
     policy.eval()
     a, b = policy.act(policy.preprocess(obs), True), loaded.act(loaded.preprocess(obs), True)
-    for x, y in zip((a.actions, a.log_prob, a.value, a.features), (b.actions, b.log_prob, b.value, b.features)):
+    for x, y in zip((a.actions, a.log_prob, a.value, a.features),
+                    (b.actions, b.log_prob, b.value, b.features)):
         assert torch.equal(x, y)
     assert isinstance(TinyVLA.from_pretrained(tmp_path / "run" / "policy"), TinyVLA)
 
@@ -186,7 +248,8 @@ def test_an_instruction_it_was_not_trained_on_is_refused():
 @pytest.mark.parametrize(("change", "error", "match"), [
     (lambda o: o["image"], TypeError, "expected a pixel observation dict"),
     (lambda o: {k: v for k, v in o.items() if k != "proprio"}, ValueError, r"lacks \['proprio'\]"),
-    (lambda o: {**o, "image": o["image"][:, :32, :32]}, ValueError, r"image must have shape \(B, 64, 64, 3\)"),
+    (lambda o: {**o, "image": o["image"][:, :32, :32]}, ValueError,
+     r"image must have shape \(B, 64, 64, 3\)"),
     (lambda o: {**o, "image": o["image"].astype(np.float32)}, ValueError, "image must be uint8"),
     (lambda o: {**o, "proprio": o["proprio"][:, :3]}, ValueError, r"proprio must have shape \(B, 4\)"),
     (lambda o: {**o, "proprio": o["proprio"] * np.nan}, ValueError, "proprio holds NaN"),
@@ -217,6 +280,7 @@ def test_wrist_camera_is_required_when_configured_and_unbatched_obs_work():
     ({"allow_new_instructions": True}, "needs language='minilm'"),
     ({"pooling": "max"}, "pooling='max'"),
     ({"init_log_std": 3.0}, "min_log_std <= init_log_std <= max_log_std"),
+    ({"std_head": "mlp"}, r"std_head='mlp' must be one of \('global', 'state'\)"),
 ])
 def test_bad_configs_are_rejected(overrides, match):
     fields = {"instructions": ("a",), **TINY, **overrides}
@@ -242,7 +306,8 @@ def test_tinyvla_drives_a_real_env_through_a_chunk_queue(make_vec):
 
 
 def test_minilm_embeddings_and_reload_without_minilm(tmp_path, monkeypatch):
-    policy = TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0", "ReachCube-v0"], **{**TINY, "language": "minilm"}))
+    config = TinyVLAConfig.for_tasks(["PushCube-v0", "ReachCube-v0"], **{**TINY, "language": "minilm"})
+    policy = TinyVLA(config)
     obs = pixel_obs(2)
     out = policy.act(policy.preprocess(obs), deterministic=True)
     table = policy.language.embeddings

@@ -59,6 +59,9 @@ class BCConfig:
     """Actions predicted per step (the action chunk K)."""
     language: Literal["minilm", "learned"] = "minilm"
     """Instruction encoder: frozen all-MiniLM-L6-v2, or a learned embedding per instruction."""
+    std_head: Literal["state", "global"] = "state"
+    """TinyVLA's action std: predicted per state (sampled chunks then show where the policy is
+    unsure, which failure detectors read) or one global parameter per action dimension."""
     steps: int = 3000
     """Optimiser steps."""
     batch_size: int = 128
@@ -167,7 +170,7 @@ def train_bc(config: BCConfig) -> dict:
     image_size = reader.image_shape[0]
     policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), image_size=image_size,
                                    use_wrist="wrist_image" in obs_keys, chunk_size=config.chunk_size,
-                                   language=config.language))
+                                   language=config.language, std_head=config.std_head))
     policy.set_normalization(*stats["proprio"])
     policy.to(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)

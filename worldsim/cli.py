@@ -15,6 +15,7 @@ from worldsim.bc import BCConfig
 from worldsim.collect import Collect
 from worldsim.datasets import DatasetInfo
 from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
+from worldsim.failure.detect import Detect
 from worldsim.train_rl import TrainRL
 
 console = Console()
@@ -168,7 +169,8 @@ class TrainBC(BCConfig):
 
 
 COMMANDS = {"list-envs": ListEnvs, "render": Render, "evaluate": Evaluate, "train-bc": TrainBC,
-            "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL}
+            "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL,
+            "detect": Detect}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,10 +11,18 @@ parallel envs, the first ``N`` episodes *started* are recorded, each to its end 
 started after the quota run but are discarded). A fast env would otherwise contribute more
 episodes, and fast episodes are mostly successes.
 
+With ``record_features=True`` each episode also carries what failure detectors read, so that
+they can be fitted and scored offline: at every observation an action was taken at, the
+policy's ``features`` ``(D,)`` and ``num_samples`` sampled action chunks ``(S, K, A)`` (stored
+as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.datasets`). This
+needs a learned policy; the scripted expert is refused.
+
 Randomness flows from ``seed``: task ``k`` (in the order given) runs its envs with seed
 ``seed + k`` and the policy's torch sampling under ``torch.manual_seed(seed + k)``; each episode
 records that env seed, its env index and a description of the policy (for the scripted
-expert this includes its noise settings and seed). Same seed, same file contents.
+expert this includes its noise settings and seed). The recorded action samples come from a
+separate torch stream derived from the same seed, so recording does not change the actions
+taken (on CPU). Same seed, same file contents.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from worldsim.datasets import Episode, EpisodeWriter
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.policies.base import Policy
+from worldsim.policies.expert import ScriptedExpert
 from worldsim.policies.runner import ChunkQueue
 from worldsim.run_logging import to_jsonable
 
@@ -103,9 +112,48 @@ def check_policy_observations(policy: Policy, env_kwargs: dict[str, Any]) -> Non
                              f"(use 'pixels' or 'pixels+state')")
         if wanted["image_size"] != env_kwargs["image_size"]:
             raise ValueError(f"{type(policy).__name__} was built for {wanted['image_size']}-pixel images; "
-                             f"image_size={env_kwargs['image_size']} (pass image_size={wanted['image_size']})")
+                             f"image_size={env_kwargs['image_size']} "
+                             f"(pass image_size={wanted['image_size']})")
         if wanted["wrist_camera"] and not env_kwargs["wrist_camera"]:
-            raise ValueError(f"{type(policy).__name__} reads the wrist camera; pass wrist_camera=True (--wrist)")
+            raise ValueError(f"{type(policy).__name__} reads the wrist camera; pass wrist_camera=True "
+                             "(--wrist)")
+
+
+def check_feature_recording(policy: Policy, num_samples: int) -> None:
+    """Raise ``ValueError`` unless ``policy``'s features and ``num_samples`` action samples per
+    step can be recorded: ``num_samples`` must be an int >= 1 and the policy a learned one."""
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
+        raise ValueError(f"num_samples={num_samples!r} must be an int >= 1")
+    # The expert's "features" are the raw state, nothing a detector learns from. A ValueError, not a
+    # TypeError: the policy is valid, only not with record_features (and the CLI reports ValueErrors).
+    if isinstance(policy, ScriptedExpert):
+        raise ValueError("record_features=True (--record-features) needs a learned policy that "  # noqa: TRY004
+                         "exposes features (TinyVLA, MLP, adapters); the scripted expert has none")
+
+
+class _OutputRecorder:
+    """What failure detectors read, computed for every env at every step: the policy's features
+    ``(B, D)`` and ``num_samples`` sampled chunks ``(B, S, K, A)``, as float32 numpy arrays.
+
+    Sampling draws from a torch CPU stream of its own, seeded from ``seed`` but distinct from
+    the stream the acting policy samples from: the actions taken are the same with and without
+    recording, and the samples are not the very noise the executed chunk was drawn with.
+    """
+
+    def __init__(self, policy: Policy, num_samples: int, seed: int):
+        self.policy, self.num_samples = policy, int(num_samples)
+        stream_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
+        self._rng_state = torch.Generator().manual_seed(stream_seed).get_state()
+
+    @torch.no_grad()
+    def __call__(self, obs: Any) -> dict[str, np.ndarray]:
+        with torch.random.fork_rng(devices=[]):  # restores the acting policy's stream on exit
+            torch.set_rng_state(self._rng_state)
+            batch = self.policy.preprocess(obs)
+            features = self.policy.features(batch)
+            samples = self.policy.sample(batch, self.num_samples)
+            self._rng_state = torch.get_rng_state()
+        return {"features": features.float().cpu().numpy(), "action_samples": samples.float().cpu().numpy()}
 
 
 class _EpisodeBuffer:
@@ -118,9 +166,13 @@ class _EpisodeBuffer:
         self.rewards: list[float] = []
         self.terminated: list[bool] = []
         self.truncated: list[bool] = []
+        self.outputs: dict[str, list[np.ndarray]] = {}
 
     def add(self, action: np.ndarray, reward: float, terminated: bool, truncated: bool,
-            obs: dict[str, np.ndarray], success: bool) -> None:
+            obs: dict[str, np.ndarray], success: bool, outputs: dict[str, np.ndarray]) -> None:
+        """Record action ``t``, what followed it, and the policy's ``outputs`` at observation ``t``."""
+        for key, value in outputs.items():
+            self.outputs.setdefault(key, []).append(value)
         self.actions.append(action)
         self.rewards.append(reward)
         self.terminated.append(terminated)
@@ -134,7 +186,8 @@ class _EpisodeBuffer:
                        actions=np.stack(self.actions), rewards=np.array(self.rewards, np.float32),
                        terminated=np.array(self.terminated), truncated=np.array(self.truncated),
                        success=np.array(self.success), instruction=spec.instruction, task=spec.name,
-                       seed=seed, policy=policy, env_index=env_index)
+                       seed=seed, policy=policy, env_index=env_index,
+                       policy_outputs={key: np.stack(rows) for key, rows in self.outputs.items()})
 
 
 def _row(obs: Any, i: int) -> dict[str, np.ndarray]:
@@ -153,9 +206,15 @@ def _unbatched(obs: Any) -> dict[str, np.ndarray]:
 
 def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes: int, *, num_envs: int,
                  seed: int, env_kwargs: dict[str, Any], execute_steps: int | None = None,
-                 progress: tqdm | None = None) -> TaskCollectStats:
+                 progress: tqdm | None = None, record_features: bool = False,
+                 num_samples: int = 8, deterministic: bool = False) -> TaskCollectStats:
     """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
-    ``writer`` (in the order they finish). ``seed`` seeds the envs and torch's sampling."""
+    ``writer`` (in the order they finish). ``seed`` seeds the envs and torch's sampling.
+    ``record_features``: also record the policy's features and ``num_samples`` action samples
+    at every step (``ValueError`` for the scripted expert, before any env runs).
+    ``deterministic``: execute the policy's mean action chunk instead of sampling it."""
+    if record_features:
+        check_feature_recording(policy, num_samples)
     num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
     description = describe_policy(policy)
     env = gym.make_vec(f"worldsim/{spec.name}", num_envs=num_envs, autoreset_mode="SameStep", **env_kwargs)
@@ -164,12 +223,15 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            queue = ChunkQueue(policy, num_envs, execute_steps)
+            queue = ChunkQueue(policy, num_envs, execute_steps, deterministic)
+            recorder = _OutputRecorder(policy, num_samples, seed) if record_features else None
             obs, info = env.reset(seed=seed)
             buffers: list[_EpisodeBuffer | None] = [
                 _EpisodeBuffer(_row(obs, i), bool(info["success"][i])) for i in range(num_envs)]
             started = num_envs
             while stats.episodes < episodes:
+                # every step, not only when the queue re-plans: detectors score each observation
+                outputs = recorder(obs) if recorder is not None else {}
                 actions = np.clip(queue(obs), -1.0, 1.0).astype(np.float32)  # what the env executes
                 obs, reward, terminated, truncated, info = env.step(actions)
                 queue.restart(info["episode_step"] == 0)
@@ -183,7 +245,7 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                     else:
                         next_obs, success = _row(obs, i), info["success"][i]
                     buffer.add(actions[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
-                               next_obs, bool(success))
+                               next_obs, bool(success), {key: value[i] for key, value in outputs.items()})
                     if ended[i]:
                         episode = buffer.episode(spec, seed, i, description)
                         writer.add_episode(episode)
@@ -192,7 +254,8 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                         stats.steps += episode.num_samples
                         if progress is not None:
                             progress.update(1)
-                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}", refresh=False)
+                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}",
+                                                 refresh=False)
                 for i in np.flatnonzero(ended):  # the env already started its next episode
                     buffers[i] = None
                     if started < episodes:
@@ -204,10 +267,12 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
     return stats
 
 
-def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Policy], episodes: int, out: str | Path,
-                     num_envs: int = 16, seed: int = 0, image_size: int = 64, wrist_camera: bool = False,
-                     obs_mode: str = "pixels+state", execute_steps: int | None = None, overwrite: bool = False,
-                     progress: bool = True) -> CollectStats:
+def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Policy], episodes: int,
+                     out: str | Path, num_envs: int = 16, seed: int = 0, image_size: int = 64,
+                     wrist_camera: bool = False, obs_mode: str = "pixels+state",
+                     execute_steps: int | None = None, overwrite: bool = False, progress: bool = True,
+                     record_features: bool = False, num_samples: int = 8,
+                     deterministic: bool = False) -> CollectStats:
     """Collect ``episodes`` complete episodes per task into one episode file ``out``.
 
     Args:
@@ -224,6 +289,13 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         execute_steps: actions executed per predicted chunk before re-planning (default: all).
         overwrite: replace an existing ``out``; otherwise it is refused (``FileExistsError``).
         progress: show a progress bar.
+        record_features: also store, for every step, the policy's features and ``num_samples``
+            sampled action chunks (``policy/features`` ``(T, D)``, ``policy/action_samples``
+            ``(T, S, K, A)``) for offline failure detection. Needs a learned policy: the
+            scripted expert is refused with ``ValueError`` before anything runs.
+        num_samples: action chunks sampled per step when recording (``S``, >= 1).
+        deterministic: execute each policy's mean (mode) action chunk instead of a sample, as
+            a deployed policy does (recorded samples are still drawn).
 
     Returns per-task episodes, success rate, mean length and steps/s.
     """
@@ -248,16 +320,21 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
     for spec in specs:
         policy = policy_factory(spec.name)
         policy.check_task(spec.instruction)
-        check_policy_observations(policy, {"image_size": image_size, "wrist_camera": wrist_camera, **env_kwargs})
+        check_policy_observations(policy, {"image_size": image_size, "wrist_camera": wrist_camera,
+                                           **env_kwargs})
+        if record_features:
+            check_feature_recording(policy, num_samples)
         policies[spec.name] = policy.eval()
 
     stats = CollectStats(out)
     start = time.perf_counter()
     with writer, tqdm(total=episodes * len(specs), desc="collect", unit="ep", disable=not progress) as bar:
         for k, spec in enumerate(specs):
-            stats.tasks[spec.name] = collect_task(writer, spec, policies[spec.name], episodes, num_envs=num_envs,
-                                                  seed=seed + k, env_kwargs=env_kwargs,
-                                                  execute_steps=execute_steps, progress=bar)
+            stats.tasks[spec.name] = collect_task(writer, spec, policies[spec.name], episodes,
+                                                  num_envs=num_envs, seed=seed + k, env_kwargs=env_kwargs,
+                                                  execute_steps=execute_steps, progress=bar,
+                                                  record_features=record_features, num_samples=num_samples,
+                                                  deterministic=deterministic)
     stats.seconds = time.perf_counter() - start
     stats.file_bytes = out.stat().st_size
     return stats
@@ -266,7 +343,8 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
 # ---------------------------------------------------------------------------- command line
 @dataclass
 class Collect:
-    """Record episodes of a policy (the scripted expert, or a checkpoint) to an HDF5 episode file."""
+    """Record episodes of a policy (the scripted expert, or a checkpoint) to an HDF5 episode file,
+    optionally with the policy's features and action samples at every step (for failure detectors)."""
 
     out: Path
     """The episode file to write (.h5); all tasks go into it."""
@@ -296,6 +374,13 @@ class Collect:
     """Actions executed per predicted chunk before re-planning (default: the whole chunk)."""
     overwrite: bool = False
     """Replace --out if it exists."""
+    record_features: bool = False
+    """Also store the policy's features and sampled action chunks at every step, for failure
+    detectors run offline (SAFE, FIPER, ...). Needs a learned policy (not the expert)."""
+    num_samples: int = 8
+    """With --record-features: action chunks sampled per step."""
+    deterministic: bool = False
+    """Execute the policy's mean action chunk instead of sampling it (as deployed)."""
 
     def run(self) -> None:
         from rich.console import Console
@@ -327,7 +412,9 @@ class Collect:
 
         stats = collect_episodes(names, factory, self.episodes, self.out, num_envs=self.num_envs,
                                  seed=self.seed, image_size=self.image_size, wrist_camera=self.wrist,
-                                 obs_mode=self.obs_mode, execute_steps=self.execute_steps)
+                                 obs_mode=self.obs_mode, execute_steps=self.execute_steps,
+                                 record_features=self.record_features, num_samples=self.num_samples,
+                                 deterministic=self.deterministic)
         table = Table(title=f"{self.out} ({stats.file_bytes / 2**20:.1f} MiB, {stats.seconds:.1f} s)")
         for column in ("task", "episodes", "success rate", "mean length", "steps/s"):
             table.add_column(column, justify="left" if column == "task" else "right")

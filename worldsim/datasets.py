@@ -22,11 +22,16 @@ The layout (robomimic/LIBERO-style) is the contract every stage reads and writes
         truncated          bool (T,)        the time limit ended it at step t
         dones              bool (T,)        terminated | truncated
         success            bool (T+1,)      the task's success flag at each observation
+        policy/features        float32 (T, D)        policy features at obs t     } optional (collect
+        policy/action_samples  float32 (T, S, K, A)  S sampled chunks of K        } --record-features):
+                                                     actions at obs t             } in all episodes or none
 
 Observation arrays hold ``T + 1`` observations: ``obs[T]`` is the final observation after the
 last action, so ``(obs[t], actions[t], rewards[t], obs[t + 1])`` is a transition for every
 ``t < T`` (world models need the last one). Image arrays are stored one frame per chunk with
-LZF compression (fast to write and to read one frame at a time).
+LZF compression (fast to write and to read one frame at a time). The ``policy`` group holds
+what the acting policy computed at each observation it acted on, so that failure detectors
+can be re-run offline on the rollouts; it is optional, so files without it are version 1 too.
 
 :class:`EpisodeWriter` writes a file atomically (temp file + rename); :class:`EpisodeReader`
 reads one lazily and rejects files that are not in this layout with a ``ValueError`` naming
@@ -38,7 +43,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -59,6 +64,9 @@ VERSION = 1
 OBS_KEYS: tuple[str, ...] = ("image", "wrist_image", "proprio", "state")
 IMAGE_KEYS: tuple[str, ...] = ("image", "wrist_image")
 ACTION_DIM = 4
+POLICY_KEYS: tuple[str, ...] = ("features", "action_samples")
+POLICY_AXES = {"features": ("T", "D"), "action_samples": ("T", "S", "K", "A")}
+"""The axes of each policy output: steps, then feature width or (samples, chunk, action)."""
 PROPRIO_DIM = 4
 STEP_ARRAYS: tuple[str, ...] = ("actions", "rewards", "terminated", "truncated", "dones")
 EPISODE_ATTRS: tuple[str, ...] = ("instruction", "task", "env_id", "seed", "env_index", "num_samples",
@@ -73,9 +81,11 @@ class Episode:
 
     ``obs`` maps keys of :data:`OBS_KEYS` to arrays of ``T + 1`` observations; ``actions``
     ``(T, 4)``, ``rewards``, ``terminated`` and ``truncated`` ``(T,)``; ``success`` ``(T + 1,)``
-    holds the per-observation success flags. Construction converts dtypes (float32, bool) and
-    raises ``ValueError`` naming the field for wrong shapes, non-finite numbers, unknown keys,
-    or an episode that continues after it ended.
+    holds the per-observation success flags. ``policy_outputs`` (optional) maps keys of
+    :data:`POLICY_KEYS` to what the policy computed at observations ``0 .. T-1``: ``features``
+    ``(T, D)`` and ``action_samples`` ``(T, S, K, A)``. Construction converts dtypes (float32,
+    bool) and raises ``ValueError`` naming the field for wrong shapes, non-finite numbers,
+    unknown keys, or an episode that continues after it ended.
     """
 
     obs: dict[str, np.ndarray]
@@ -91,6 +101,8 @@ class Episode:
     env_id: str | None = None
     """Gymnasium id of the env; ``worldsim/<task>`` when not given."""
     env_index: int = 0
+    policy_outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    """Per-step policy outputs (keys of :data:`POLICY_KEYS`); empty when none were recorded."""
 
     def __post_init__(self) -> None:
         self.actions = np.asarray(self.actions)
@@ -120,6 +132,14 @@ class Episode:
         if self.env_id is None:
             self.env_id = f"worldsim/{self.task}"
         self.seed, self.env_index = int(self.seed), int(self.env_index)
+        if not isinstance(self.policy_outputs, dict):
+            raise TypeError(f"episode policy_outputs must be a dict with keys from {POLICY_KEYS}; "
+                             f"got {type(self.policy_outputs).__name__}")
+        unknown = sorted(set(self.policy_outputs) - set(POLICY_KEYS))
+        if unknown:
+            raise ValueError(f"unknown policy output key(s) {unknown}; allowed: {', '.join(POLICY_KEYS)}")
+        self.policy_outputs = {key: _check_policy_output(key, self.policy_outputs[key], steps)
+                               for key in POLICY_KEYS if key in self.policy_outputs}
 
     @property
     def num_samples(self) -> int:
@@ -139,7 +159,8 @@ class Episode:
 def _shaped(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
     array = np.asarray(value)
     if array.shape != shape:
-        raise ValueError(f"episode {name} must have shape {shape} (T={shape[0]} from actions); got {array.shape}")
+        raise ValueError(f"episode {name} must have shape {shape} (T={shape[0]} from actions); "
+                         f"got {array.shape}")
     return array
 
 
@@ -151,7 +172,8 @@ def _finite(name: str, array: np.ndarray) -> np.ndarray:
 
 def _flags(name: str, value: Any, length: int) -> np.ndarray:
     array = _shaped(name, value, (length,))
-    if not (array.dtype == np.bool_ or (np.issubdtype(array.dtype, np.integer) and np.isin(array, (0, 1)).all())):
+    zero_one = np.issubdtype(array.dtype, np.integer) and np.isin(array, (0, 1)).all()
+    if not (array.dtype == np.bool_ or zero_one):
         raise ValueError(f"episode {name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
     return array.astype(bool)
 
@@ -173,9 +195,23 @@ def _check_obs(key: str, value: Any, length: int) -> np.ndarray:
     return _finite(f"obs[{key!r}]", array.astype(np.float32))
 
 
+def _check_policy_output(key: str, value: Any, steps: int) -> np.ndarray:
+    array = np.asarray(value)
+    axes = POLICY_AXES[key]
+    if array.ndim != len(axes) or len(array) != steps or 0 in array.shape:
+        raise ValueError(f"episode policy_outputs[{key!r}] must have shape ({', '.join(axes)}) with "
+                         f"T={steps} (one row per action) and no empty axis; got {array.shape}")
+    return _finite(f"policy_outputs[{key!r}]", array.astype(np.float32))
+
+
 def _obs_layout(episode: Episode) -> dict[str, tuple[tuple[int, ...], str]]:
     """Per obs key, the shape of one observation and the dtype: must agree across a file."""
     return {key: (array.shape[1:], array.dtype.str) for key, array in episode.obs.items()}
+
+
+def _policy_layout(episode: Episode) -> dict[str, tuple[int, ...]]:
+    """Per policy output, its shape beyond ``T``: must agree across a file."""
+    return {key: array.shape[1:] for key, array in episode.policy_outputs.items()}
 
 
 # ---------------------------------------------------------------------------- writing
@@ -191,7 +227,8 @@ class EpisodeWriter:
     exits normally. If the block raises (or the process is killed) no file appears under
     ``path`` and a file already there is left untouched. An existing ``path`` is refused with
     ``FileExistsError`` unless ``overwrite=True``. Every episode of a file must have the same
-    observation keys, shapes (apart from ``T``) and dtypes.
+    observation keys, shapes (apart from ``T``) and dtypes, and the same policy outputs (none,
+    or the same keys with the same shapes apart from ``T``).
     """
 
     def __init__(self, path: str | Path, env_kwargs: dict[str, Any] | None = None, overwrite: bool = False):
@@ -199,7 +236,8 @@ class EpisodeWriter:
         if self.path.is_dir():
             raise IsADirectoryError(f"{self.path} is a folder; give the path of an .h5 file")
         if self.path.exists() and not overwrite:
-            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to replace it")
+            raise FileExistsError(f"{self.path} already exists; pass overwrite=True (--overwrite) to "
+                                  "replace it")
         try:
             self._env_kwargs = json.dumps(env_kwargs or {}, sort_keys=True)
         except TypeError as err:
@@ -208,6 +246,7 @@ class EpisodeWriter:
         self._file: h5py.File | None = None
         self._tasks: list[str] = []
         self._layout: dict[str, tuple[tuple[int, ...], str]] | None = None
+        self._policy_layout: dict[str, tuple[int, ...]] | None = None
         self.count = 0  # episodes added so far
 
     def __enter__(self) -> Self:
@@ -226,15 +265,21 @@ class EpisodeWriter:
     def add_episode(self, episode: Episode) -> int:
         """Append ``episode`` as ``data/demo_<i>``; returns ``i``."""
         if self._file is None:
-            raise RuntimeError("EpisodeWriter is not open; use it in a `with EpisodeWriter(...) as writer:` block")
+            raise RuntimeError("EpisodeWriter is not open; use it in a `with EpisodeWriter(...) as writer:` "
+                               "block")
         if not isinstance(episode, Episode):
             raise TypeError(f"add_episode takes an Episode; got {type(episode).__name__}")
-        layout = _obs_layout(episode)
+        layout, policy_layout = _obs_layout(episode), _policy_layout(episode)
         if self._layout is None:
-            self._layout = layout
+            self._layout, self._policy_layout = layout, policy_layout
         elif layout != self._layout:
             raise ValueError(f"episode {self.count} ({episode.task}) has observations {layout}; this file "
-                             f"holds {self._layout}: every episode of a file must have the same keys and shapes")
+                             f"holds {self._layout}: every episode of a file must have the same keys and "
+                             "shapes")
+        elif policy_layout != self._policy_layout:
+            raise ValueError(f"episode {self.count} ({episode.task}) has policy outputs "
+                             f"{policy_layout or 'none'}; this file holds {self._policy_layout or 'none'}: "
+                             "every episode of a file must have the same policy outputs and shapes")
         group = self._file["data"].create_group(f"demo_{self.count}")
         obs = group.create_group("obs")
         for key, array in episode.obs.items():
@@ -248,6 +293,10 @@ class EpisodeWriter:
         group.create_dataset("truncated", data=episode.truncated)
         group.create_dataset("dones", data=episode.dones)
         group.create_dataset("success", data=episode.success)
+        if episode.policy_outputs:
+            outputs = group.create_group("policy")
+            for key, array in episode.policy_outputs.items():
+                outputs.create_dataset(key, data=array)
         group.attrs.update({
             "instruction": episode.instruction, "task": episode.task, "env_id": episode.env_id,
             "seed": episode.seed, "env_index": episode.env_index, "num_samples": episode.num_samples,
@@ -296,10 +345,12 @@ class EpisodeReader:
 
     ``len(reader)`` episodes; ``reader[i]`` loads episode ``i`` as an :class:`Episode`;
     :meth:`load` reads one array of one episode; :attr:`env_kwargs` holds the env arguments
-    the episodes were recorded with. Opening checks the whole layout (format
-    attribute, required groups, datasets and attributes, matching lengths) from metadata
-    alone, and raises ``ValueError`` naming the file if it is not HDF5, truncated, or not a
-    worldsim episode file. A missing file raises ``FileNotFoundError``.
+    the episodes were recorded with; :attr:`policy_keys` and :attr:`policy_shapes` describe
+    the recorded policy outputs (none for a file collected without them). Opening checks the
+    whole layout (format attribute, required groups, datasets and attributes, matching lengths,
+    the same policy outputs in every episode) from metadata alone, and raises ``ValueError``
+    naming the file if it is not HDF5, truncated, or not a worldsim episode file. A missing
+    file raises ``FileNotFoundError``.
     """
 
     def __init__(self, path: str | Path):
@@ -312,7 +363,7 @@ class EpisodeReader:
             raise ValueError(f"{self.path} is not a readable HDF5 file (not HDF5, truncated or corrupt): "
                              f"{err}") from err
         try:
-            self._infos, self._obs_shapes, self.env_kwargs = self._check_layout()
+            self._infos, self._obs_shapes, self._policy_shapes, self.env_kwargs = self._check_layout()
         except (OSError, KeyError, RuntimeError, TypeError) as err:
             self._file.close()
             raise ValueError(f"{self.path} is corrupt or truncated: {err}") from err
@@ -323,13 +374,15 @@ class EpisodeReader:
     def _fail(self, message: str) -> ValueError:
         return ValueError(f"{self.path} is not a valid worldsim episode file: {message}")
 
-    def _check_layout(self) -> tuple[list[EpisodeInfo], dict[str, tuple[int, ...]], dict[str, Any]]:
+    def _check_layout(self) -> tuple[list[EpisodeInfo], dict[str, tuple[int, ...]],
+                                     dict[str, tuple[int, ...]], dict[str, Any]]:
         attrs = self._file.attrs
         if attrs.get("format") != FORMAT:
             raise self._fail(f"its 'format' attribute is {attrs.get('format')!r}, expected {FORMAT!r}")
         version = int(attrs.get("version", -1))
         if not 1 <= version <= VERSION:
-            raise self._fail(f"version {version} is not supported (this worldsim reads versions 1..{VERSION})")
+            raise self._fail(f"version {version} is not supported (this worldsim reads versions "
+                             f"1..{VERSION})")
         for key in ("total", "tasks", "env_kwargs"):
             if key not in attrs:
                 raise self._fail(f"the root attribute {key!r} is missing")
@@ -347,6 +400,7 @@ class EpisodeReader:
                              f"{len(data)} groups; the file was cut short or edited")
         infos: list[EpisodeInfo] = []
         obs_shapes: dict[str, tuple[int, ...]] | None = None
+        policy_shapes: dict[str, tuple[int, ...]] | None = None
         for i, name in enumerate(expected):
             group = data[name]
             missing = [k for k in ("obs", "success", *STEP_ARRAYS) if k not in group]
@@ -358,25 +412,54 @@ class EpisodeReader:
                     **{k: (steps,) for k in STEP_ARRAYS if k != "actions"}}
             for key, shape in want.items():
                 if group[key].shape != shape:
-                    raise self._fail(f"data/{name}/{key} has shape {group[key].shape}; with num_samples={steps} "
-                                     f"it must be {shape}")
+                    raise self._fail(f"data/{name}/{key} has shape {group[key].shape}; with "
+                                     f"num_samples={steps} it must be {shape}")
             shapes = {k: group["obs"][k].shape[1:] for k in group["obs"]}
             if not shapes:
                 raise self._fail(f"data/{name}/obs holds no observations")
             for key in shapes:
                 if key not in OBS_KEYS:
-                    raise self._fail(f"data/{name}/obs/{key} is not an observation key ({', '.join(OBS_KEYS)})")
+                    raise self._fail(f"data/{name}/obs/{key} is not an observation key "
+                                     f"({', '.join(OBS_KEYS)})")
                 if group["obs"][key].shape[0] != steps + 1:
-                    raise self._fail(f"data/{name}/obs/{key} holds {group['obs'][key].shape[0]} observations; "
-                                     f"with num_samples={steps} it must hold {steps + 1}")
+                    raise self._fail(f"data/{name}/obs/{key} holds {group['obs'][key].shape[0]} "
+                                     f"observations; with num_samples={steps} it must hold {steps + 1}")
             if obs_shapes is None:
                 obs_shapes = shapes
             elif shapes != obs_shapes:
                 raise self._fail(f"data/{name}/obs has {shapes}, demo_0 has {obs_shapes}")
+            outputs = self._check_policy_group(name, group, steps)
+            if policy_shapes is None:
+                policy_shapes = outputs
+            elif outputs != policy_shapes:
+                raise self._fail(f"data/{name} has policy outputs {outputs or 'none'}, demo_0 has "
+                                 f"{policy_shapes or 'none'}; every episode must have the same")
             a = group.attrs
-            infos.append(EpisodeInfo(i, str(a["task"]), str(a["instruction"]), str(a["env_id"]), int(a["seed"]),
-                                     int(a["env_index"]), steps, bool(a["success"]), str(a["policy"])))
-        return infos, obs_shapes or {}, env_kwargs
+            infos.append(EpisodeInfo(i, str(a["task"]), str(a["instruction"]), str(a["env_id"]),
+                                     int(a["seed"]), int(a["env_index"]), steps, bool(a["success"]),
+                                     str(a["policy"])))
+        return infos, obs_shapes or {}, policy_shapes or {}, env_kwargs
+
+    def _check_policy_group(self, name: str, group: h5py.Group, steps: int) -> dict[str, tuple[int, ...]]:
+        """The trailing shape of each policy output of episode ``name`` (empty without the group)."""
+        if "policy" not in group:
+            return {}
+        if not isinstance(group["policy"], h5py.Group):
+            raise self._fail(f"data/{name}/policy is not a group")
+        shapes = {}
+        for key, dataset in group["policy"].items():
+            where = f"data/{name}/policy/{key}"
+            if key not in POLICY_KEYS:
+                raise self._fail(f"{where} is not a policy output ({', '.join(POLICY_KEYS)})")
+            axes = POLICY_AXES[key]
+            shape = f"({', '.join(axes)})"
+            if not isinstance(dataset, h5py.Dataset) or dataset.dtype != np.float32:
+                raise self._fail(f"{where} must be a float32 dataset {shape}")
+            if dataset.ndim != len(axes) or dataset.shape[0] != steps:
+                raise self._fail(f"{where} has shape {dataset.shape}; with num_samples={steps} it must be "
+                                 f"{shape} with T={steps}")
+            shapes[key] = dataset.shape[1:]
+        return {key: shapes[key] for key in POLICY_KEYS if key in shapes}
 
     # -------------------------------------------------------------------- metadata
     def __len__(self) -> int:
@@ -391,6 +474,17 @@ class EpisodeReader:
     def obs_shapes(self) -> dict[str, tuple[int, ...]]:
         """Shape of one observation per key (e.g. ``{"image": (64, 64, 3), ...}``)."""
         return dict(self._obs_shapes)
+
+    @property
+    def policy_keys(self) -> tuple[str, ...]:
+        """The policy outputs every episode holds, in :data:`POLICY_KEYS` order; ``()`` if none."""
+        return tuple(self._policy_shapes)
+
+    @property
+    def policy_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of one step's policy output per key (e.g. ``{"features": (256,),
+        "action_samples": (8, 4, 4)}``); empty if none were recorded."""
+        return dict(self._policy_shapes)
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -416,7 +510,8 @@ class EpisodeReader:
 
     def summary(self) -> dict[str, Any]:
         """Episodes, steps and success rate, overall and per task (``summary()["tasks"][name]``
-        has ``episodes``, ``steps``, ``mean_length`` and ``success_rate``)."""
+        has ``episodes``, ``steps``, ``mean_length`` and ``success_rate``), and the recorded
+        ``policy_outputs`` (:attr:`policy_shapes`)."""
         tasks: dict[str, dict[str, Any]] = {}
         for task in self.tasks:
             infos = [info for info in self._infos if info.task == task]
@@ -426,7 +521,7 @@ class EpisodeReader:
         episodes = len(self._infos)
         return {"episodes": episodes, "steps": sum(info.num_samples for info in self._infos),
                 "success_rate": sum(info.success for info in self._infos) / episodes if episodes else 0.0,
-                "tasks": tasks}
+                "tasks": tasks, "policy_outputs": self.policy_shapes}
 
     # -------------------------------------------------------------------- arrays
     def _index(self, index: int) -> int:
@@ -438,21 +533,25 @@ class EpisodeReader:
         return int(index) % n
 
     def load(self, index: int, key: str) -> np.ndarray:
-        """One array of episode ``index``: an observation key (``T + 1`` rows) or one of
-        ``actions``, ``rewards``, ``terminated``, ``truncated``, ``dones``, ``success``."""
+        """One array of episode ``index``: an observation key (``T + 1`` rows), one of
+        ``actions``, ``rewards``, ``terminated``, ``truncated``, ``dones``, ``success``, or a
+        recorded policy output (:attr:`policy_keys`, ``T`` rows)."""
         i = self._index(index)
         group = self._file[f"data/demo_{i}"]
         if key in self._obs_shapes:
             dataset = group["obs"][key]
         elif key in (*STEP_ARRAYS, "success"):
             dataset = group[key]
+        elif key in self._policy_shapes:
+            dataset = group["policy"][key]
         else:
-            allowed = ", ".join((*self.obs_keys, *STEP_ARRAYS, "success"))
+            allowed = ", ".join((*self.obs_keys, *STEP_ARRAYS, "success", *self.policy_keys))
             raise KeyError(f"unknown array {key!r} for {self.path}; allowed: {allowed}")
         try:
             return dataset[()]
         except OSError as err:
-            raise ValueError(f"{self.path}: data/demo_{i}/{key} cannot be read, the file is corrupt: {err}") from err
+            raise ValueError(f"{self.path}: data/demo_{i}/{key} cannot be read, the file is corrupt: "
+                             f"{err}") from err
 
     def __getitem__(self, index: int) -> Episode:
         i = self._index(index)
@@ -461,7 +560,8 @@ class EpisodeReader:
                        actions=self.load(i, "actions"), rewards=self.load(i, "rewards"),
                        terminated=self.load(i, "terminated"), truncated=self.load(i, "truncated"),
                        success=self.load(i, "success"), instruction=info.instruction, task=info.task,
-                       seed=info.seed, policy=info.policy, env_id=info.env_id, env_index=info.env_index)
+                       seed=info.seed, policy=info.policy, env_id=info.env_id, env_index=info.env_index,
+                       policy_outputs={key: self.load(i, key) for key in self.policy_keys})
 
     def __iter__(self) -> Iterator[Episode]:
         for i in range(len(self)):
@@ -543,7 +643,8 @@ class WindowDataset(Dataset):
     """
 
     def __init__(self, data: EpisodeReader | str | Path, context: int = 1, chunk: int = 1, future: int = 0,
-                 keys: Sequence[str] | None = None, in_memory: bool = True, tasks: Sequence[str] | None = None):
+                 keys: Sequence[str] | None = None, in_memory: bool = True,
+                 tasks: Sequence[str] | None = None):
         for name, value, low in (("context", context, 1), ("chunk", chunk, 1), ("future", future, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{name}={value!r} must be an int >= {low}")
@@ -576,7 +677,8 @@ class WindowDataset(Dataset):
             return reader.obs_keys
         unknown = [k for k in keys if k not in reader.obs_keys]
         if unknown:
-            raise ValueError(f"unknown obs key(s) {unknown} for {reader.path}; it holds {', '.join(reader.obs_keys)}")
+            raise ValueError(f"unknown obs key(s) {unknown} for {reader.path}; it holds "
+                             f"{', '.join(reader.obs_keys)}")
         return tuple(dict.fromkeys(keys))
 
     @staticmethod
@@ -652,7 +754,8 @@ class WindowDataset(Dataset):
         rows = np.minimum(wanted, steps - 1)
         item["actions"] = torch.from_numpy(self._gather(j, "actions", rows).astype(np.float32))
         item["action_mask"] = torch.from_numpy(mask)
-        item["rewards"] = torch.from_numpy(np.where(mask, self._gather(j, "rewards", rows), 0).astype(np.float32))
+        rewards = np.where(mask, self._gather(j, "rewards", rows), 0).astype(np.float32)
+        item["rewards"] = torch.from_numpy(rewards)
         if self.future:
             ahead = np.arange(t + 1, t + self.future + 1)
             item["next_mask"] = torch.from_numpy(ahead <= steps)
@@ -668,8 +771,8 @@ class WindowDataset(Dataset):
 # ---------------------------------------------------------------------------- command line
 @dataclass
 class DatasetInfo:
-    """Print a summary of an episode file: its layout, and episodes, steps, mean length and
-    success rate per task."""
+    """Print a summary of an episode file: its layout (observations, recorded policy outputs),
+    and episodes, steps, mean length and success rate per task."""
 
     path: tyro.conf.Positional[Path]
     """The episode file (.h5) to describe."""
@@ -683,6 +786,7 @@ class DatasetInfo:
         with EpisodeReader(self.path) as reader:
             summary = reader.summary()
             layout = ", ".join(f"{k} {reader.obs_shapes[k]}" for k in reader.obs_keys)
+            outputs = ", ".join(f"{k} {shape}" for k, shape in reader.policy_shapes.items()) or "none"
             env_kwargs = reader.env_kwargs
         table = Table(title=f"{self.path} ({self.path.stat().st_size / 2**20:.1f} MiB)")
         for column in ("task", "episodes", "steps", "mean length", "success rate"):
@@ -699,4 +803,5 @@ class DatasetInfo:
         console = Console()
         console.print(table)
         console.print(f"observations: {layout}")
+        console.print(f"policy outputs (per step): {outputs}")
         console.print(f"env kwargs: {json.dumps(env_kwargs, sort_keys=True)}")

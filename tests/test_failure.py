@@ -1,0 +1,235 @@
+"""Failure detectors, conformal calibration and the SAFE protocol on synthetic rollouts."""
+
+import math
+
+import numpy as np
+import pytest
+
+from worldsim.failure import (
+    DETECTORS,
+    ProtocolConfig,
+    Rollout,
+    constant_threshold,
+    evaluate_detector,
+    functional_threshold,
+    load_detector,
+    make_detector,
+)
+from worldsim.failure.detectors.base import Detector, DetectorStream
+from worldsim.failure.detectors.fiper import chunk_entropy
+
+FAST = {
+    "safe-mlp": {"epochs": 15},
+    "safe-lstm": {"epochs": 15, "hidden_dim": 32},
+    "fiper": {"epochs": 20},
+    "rnd": {"epochs": 20},
+}
+
+
+def synthetic_rollouts(tasks=("a", "b", "c"), per_task=40, seed=0, dim=8):
+    """Successes end early with features around one point and tight action samples; failures
+    run to the time limit while their features drift away and their samples spread out."""
+    rng = np.random.default_rng(seed)
+    center, away = np.full(dim, 2.0), np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
+    rollouts = []
+    for task in tasks:
+        for i in range(per_task):
+            failed = i % 3 == 0
+            length = 60 if failed else int(rng.integers(30, 50))
+            drift = np.linspace(0, 2.5, length)[:, None] * away if failed else 0.0
+            features = (center + 0.5 * rng.normal(size=(length, dim)) + drift).astype(np.float32)
+            # chunk step k of the chunk predicted at t plans the action of time t + k: a smooth plan
+            # for successes; failures re-plan erratically and sample more widely
+            plan = 0.5 * np.sin((np.arange(length)[:, None] + np.arange(4)) / 8.0 + rng.uniform(0, 6))
+            growth = np.linspace(0.0, 1.0, length)[:, None, None, None] if failed else 0.0
+            jump = growth * 0.4 * rng.normal(size=(length, 1, 1, 4))
+            noise = (0.05 + 0.5 * growth) * rng.normal(size=(length, 6, 4, 4))
+            samples = np.clip(plan[:, None, :, None] + jump + noise, -1, 1).astype(np.float32)
+            rollouts.append(Rollout(task, not failed, features, samples, len(rollouts)))
+    return rollouts
+
+
+# ---------------------------------------------------------------------------- conformal
+def success_curves(n, rng, length=40):
+    """Exchangeable score curves: random walks with random lengths."""
+    return [np.cumsum(rng.normal(size=int(rng.integers(length // 2, length)))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("method", ["functional", "constant"])
+@pytest.mark.parametrize("alpha", [0.1, 0.2])
+def test_conformal_false_alarm_rate_is_at_most_alpha(method, alpha):
+    rng = np.random.default_rng(1)
+    rates = []
+    for _ in range(40):
+        threshold = (
+            functional_threshold(success_curves(60, rng), alpha, rng)
+            if method == "functional"
+            else constant_threshold(success_curves(60, rng), alpha)
+        )
+        fresh = success_curves(200, rng)
+        rates.append(np.mean([(c > threshold.at(np.arange(len(c)))).any() for c in fresh]))
+    # 40 x 200 fresh successes: the mean false-alarm rate is known to about +-0.01
+    assert np.mean(rates) <= alpha + 0.02
+    assert np.mean(rates) >= alpha - 0.1  # and not vacuously conservative
+
+
+def test_functional_band_is_time_varying_and_constant_is_flat():
+    rng = np.random.default_rng(0)
+    curves = success_curves(80, rng)
+    band = functional_threshold(curves, 0.1, rng)
+    flat = constant_threshold(curves, 0.1)
+    assert band.values[5] < band.values[30]  # random walks spread out: the band widens
+    assert len(set(flat.at(np.arange(100)).tolist())) == 1
+    assert band.at(10_000) == band.values[-1]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, True])
+def test_alpha_outside_open_unit_interval_is_refused(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        constant_threshold([np.zeros(5)] * 30, alpha)
+
+
+def test_calibration_needs_enough_successes():
+    with pytest.raises(ValueError, match="no successful rollouts"):
+        constant_threshold([], 0.1)
+    with pytest.raises(ValueError, match="at least 9 successful"):
+        constant_threshold([np.zeros(5)] * 5, 0.1)
+
+
+# ---------------------------------------------------------------------------- detectors
+@pytest.mark.parametrize("name", list(DETECTORS))
+def test_every_detector_separates_synthetic_failures(name):
+    rollouts = synthetic_rollouts(per_task=45)
+    config = ProtocolConfig(seen_tasks=("a", "b"), unseen_tasks=("c",), seeds=(0,), alpha=0.2)
+    result = evaluate_detector(name, rollouts, config, FAST.get(name))
+    summary = result.summary()
+    for split in ("seen", "unseen"):
+        assert summary[split]["roc_auc"]["mean"] > 0.8, (split, summary)
+        assert 0.0 <= summary[split]["detection_time"]["mean"] <= 1.0
+    assert summary["seen"]["tnr"]["mean"] >= 0.5
+    assert result.seeds[0].score_ms_per_step < 5.0
+
+
+class StepCounter(Detector):
+    """Scores the episode step: knows nothing but time."""
+
+    name = "step-counter"
+    needs = ("features",)
+
+    def _fit(self, rollouts, rng):
+        pass
+
+    def stream(self, num_envs):
+        class Count(DetectorStream):
+            def __init__(self, n):
+                super().__init__(n)
+                self.t = np.zeros(n)
+
+            def step(self, features, action_samples, new_episode):
+                self.t[new_episode] = 0
+                self.t += 1
+                return self.t[:, None].copy()
+
+        return Count(num_envs)
+
+
+def test_protocol_gives_a_length_only_detector_chance_auc(monkeypatch):
+    from worldsim.failure import protocol
+
+    monkeypatch.setattr(protocol, "make_detector", lambda name, **kw: StepCounter(None))
+    rollouts = synthetic_rollouts(per_task=45)  # failures are all longer than successes
+    config = ProtocolConfig(seen_tasks=("a", "b"), unseen_tasks=("c",), seeds=(0, 1), alpha=0.2)
+    summary = evaluate_detector("step-counter", rollouts, config).summary()
+    assert summary["seen"]["roc_auc"]["mean"] == 0.5
+    assert summary["unseen"]["roc_auc"]["mean"] == 0.5
+
+
+def test_offline_scores_equal_the_online_stream_with_staggered_episodes():
+    rollouts = synthetic_rollouts(per_task=12)
+    for name in ("safe-lstm", "fiper", "stac", "knn"):
+        detector = make_detector(name, **FAST.get(name, {})).fit(rollouts)
+        offline = detector.score_rollouts(rollouts[:3])
+        # three envs play the rollouts back to back with different episode boundaries
+        stream = detector.stream(3)
+        queues = [[rollouts[i], rollouts[3 + i]] for i in range(3)]
+        first = [q[0] for q in queues]
+        for env, rollout in enumerate(first):
+            assert rollout is rollouts[env]
+        cursors = [0, 0, 0]
+        online = [[] for _ in range(3)]
+        for _ in range(max(r.length for r in first)):
+            live = [r for r in first]
+            feats = np.stack([r.features[min(c, r.length - 1)] for r, c in zip(live, cursors)])
+            samples = np.stack([r.action_samples[min(c, r.length - 1)] for r, c in zip(live, cursors)])
+            scores = stream.step(feats, samples, np.array([c == 0 for c in cursors]))
+            for env in range(3):
+                if cursors[env] < first[env].length:
+                    online[env].append(scores[env])
+            cursors = [c + 1 if c + 1 < r.length else 0 for c, r in zip(cursors, first)]
+        for env in range(3):
+            np.testing.assert_allclose(
+                np.stack(online[env])[: first[env].length], offline[env], rtol=1e-5, atol=1e-6, err_msg=name
+            )
+
+
+def test_save_and_load_keep_scores_and_thresholds(tmp_path):
+    rollouts = synthetic_rollouts(per_task=20)
+    successes = [r for r in rollouts if r.success]
+    for name in DETECTORS:
+        detector = make_detector(name, **FAST.get(name, {})).fit(rollouts)
+        detector.calibrate(successes, alpha=0.2)
+        loaded = load_detector(detector.save(tmp_path / name))
+        a, b = detector.score_rollouts(rollouts[:4]), loaded.score_rollouts(rollouts[:4])
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-6)
+        np.testing.assert_allclose(detector.thresholds[0].values, loaded.thresholds[0].values)
+        assert loaded.name == name
+
+
+def test_chunk_entropy_is_zero_for_identical_samples_and_grows_with_spread():
+    same = np.zeros((1, 8, 4, 4))
+    spread = np.random.default_rng(0).uniform(-1, 1, size=(1, 8, 4, 4))
+    assert chunk_entropy(same, 10)[0] == 0.0
+    assert chunk_entropy(spread, 10)[0] > 16 * 1.0  # 16 dimensions, > 1 nat each for 8 spread samples
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_feature_detector_on_rollouts_without_features_says_how_to_record():
+    rollouts = [
+        Rollout(r.task, r.success, None, r.action_samples, r.index) for r in synthetic_rollouts(per_task=6)
+    ]
+    with pytest.raises(ValueError, match="--record-features"):
+        make_detector("safe-mlp").fit(rollouts)
+    make_detector("ace").fit(rollouts)  # reads samples only: fine
+
+
+def test_bad_detector_input_errors():
+    rollouts = synthetic_rollouts(per_task=12)
+    with pytest.raises(KeyError, match="unknown detector 'safe-mpl'.*safe-mlp"):
+        make_detector("safe-mpl")
+    with pytest.raises(ValueError, match="no setting"):
+        make_detector("knn", epochs=3)
+    with pytest.raises(ValueError, match="needs failed rollouts"):
+        make_detector("safe-mlp").fit([r for r in rollouts if r.success])
+    detector = make_detector("knn").fit(rollouts)
+    with pytest.raises(ValueError, match="successful rollouts only"):
+        detector.calibrate(rollouts, alpha=0.1)
+    with pytest.raises(ValueError, match="no successful rollouts"):
+        detector.calibrate([], alpha=0.1)
+    with pytest.raises(ValueError, match="alpha"):
+        detector.calibrate([r for r in rollouts if r.success], alpha=1.2)
+    with pytest.raises(RuntimeError, match="not calibrated"):
+        detector.alarm_curve(np.zeros((5, 1)))
+    with pytest.raises(RuntimeError, match="not fitted"):
+        make_detector("knn").score_rollouts(rollouts)
+    with pytest.raises(ValueError, match="both seen and unseen"):
+        ProtocolConfig(seen_tasks=("a",), unseen_tasks=("a",))
+
+
+def test_protocol_reports_nan_auc_when_a_split_has_one_class():
+    rollouts = [r for r in synthetic_rollouts(per_task=30) if r.success or r.task != "c"]
+    config = ProtocolConfig(seen_tasks=("a", "b"), unseen_tasks=("c",), seeds=(0,), alpha=0.2)
+    summary = evaluate_detector("knn", rollouts, config).summary()
+    assert math.isnan(summary["unseen"]["roc_auc"]["mean"])
+    assert math.isnan(summary["unseen"]["tpr"]["mean"])
+    assert summary["unseen"]["tnr"]["mean"] >= 0.0

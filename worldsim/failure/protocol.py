@@ -1,0 +1,253 @@
+"""The evaluation protocol of SAFE, on recorded rollouts.
+
+Tasks are split into *seen* and *unseen*. For each seed, the rollouts of every seen task are
+split (stratified by task and outcome) into a training part (fit), a calibration part (its
+successes calibrate the conformal thresholds) and a test part; unseen-task rollouts are only
+ever tested. Reported per split (``seen``: the seen tasks' test part, ``unseen``):
+
+- ``roc_auc``: ROC-AUC of the running maximum of the detection score at step ``T_task - 1``,
+  ``T_task`` being the task's shortest successful rollout. Scores are never compared at
+  different steps, so "failures run to the time limit" cannot leak the label: a detector that
+  only counts steps scores exactly 0.5.
+- with the thresholds calibrated at ``alpha``: ``tpr`` (failures alarmed), ``tnr`` (successes
+  not alarmed), ``balanced_accuracy`` = (TPR + TNR) / 2, and ``detection_time``: the first
+  alarm's step / the rollout's length, averaged over the alarmed failures (lower is earlier).
+
+Each metric is reported as mean and standard deviation over the seeds. The alpha sweep
+recalibrates the same fitted detector at several levels (balanced accuracy vs detection time).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from worldsim.failure.conformal import CP_METHODS, Threshold, check_alpha
+from worldsim.failure.detectors import Detector, make_detector
+from worldsim.failure.rollouts import Rollout, shortest_success_lengths
+
+SPLITS: tuple[str, ...] = ("seen", "unseen")
+METRICS: tuple[str, ...] = ("roc_auc", "tpr", "tnr", "balanced_accuracy", "detection_time")
+DEFAULT_SWEEP: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
+
+
+@dataclass
+class ProtocolConfig:
+    """How detectors are trained, calibrated and tested."""
+
+    seen_tasks: tuple[str, ...]
+    """Tasks whose rollouts train, calibrate and test the detectors."""
+    unseen_tasks: tuple[str, ...] = ()
+    """Tasks only tested on."""
+    alpha: float = 0.1
+    """Allowed false-alarm rate on successes (conformal level)."""
+    cp: str = "functional"
+    """Conformal calibration: 'functional' (time-varying band) or 'constant'."""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """One split and one detector fit per seed."""
+    train_fraction: float = 0.5
+    """Share of each seen task's rollouts that fits the detectors."""
+    calibration_fraction: float = 0.25
+    """Share that calibrates them (its successes); the rest is the seen test set."""
+    sweep: tuple[float, ...] = DEFAULT_SWEEP
+    """Alphas of the balanced-accuracy vs detection-time curve."""
+
+    def __post_init__(self) -> None:
+        self.seen_tasks, self.unseen_tasks = tuple(self.seen_tasks), tuple(self.unseen_tasks)
+        self.seeds, self.sweep = tuple(self.seeds), tuple(self.sweep)
+        if not self.seen_tasks:
+            raise ValueError("seen_tasks is empty; detectors are trained on the seen tasks")
+        both = sorted(set(self.seen_tasks) & set(self.unseen_tasks))
+        if both:
+            raise ValueError(f"tasks {both} are both seen and unseen")
+        check_alpha(self.alpha)
+        for a in self.sweep:
+            check_alpha(a)
+        if self.cp not in CP_METHODS:
+            raise ValueError(f"cp={self.cp!r} must be one of {CP_METHODS}")
+        if not self.seeds:
+            raise ValueError("seeds is empty")
+        if not (
+            0 < self.train_fraction
+            and 0 < self.calibration_fraction
+            and self.train_fraction + self.calibration_fraction < 1
+        ):
+            raise ValueError(
+                f"train_fraction={self.train_fraction} and calibration_fraction="
+                f"{self.calibration_fraction} must be > 0 and leave a test share (sum < 1)"
+            )
+
+
+@dataclass
+class SeedResult:
+    """One detector, one seed."""
+
+    metrics: dict[str, dict[str, float]]
+    """split -> metric -> value."""
+    roc: dict[str, tuple[list[float], list[float]]]
+    """split -> (false-positive rates, true-positive rates)."""
+    sweep: dict[str, list[dict[str, float]]]
+    """split -> one row per alpha: alpha, balanced_accuracy, detection_time, tpr, tnr."""
+    fit_seconds: float
+    score_ms_per_step: float
+
+
+@dataclass
+class DetectorResult:
+    """One detector over all seeds; :attr:`detector` is the one fitted on the first seed."""
+
+    name: str
+    seeds: list[SeedResult] = field(default_factory=list)
+    detector: Detector | None = None
+    test: dict[str, list[tuple[Rollout, np.ndarray]]] = field(default_factory=dict)
+    """split -> (rollout, score curve) of the first seed's test rollouts (for videos)."""
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
+        """split -> metric -> {mean, std} over seeds (NaN where undefined)."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for split in self.seeds[0].metrics:
+            out[split] = {}
+            for metric in METRICS:
+                values = np.array([s.metrics[split][metric] for s in self.seeds], dtype=float)
+                finite = values[np.isfinite(values)]
+                out[split][metric] = {
+                    "mean": float(finite.mean()) if len(finite) else math.nan,
+                    "std": float(finite.std()) if len(finite) else math.nan,
+                }
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary(),
+            "fit_seconds": float(np.mean([s.fit_seconds for s in self.seeds])),
+            "score_ms_per_step": float(np.mean([s.score_ms_per_step for s in self.seeds])),
+            "seeds": [{"metrics": s.metrics, "sweep": s.sweep} for s in self.seeds],
+        }
+
+
+def split_rollouts(
+    rollouts: Sequence[Rollout],
+    config: ProtocolConfig,
+    seed: int,
+) -> tuple[list[Rollout], list[Rollout], dict[str, list[Rollout]]]:
+    """(train, calibration successes, {"seen": test, "unseen": test}) for one seed."""
+    rng = np.random.default_rng(seed)
+    train: list[Rollout] = []
+    calibration: list[Rollout] = []
+    test: dict[str, list[Rollout]] = {
+        "seen": [],
+        "unseen": [r for r in rollouts if r.task in config.unseen_tasks],
+    }
+    for task in config.seen_tasks:
+        for outcome in (True, False):
+            group = [r for r in rollouts if r.task == task and r.success == outcome]
+            order = rng.permutation(len(group))
+            n_train = int(round(config.train_fraction * len(group)))
+            n_cal = int(round(config.calibration_fraction * len(group)))
+            train += [group[i] for i in order[:n_train]]
+            if outcome:
+                calibration += [group[i] for i in order[n_train : n_train + n_cal]]
+            test["seen"] += [group[i] for i in order[n_train + n_cal :]]
+    return train, calibration, test
+
+
+def roc_scores(
+    detector: Detector, curves: Sequence[np.ndarray], rollouts: Sequence[Rollout], lengths: dict[str, int]
+) -> np.ndarray:
+    """Running max of each rollout's detection score at step ``lengths[task] - 1``."""
+    return np.array([detector.detection_score(c)[: lengths[r.task]].max() for c, r in zip(curves, rollouts)])
+
+
+def alarm_metrics(
+    detector: Detector,
+    curves: Sequence[np.ndarray],
+    rollouts: Sequence[Rollout],
+    thresholds: Sequence[Threshold] | None = None,
+) -> dict[str, float]:
+    """TPR, TNR, balanced accuracy and mean detection time under ``thresholds``."""
+    failed = np.array([not r.success for r in rollouts])
+    first = []
+    for curve in curves:
+        alarm = np.flatnonzero(detector.alarm_curve(curve, thresholds))
+        first.append(alarm[0] if len(alarm) else -1)
+    first = np.array(first)
+    alarmed = first >= 0
+    tpr = float(alarmed[failed].mean()) if failed.any() else math.nan
+    tnr = float((~alarmed[~failed]).mean()) if (~failed).any() else math.nan
+    detected = np.flatnonzero(alarmed & failed)
+    t_det = float(np.mean([(first[i] + 1) / len(curves[i]) for i in detected])) if len(detected) else math.nan
+    return {"tpr": tpr, "tnr": tnr, "balanced_accuracy": (tpr + tnr) / 2, "detection_time": t_det}
+
+
+def _swept(
+    detector: Detector,
+    curves: Sequence[np.ndarray],
+    rollouts: Sequence[Rollout],
+    calibration_curves: Sequence[np.ndarray],
+    alpha: float,
+    cp: str,
+    seed: int,
+) -> dict[str, float]:
+    """Alarm metrics at another alpha; NaN where the calibration set is too small for it."""
+    try:
+        thresholds = detector.recalibrate(calibration_curves, alpha, cp, seed)
+    except ValueError:
+        return dict.fromkeys(("tpr", "tnr", "balanced_accuracy", "detection_time"), math.nan)
+    return alarm_metrics(detector, curves, rollouts, thresholds)
+
+
+def evaluate_detector(
+    name: str,
+    rollouts: Sequence[Rollout],
+    config: ProtocolConfig,
+    detector_config: dict[str, Any] | None = None,
+) -> DetectorResult:
+    """Fit, calibrate and test detector ``name`` on every seed of the protocol."""
+    missing = sorted(set(config.seen_tasks + config.unseen_tasks) - {r.task for r in rollouts})
+    if missing:
+        raise ValueError(
+            f"no rollouts of task(s) {missing}; the rollouts hold {sorted({r.task for r in rollouts})}"
+        )
+    lengths = shortest_success_lengths(rollouts)
+    result = DetectorResult(name)
+    for k, seed in enumerate(config.seeds):
+        train, calibration, test = split_rollouts(rollouts, config, seed)
+        detector = make_detector(name, **(detector_config or {}))
+        start = time.perf_counter()
+        detector.fit(train, seed=seed)
+        fit_seconds = time.perf_counter() - start
+        calibration_curves = detector.score_rollouts(calibration)
+        detector.calibrate(calibration, config.alpha, config.cp, seed=seed)
+        metrics, roc, sweep = {}, {}, {}
+        steps, score_seconds = 0, 0.0
+        for split in SPLITS:
+            tested = test[split]
+            if not tested:
+                continue
+            start = time.perf_counter()
+            curves = detector.score_rollouts(tested)
+            score_seconds += time.perf_counter() - start
+            steps += sum(len(c) for c in curves)
+            failed = np.array([not r.success for r in tested])
+            scores = roc_scores(detector, curves, tested, lengths)
+            auc = float(roc_auc_score(failed, scores)) if 0 < failed.sum() < len(failed) else math.nan
+            fpr, tpr, _ = roc_curve(failed, scores) if not math.isnan(auc) else ([], [], None)
+            metrics[split] = {"roc_auc": auc, **alarm_metrics(detector, curves, tested)}
+            roc[split] = (list(map(float, fpr)), list(map(float, tpr)))
+            sweep[split] = [
+                {"alpha": a, **_swept(detector, curves, tested, calibration_curves, a, config.cp, seed)}
+                for a in config.sweep
+            ]
+            if k == 0:
+                result.test[split] = list(zip(tested, curves))
+        score_ms = 1000 * score_seconds / max(steps, 1)
+        result.seeds.append(SeedResult(metrics, roc, sweep, fit_seconds, score_ms))
+        if k == 0:
+            result.detector = detector
+    return result

@@ -1,0 +1,215 @@
+"""What a detection run leaves behind: the results table, ROC curves, balanced accuracy vs
+detection time over alpha, and rollout videos annotated with the score and the alarm."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+from rich.table import Table
+
+from worldsim.atomic import atomic_path
+from worldsim.datasets import EpisodeReader
+from worldsim.failure.protocol import DetectorResult
+from worldsim.video import write_video
+
+COLUMNS = (
+    ("roc_auc", "ROC-AUC"),
+    ("tpr", "TPR"),
+    ("tnr", "TNR"),
+    ("balanced_accuracy", "bal. acc"),
+    ("detection_time", "T-det"),
+)
+
+
+def _cell(stats: dict[str, float]) -> str:
+    return "-" if math.isnan(stats["mean"]) else f"{stats['mean']:.3f} ± {stats['std']:.3f}"
+
+
+def results_table(results: dict[str, DetectorResult], alpha: float) -> Table:
+    """A rich table: one row per detector and split, mean ± std over seeds."""
+    table = Table(title=f"failure detection (alpha = {alpha}; mean ± std over seeds)")
+    for column in ("detector", "split", *(label for _, label in COLUMNS), "ms/step"):
+        table.add_column(column, justify="left" if column in ("detector", "split") else "right")
+    for name, result in results.items():
+        summary = result.summary()
+        ms = f"{np.mean([s.score_ms_per_step for s in result.seeds]):.3f}"
+        for split, stats in summary.items():
+            table.add_row(name, split, *(_cell(stats[key]) for key, _ in COLUMNS), ms)
+    return table
+
+
+def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
+    """The same table in Markdown (``table.md`` of a run)."""
+    lines = [
+        f"Failure detection at alpha = {alpha} (mean ± std over seeds)",
+        "",
+        "| detector | split | " + " | ".join(label for _, label in COLUMNS) + " |",
+        "|---|---|" + "---:|" * len(COLUMNS),
+    ]
+    for name, result in results.items():
+        for split, stats in result.summary().items():
+            lines.append(f"| {name} | {split} | " + " | ".join(_cell(stats[k]) for k, _ in COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
+    """ROC curves of the first seed, seen and unseen side by side (AUC: mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = sorted({s for r in results.values() for s in r.seeds[0].roc}, key=["seen", "unseen"].index)
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        for name, result in results.items():
+            fpr, tpr = result.seeds[0].roc.get(split, ([], []))
+            if fpr:
+                auc = result.summary()[split]["roc_auc"]["mean"]
+                ax.plot(fpr, tpr, label=f"{name} ({auc:.2f})")
+        ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+        ax.set(title=f"{split} tasks", xlabel="false-positive rate", ylabel="true-positive rate")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_sweep(results: dict[str, DetectorResult], path: Path) -> Path:
+    """Balanced accuracy against mean detection time as alpha varies (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = sorted({s for r in results.values() for s in r.seeds[0].sweep}, key=["seen", "unseen"].index)
+    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
+    for ax, split in zip(axes[0], splits):
+        for name, result in results.items():
+            rows = [s.sweep[split] for s in result.seeds if split in s.sweep]
+            if not rows:
+                continue
+            with warnings.catch_warnings():  # an alpha no seed could calibrate stays NaN, unplotted
+                warnings.simplefilter("ignore", RuntimeWarning)
+                acc = np.nanmean([[r["balanced_accuracy"] for r in seed] for seed in rows], axis=0)
+                t_det = np.nanmean([[r["detection_time"] for r in seed] for seed in rows], axis=0)
+            ax.plot(t_det, acc, marker="o", markersize=3, label=name)
+        ax.set(
+            title=f"{split} tasks: alpha swept",
+            xlabel="mean detection time (fraction of rollout)",
+            ylabel="balanced accuracy",
+        )
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _annotate(
+    frame: np.ndarray,
+    t: int,
+    curve: np.ndarray,
+    threshold: np.ndarray,
+    alarm: bool,
+    label: str,
+    scale: int = 3,
+) -> np.ndarray:
+    """One video frame: the camera image enlarged, a red border once the alarm has fired, and a
+    strip plotting the score so far (white) against the threshold (yellow)."""
+    h, w = frame.shape[0] * scale, frame.shape[1] * scale
+    strip = 60
+    canvas = Image.new("RGB", (w, h + strip), (20, 20, 20))
+    canvas.paste(Image.fromarray(frame).resize((w, h), Image.NEAREST), (0, 0))
+    draw = ImageDraw.Draw(canvas)
+    if alarm:
+        draw.rectangle([0, 0, w - 1, h - 1], outline=(230, 30, 30), width=5)
+    low = min(curve.min(), threshold.min())
+    high = max(curve.max(), threshold.max())
+    span = high - low if high > low else 1.0
+
+    def y(v: float) -> float:
+        return h + strip - 6 - (v - low) / span * (strip - 22)
+
+    def x(i: int) -> float:
+        return 4 + i / max(len(curve) - 1, 1) * (w - 8)
+
+    draw.line([(x(i), y(v)) for i, v in enumerate(threshold)], fill=(230, 200, 40), width=1)
+    if t > 0:
+        draw.line([(x(i), y(v)) for i, v in enumerate(curve[: t + 1])], fill=(255, 255, 255), width=2)
+    draw.text(
+        (4, h + 2),
+        f"{label}  t={t}" + ("  ALARM" if alarm else ""),
+        fill=(255, 90, 90) if alarm else (220, 220, 220),
+    )
+    return np.asarray(canvas)
+
+
+def pick_examples(result: DetectorResult, count: int) -> list[tuple[str, str, int]]:
+    """Up to ``count`` (split, kind, index into ``result.test[split]``) examples, varied: detected
+    failures, then a missed failure, a false alarm and a quiet success when there are some."""
+    detector = result.detector
+    kinds: dict[str, list[tuple[str, int]]] = {
+        "detected": [],
+        "missed": [],
+        "false alarm": [],
+        "quiet success": [],
+    }
+    for split, pairs in result.test.items():
+        for i, (rollout, curve) in enumerate(pairs):
+            alarmed = bool(detector.alarm_curve(curve).any())
+            kind = (
+                ("detected" if alarmed else "missed")
+                if not rollout.success
+                else ("false alarm" if alarmed else "quiet success")
+            )
+            kinds[kind].append((split, i))
+    picked: list[tuple[str, str, int]] = []
+    order = ["detected", "missed", "false alarm", "quiet success", "detected", "detected"]
+    while len(picked) < count and any(kinds.values()):
+        for kind in order:
+            if kinds[kind] and len(picked) < count:
+                split, i = kinds[kind].pop(0)
+                picked.append((split, kind, i))
+    return picked
+
+
+def annotated_videos(
+    result: DetectorResult,
+    rollouts_path: Path,
+    out: Path,
+    count: int,
+    fps: int = 10,
+) -> list[Path]:
+    """Write ``count`` annotated rollout videos of ``result``'s first seed to ``out``;
+    ``ValueError`` if the rollouts were recorded without camera images."""
+    written: list[Path] = []
+    detector = result.detector
+    with EpisodeReader(rollouts_path) as reader:
+        if "image" not in reader.obs_keys:
+            raise ValueError(
+                f"{rollouts_path} holds no camera images to make videos of (obs_mode 'state'); "
+                f"pass --videos 0"
+            )
+        for split, kind, i in pick_examples(result, count):
+            rollout, curve = result.test[split][i]
+            frames = reader.load(rollout.index, "image")[: len(curve)]
+            margins = detector.margins(curve)
+            score = detector.detection_score(curve)
+            threshold = score - margins * detector.scales[0] if curve.shape[1] == 1 else np.zeros_like(score)
+            alarm = np.maximum.accumulate(margins > 0)
+            label = f"{detector.name} {rollout.task} {'success' if rollout.success else 'failure'}: {kind}"
+            video = [_annotate(f, t, score, threshold, bool(alarm[t]), label) for t, f in enumerate(frames)]
+            name = f"{detector.name}_{split}_{kind.replace(' ', '_')}_{rollout.index}.mp4"
+            written.append(write_video(out / name, np.stack(video), fps))
+    return written

@@ -1,0 +1,98 @@
+"""Recorded policy rollouts, as failure detectors read them.
+
+A :class:`Rollout` is one episode of an episode file written with
+``worldsim collect --record-features``: its task, its outcome and, per step ``t`` (each
+observation where the policy acted), the policy's features ``(T, D)`` and ``S`` sampled
+action chunks ``(T, S, K, A)``. Detectors never re-simulate: they are fitted, calibrated and
+scored on these arrays, so any number of detectors, seeds and splits can be re-run on one
+collection. Rollouts from the physics env and from an imagined env look the same here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from worldsim.datasets import EpisodeReader
+
+RECORDED_KEYS: tuple[str, ...] = ("features", "action_samples")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One recorded episode.
+
+    Attributes:
+        task: task name.
+        success: the episode's outcome (``False``: a failure, the positive class of detection).
+        features: ``(T, D)`` float32, or ``None`` when the file holds none.
+        action_samples: ``(T, S, K, A)`` float32, or ``None`` when the file holds none.
+        index: the episode's index in its file (to fetch its frames for videos).
+    """
+
+    task: str
+    success: bool
+    features: np.ndarray | None
+    action_samples: np.ndarray | None
+    index: int = 0
+
+    @property
+    def length(self) -> int:
+        """``T``, the number of steps the policy acted."""
+        for array in (self.features, self.action_samples):
+            if array is not None:
+                return len(array)
+        raise ValueError(f"rollout {self.index} ({self.task}) holds neither features nor action samples")
+
+    def recorded(self, key: str) -> np.ndarray:
+        """``features`` or ``action_samples``; ``ValueError`` saying how to record them if absent."""
+        value = getattr(self, key)
+        if value is None:
+            raise ValueError(
+                f"rollout {self.index} ({self.task}) has no recorded {key!r}; collect the rollouts "
+                f"with `worldsim collect --policy <checkpoint> --record-features`"
+            )
+        return value
+
+
+def load_rollouts(path: str | Path, tasks: Sequence[str] | None = None) -> list[Rollout]:
+    """Read every episode of ``path`` (optionally only those of ``tasks``) as rollouts.
+
+    Raises ``ValueError`` if the file holds no recorded policy outputs, or none of ``tasks``.
+    """
+    with EpisodeReader(path) as reader:
+        keys = [k for k in RECORDED_KEYS if k in reader.policy_keys]
+        if not keys:
+            raise ValueError(
+                f"{path} holds no recorded policy outputs (features, action samples); collect "
+                f"it with `worldsim collect --policy <checkpoint> --record-features`"
+            )
+        wanted = set(tasks) if tasks is not None else None
+        if wanted is not None and not wanted & set(reader.tasks):
+            raise ValueError(f"{path} holds none of the tasks {sorted(wanted)}; it holds {reader.tasks}")
+        rollouts = []
+        for info in reader.episode_info():
+            if wanted is not None and info.task not in wanted:
+                continue
+            arrays = {k: reader.load(info.index, k).astype(np.float32) for k in keys}
+            rollouts.append(
+                Rollout(
+                    info.task, info.success, arrays.get("features"), arrays.get("action_samples"), info.index
+                )
+            )
+    return rollouts
+
+
+def shortest_success_lengths(rollouts: Sequence[Rollout]) -> dict[str, int]:
+    """Per task, the length of its shortest successful rollout (its shortest rollout if none
+    succeeded): the step at which the protocol compares scores, so that "failures run to the
+    time limit" cannot leak the label."""
+    lengths: dict[str, int] = {}
+    for task in dict.fromkeys(r.task for r in rollouts):
+        mine = [r for r in rollouts if r.task == task]
+        successes = [r.length for r in mine if r.success]
+        lengths[task] = min(successes) if successes else min(r.length for r in mine)
+    return lengths

@@ -1,0 +1,105 @@
+"""Online failure detection: a vector-env wrapper that scores every step of every env.
+
+:class:`DetectorWrapper` runs the policy's processor, features and (when the detector reads
+them) ``S`` sampled chunks on each observation the env returns, advances the detector's stream
+and adds to ``info``:
+
+- ``failure_score`` ``(N,)`` float: the detector's score of the current observation (for
+  several components, e.g. FIPER, the calibrated margin: > 0 means every component is over
+  its threshold);
+- ``failure_alarm`` ``(N,)`` bool: whether the alarm has fired in the current episode so far
+  (it stays raised until the episode ends; a new episode starts with it lowered).
+
+Episode starts are read from ``info["episode_step"] == 0``, so every autoreset mode works. The
+wrapper does not choose actions: the policy acting (e.g. through a
+:class:`~worldsim.policies.runner.ChunkQueue`) is the caller's, and may be the same object.
+:attr:`DetectorWrapper.overhead_ms` reports the time spent per env step, split into the
+policy's forward passes and the detector itself.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from worldsim.failure.detectors import Detector
+from worldsim.policies.base import Policy
+
+
+class DetectorWrapper(gym.vector.VectorWrapper):
+    """Adds ``failure_score`` and ``failure_alarm`` to the info of a worldsim vector env.
+
+    Args:
+        env: the vector env (physics or imagined) the policy acts in.
+        policy: the policy whose features / samples the detector reads.
+        detector: a fitted and calibrated detector (see :func:`~worldsim.failure.load_detector`).
+        num_samples: chunks sampled per step for sampling-based detectors (as recorded).
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, policy: Policy, detector: Detector, num_samples: int = 8):
+        super().__init__(env)
+        if not detector.fitted or detector.thresholds is None:
+            raise ValueError(
+                f"detector {detector.name!r} must be fitted and calibrated before online use "
+                f"(fit(rollouts), calibrate(successes, alpha), or load_detector(path))"
+            )
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples={num_samples!r} must be an int >= 1")
+        self.policy, self.detector, self.num_samples = policy.eval(), detector, num_samples
+        self._stream = detector.stream(self.num_envs)
+        self._alarm = np.zeros(self.num_envs, dtype=bool)
+        self._seconds = {"policy": 0.0, "detector": 0.0}
+        self._steps = 0
+
+    def reset(
+        self,
+        *,
+        seed: int | list[int] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._stream = self.detector.stream(self.num_envs)
+        self._alarm[:] = False
+        return obs, self._score(obs, info)
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        return obs, reward, terminated, truncated, self._score(obs, info)
+
+    def _score(self, obs: Any, info: dict[str, Any]) -> dict[str, Any]:
+        steps = np.asarray(info["episode_step"])
+        new_episode = steps == 0
+        start = time.perf_counter()
+        with torch.no_grad():
+            batch = self.policy.preprocess(obs)
+            features = (
+                self.policy.features(batch).cpu().numpy().astype(np.float32)
+                if "features" in self.detector.needs
+                else None
+            )
+            samples = (
+                self.policy.sample(batch, self.num_samples).cpu().numpy().astype(np.float32)
+                if "action_samples" in self.detector.needs
+                else None
+            )
+        middle = time.perf_counter()
+        scores = self._stream.step(features, samples, new_episode)
+        margins = self.detector.margins(scores, steps=steps)
+        self._alarm[new_episode] = False
+        self._alarm |= margins > 0
+        self._seconds["policy"] += middle - start
+        self._seconds["detector"] += time.perf_counter() - middle
+        self._steps += self.num_envs
+        info = dict(info)
+        info["failure_score"] = scores[:, 0] if scores.shape[1] == 1 else margins
+        info["failure_alarm"] = self._alarm.copy()
+        return info
+
+    @property
+    def overhead_ms(self) -> dict[str, float]:
+        """Milliseconds per env step so far: ``policy`` (features and samples), ``detector``."""
+        return {k: 1000 * v / max(self._steps, 1) for k, v in self._seconds.items()}
