@@ -2,6 +2,7 @@
 
     python benchmarks/bc_suite.py --suite tabletop-10 --steps 8000 --eval-episodes 0 --out runs/bench_fd_policy
     python benchmarks/failure_detection.py
+    python benchmarks/failure_detection.py --cp constant --rollouts runs/bench_fd/rollouts.h5 --out runs/bench_fd_constant
 
 The first command trains the policy watched here: TinyVLA (state-dependent action std) on 200
 noisy expert episodes of each tabletop-10 task, stopped early enough to fail often. This
@@ -50,6 +51,10 @@ class Args:
     """Sampled chunks recorded per step."""
     detectors: str = ALL
     alpha: float = 0.1
+    cp: str = "functional"
+    """Conformal calibration of every detector: functional or constant."""
+    rollouts: Path | None = None
+    """Reuse this rollout file (default: ``out/rollouts.h5``, collected if missing)."""
     seeds: tuple[int, ...] = (0, 1, 2)
     overhead_steps: int = 100
     """Vector-env steps of the online overhead measurement."""
@@ -87,7 +92,7 @@ def main(args: Args) -> None:
     if not (args.policy / "config.json").exists():
         raise SystemExit(f"no policy at {args.policy}; train it first (see this script's docstring)")
     suite = get_suite(args.suite)
-    rollouts = args.out / "rollouts.h5"
+    rollouts = args.rollouts or args.out / "rollouts.h5"
     policy = load_policy(args.policy)
     t0 = time.perf_counter()
     if not rollouts.exists():
@@ -107,6 +112,7 @@ def main(args: Args) -> None:
         detectors=args.detectors,
         suite=args.suite,
         alpha=args.alpha,
+        cp=args.cp,
         seeds=args.seeds,
         out=args.out,
     ).run()
@@ -134,6 +140,7 @@ def main(args: Args) -> None:
                 "episodes": results["episodes"],
                 "failure_rate": round(results["failures"] / results["episodes"], 3),
                 "alpha": args.alpha,
+                "cp": args.cp,
                 "seeds": len(args.seeds),
                 "detectors": per_detector,
                 "collect_s": round(t1 - t0, 1),

@@ -15,6 +15,7 @@ from worldsim.failure import (
     load_detector,
     make_detector,
 )
+from worldsim.failure.conformal import calibrate_components
 from worldsim.failure.detectors.base import Detector, DetectorStream
 from worldsim.failure.detectors.fiper import chunk_entropy
 
@@ -71,6 +72,33 @@ def test_conformal_false_alarm_rate_is_at_most_alpha(method, alpha):
     # 40 x 200 fresh successes: the mean false-alarm rate is known to about +-0.01
     assert np.mean(rates) <= alpha + 0.02
     assert np.mean(rates) >= alpha - 0.1  # and not vacuously conservative
+
+
+@pytest.mark.parametrize("method", ["functional", "constant"])
+def test_joint_and_rule_false_alarms_are_at_most_alpha_and_not_vacuous(method):
+    rng = np.random.default_rng(2)
+    alpha = 0.2
+
+    def pairs(n):  # two correlated score components per rollout
+        out = []
+        for curve in success_curves(n, rng):
+            out.append((curve, 0.5 * curve + np.cumsum(rng.normal(size=len(curve)))))
+        return out
+
+    joint_rates, separate_rates = [], []
+    for _ in range(60):
+        calibration, fresh = pairs(60), pairs(200)
+        components = [[c[k] for c in calibration] for k in range(2)]
+        joint = calibrate_components(components, alpha, method, rng, joint=True)
+        separate = calibrate_components(components, alpha, method, rng, joint=False)
+        for thresholds, rates in ((joint, joint_rates), (separate, separate_rates)):
+            rates.append(np.mean([
+                np.logical_and(*[c[k] > thresholds[k].at(np.arange(len(c[k]))) for k in range(2)]).any()
+                for c in fresh]))
+    # 60 calibrations x 200 fresh successes: the mean rate is known to about +-0.01 (one s.e.)
+    assert np.mean(joint_rates) <= alpha + 0.03
+    assert np.mean(joint_rates) >= alpha - 0.08  # the joint AND rule uses its budget...
+    assert np.mean(separate_rates) < np.mean(joint_rates) - 0.03  # ...separate calibration does not
 
 
 def test_functional_band_is_time_varying_and_constant_is_flat():

@@ -116,33 +116,58 @@ def functional_threshold(
 ) -> Threshold:
     """A time-varying one-sided band ``mu_t + h m_t`` (see the module docstring); ``rng``
     shuffles the split of the successes into the curve-fitting and the calibration part."""
+    return joint_functional_thresholds([curves], alpha, rng, fit_fraction)[0]
+
+
+def joint_functional_thresholds(
+    components: Sequence[Sequence[np.ndarray]],
+    alpha: float,
+    rng: np.random.Generator | None = None,
+    fit_fraction: float = 0.5,
+    time_varying: bool = True,
+) -> list[Threshold]:
+    """Functional bands ``mu_t^c + h m_t^c`` for several score components of the same
+    successful rollouts (``components[c][i]``: component ``c`` of rollout ``i``) with ONE shared
+    ``h``, calibrated on ``max_t min_c (s_t^c - mu_t^c) / m_t^c``: the false-alarm rate of the
+    rule "every component over its band" is then at most ``alpha`` itself. Calibrating each
+    component at ``alpha`` separately also bounds it by ``alpha``, but far more loosely, so the
+    conjunction alarms much less often than it may. ``time_varying=False``: constant bands
+    (each component's mean and spread over all steps of the fitting rollouts)."""
     alpha = check_alpha(alpha)
-    curves = _check_curves(curves)
-    order = (rng or np.random.default_rng(0)).permutation(len(curves))
-    n_fit = max(1, int(round(fit_fraction * len(curves))))
-    fit = _padded([curves[i] for i in order[:n_fit]])
-    held = [curves[i] for i in order[n_fit:]]
-    # Curve statistics only where enough fitting rollouts are still running: a mean and spread
-    # from one or two long rollouts would make the band (and h) arbitrary.
-    alive = np.isfinite(fit).sum(axis=0)
-    reliable = max(1, int(np.searchsorted(-alive, -max(2, MIN_ALIVE_FRACTION * n_fit), side="right")))
-    mu = np.nanmean(fit[:, :reliable], axis=0)
-    spread = np.nanstd(fit[:, :reliable], axis=0)
-    floor = max(MIN_MODULATION, SPREAD_FLOOR * float(np.median(spread)))
-    modulation = np.maximum(spread, floor)
-    length = max(len(mu), max((len(c) for c in held), default=0))
-    mu, modulation = _stretch(mu, length), _stretch(modulation, length)
-    residuals = np.array([np.max((c - mu[: len(c)]) / modulation[: len(c)]) for c in held])
+    components = [_check_curves(curves) for curves in components]
+    count = len(components[0])
+    order = (rng or np.random.default_rng(0)).permutation(count)
+    n_fit = max(1, int(round(fit_fraction * count)))
+    fit_ids, held_ids = order[:n_fit], order[n_fit:]
+    bands = []
+    length = max(len(components[0][i]) for i in range(count))
+    for curves in components:
+        fit = _padded([curves[i] for i in fit_ids])
+        # Curve statistics only where enough fitting rollouts are still running: a mean and
+        # spread from one or two long rollouts would make the band (and h) arbitrary.
+        alive = np.isfinite(fit).sum(axis=0)
+        reliable = max(1, int(np.searchsorted(-alive, -max(2, MIN_ALIVE_FRACTION * n_fit), side="right")))
+        mu = np.nanmean(fit[:, :reliable], axis=0)
+        spread = np.nanstd(fit[:, :reliable], axis=0)
+        if not time_varying:
+            mu, spread = np.full(1, np.nanmean(fit)), np.full(1, np.nanstd(fit))
+        modulation = np.maximum(spread, max(MIN_MODULATION, SPREAD_FLOOR * float(np.median(spread))))
+        bands.append((_stretch(mu, length), _stretch(modulation, length)))
+    residuals = np.array([
+        np.max(np.min([(curves[i] - mu[: len(curves[i])]) / m[: len(curves[i])]
+                       for curves, (mu, m) in zip(components, bands)], axis=0))
+        for i in held_ids])
     try:
         h = conformal_quantile(residuals, alpha)
     except ValueError:
         needed = math.ceil((math.ceil(1.0 / alpha) - 1) / (1.0 - fit_fraction))
         raise ValueError(
             f"functional CP at alpha={alpha} needs about {needed} successful calibration rollouts "
-            f"(here {len(curves)}: {n_fit} shape the band, {len(held)} calibrate it); collect more "
+            f"(here {count}: {n_fit} shape the band, {len(held_ids)} calibrate it); collect more "
             f"rollouts, raise alpha or use constant CP"
         ) from None
-    return Threshold(mu + h * modulation, alpha, "functional")
+    method = "functional" if time_varying else "constant"
+    return [Threshold(mu + h * m, alpha, method) for mu, m in bands]
 
 
 def _stretch(curve: np.ndarray, length: int) -> np.ndarray:
@@ -156,8 +181,28 @@ def calibrate(
     rng: np.random.Generator | None = None,
 ) -> Threshold:
     """Calibrate with ``method`` (``functional`` or ``constant``)."""
+    check_method(method)
     if method == "functional":
         return functional_threshold(curves, alpha, rng)
-    if method == "constant":
-        return constant_threshold(curves, alpha)
-    raise ValueError(f"cp method {method!r} is unknown; allowed: {', '.join(CP_METHODS)}")
+    return constant_threshold(curves, alpha)
+
+
+def check_method(method: str) -> None:
+    if method not in CP_METHODS:
+        raise ValueError(f"cp method {method!r} is unknown; allowed: {', '.join(CP_METHODS)}")
+
+
+def calibrate_components(
+    components: Sequence[Sequence[np.ndarray]],
+    alpha: float,
+    method: str = "functional",
+    rng: np.random.Generator | None = None,
+    joint: bool = False,
+) -> list[Threshold]:
+    """One threshold per score component (``components[c][i]``: component ``c`` of successful
+    rollout ``i``): each calibrated at ``alpha`` on its own, or, with ``joint``, bands sharing one
+    ``h`` (:func:`joint_functional_thresholds`; constant bands for ``method="constant"``)."""
+    check_method(method)
+    if joint and len(components) > 1:
+        return joint_functional_thresholds(components, alpha, rng, time_varying=method == "functional")
+    return [calibrate(curves, alpha, method, rng) for curves in components]

@@ -34,7 +34,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from worldsim.atomic import atomic_path
-from worldsim.failure.conformal import Threshold, calibrate, check_alpha
+from worldsim.failure.conformal import Threshold, calibrate_components, check_alpha
 from worldsim.failure.rollouts import Rollout
 from worldsim.run_logging import to_jsonable
 
@@ -68,12 +68,16 @@ class Detector(ABC):
         needs: recorded keys read: ``"features"`` and/or ``"action_samples"``.
         components: names of the score curves (one threshold each).
         uses_failures: whether :meth:`fit` needs failed rollouts (supervised, like SAFE).
+        joint_calibration: with several components, calibrate their thresholds jointly (one
+            shared band width, :func:`~worldsim.failure.conformal.joint_functional_thresholds`)
+            instead of each at ``alpha``.
     """
 
     name: ClassVar[str]
     needs: ClassVar[tuple[str, ...]]
     components: ClassVar[tuple[str, ...]] = ("score",)
     uses_failures: ClassVar[bool] = False
+    joint_calibration: ClassVar[bool] = False
 
     def __init__(self, config: Any):
         self.config = config
@@ -161,10 +165,7 @@ class Detector(ABC):
                 f"calibration needs successes"
             )
         curves = self.score_rollouts(successes)
-        rng = np.random.default_rng(seed)
-        self.thresholds = [
-            calibrate([c[:, k] for c in curves], alpha, method, rng) for k in range(len(self.components))
-        ]
+        self.thresholds = self.recalibrate(curves, alpha, method, seed)
         pooled = np.concatenate(curves)
         self.scales = np.maximum(pooled.std(axis=0), 1e-8)
         return self
@@ -173,8 +174,8 @@ class Detector(ABC):
         self, curves: Sequence[np.ndarray], alpha: float, method: str = "functional", seed: int = 0
     ) -> list[Threshold]:
         """Thresholds at another ``alpha`` from already computed success curves (for sweeps)."""
-        rng = np.random.default_rng(seed)
-        return [calibrate([c[:, k] for c in curves], alpha, method, rng) for k in range(len(self.components))]
+        components = [[c[:, k] for c in curves] for k in range(len(self.components))]
+        return calibrate_components(components, alpha, method, np.random.default_rng(seed), self.joint_calibration)
 
     def margins(
         self,
