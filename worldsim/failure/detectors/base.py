@@ -175,7 +175,8 @@ class Detector(ABC):
     ) -> list[Threshold]:
         """Thresholds at another ``alpha`` from already computed success curves (for sweeps)."""
         components = [[c[:, k] for c in curves] for k in range(len(self.components))]
-        return calibrate_components(components, alpha, method, np.random.default_rng(seed), self.joint_calibration)
+        rng = np.random.default_rng(seed)
+        return calibrate_components(components, alpha, method, rng, self.joint_calibration)
 
     def margins(
         self,
