@@ -17,6 +17,7 @@ from worldsim.datasets import DatasetInfo
 from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
 from worldsim.failure.detect import Detect
 from worldsim.train_rl import TrainRL
+from worldsim.train_wm import EvalWM, Imagine, TrainWM
 
 console = Console()
 
@@ -170,7 +171,7 @@ class TrainBC(BCConfig):
 
 COMMANDS = {"list-envs": ListEnvs, "render": Render, "evaluate": Evaluate, "train-bc": TrainBC,
             "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL,
-            "detect": Detect}
+            "detect": Detect, "train-wm": TrainWM, "imagine": Imagine, "eval-wm": EvalWM}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,256 @@
+"""World model: frames <-> latents, EDM pieces, save/load, training (outputs, exact resume, fine-tuning,
+two processes), keyframes, evaluation and the three commands."""
+
+import json
+import os
+import socket
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each forked rank)
+import tyro
+from safetensors.torch import load_file
+
+from worldsim.collect import collect_episodes
+from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+from worldsim.train_wm import EvalWM, Imagine, TrainWM
+from worldsim.world_models import (
+    EpisodeBank,
+    KeyframeRule,
+    TrainWMConfig,
+    WorldModel,
+    WorldModelConfig,
+    evaluate_world_model,
+    preset,
+    select_keyframes,
+    train_world_model,
+)
+from worldsim.world_models.evaluate import OpenLoop, success_agreement
+from worldsim.world_models.model import frames_to_latents, latents_to_frames
+
+SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    path = tmp_path_factory.mktemp("wm") / "push.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 6, path,
+                     num_envs=6, image_size=32, progress=False)
+    return path
+
+
+def config(episodes, out, **kwargs) -> TrainWMConfig:
+    base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.2, val_every=4, val_horizon=3,
+                video_every=8, video_steps=4, checkpoint_every=4, torch_threads=1, device="cpu",
+                progress=False)
+    return TrainWMConfig(**{**base, **kwargs})
+
+
+@pytest.fixture(scope="module")
+def trained(episodes, tmp_path_factory):
+    out = tmp_path_factory.mktemp("wm_run") / "run"
+    summary = train_world_model(config(episodes, out))
+    return out, summary
+
+
+def test_space_to_depth_round_trips_frames_exactly():
+    frames = torch.randint(0, 256, (2, 3, 32, 32, 3), dtype=torch.uint8)
+    latents = frames_to_latents(frames, 4)
+    assert latents.shape == (2, 3, 48, 8, 8) and latents.min() >= -1 and latents.max() <= 1
+    assert torch.equal(latents_to_frames(latents, 4), frames)
+
+
+def test_edm_preconditioning_schedule_and_one_step_sampling():
+    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    den = model.denoiser
+    sigma = torch.tensor([1e-4, 0.5, 5.0])
+    assert torch.allclose(den.c_skip(sigma)[0], torch.tensor(1.0), atol=1e-6)  # no noise: keep the input
+    # EDM's unit-variance target: c_out^2 = (1 - c_skip)^2 sigma_data^2 + c_skip^2 sigma^2
+    skip, sd = den.c_skip(sigma), model.config.sigma_data
+    assert torch.allclose(den.c_out(sigma) ** 2, (1 - skip) ** 2 * sd**2 + skip**2 * sigma**2)
+    sigmas = den.sigmas(3, torch.device("cpu"))
+    assert sigmas[0] == pytest.approx(model.config.sigma_max) and sigmas[-1] == 0
+    assert sigmas[-2] == pytest.approx(model.config.sigma_min, rel=1e-4)
+    assert (sigmas[:-1] > sigmas[1:]).all()
+    # one Euler step from sigma_max to 0 lands exactly on the denoiser's estimate
+    top = model.config.sigma_max
+    context, cond = torch.randn(2, 48 * 3 + 10, 8, 8), torch.randn(2, den.embed_dim)
+    with torch.no_grad():
+        x = den.sample(context, cond, 1, torch.Generator().manual_seed(0))
+        noise = top * torch.randn((2, 48, 8, 8), generator=torch.Generator().manual_seed(0))
+        expected = den.denoise(noise, torch.full((2,), top), context, cond)
+    assert torch.allclose(x, expected, atol=1e-5)
+
+
+def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path):
+    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    model.set_normalization(np.array([0.1, 0.2, 0.3, 0.04]), np.array([0.5, 0.5, 0.5, 0.01]))
+    model.save_pretrained(tmp_path / "wm")
+    loaded = WorldModel.from_pretrained(tmp_path / "wm")
+    assert loaded.config == model.config and torch.equal(loaded.proprio_std, model.proprio_std)
+    batch = (torch.rand(3, 2, 48, 8, 8), torch.rand(3, 48, 8, 8), torch.rand(3, 2, 4), torch.rand(3, 4),
+             torch.zeros(3, dtype=torch.long))
+    a = model.predict(*batch, generator=torch.Generator().manual_seed(1))
+    b = loaded.predict(*batch, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(a.latent, b.latent) and torch.equal(a.proprio, b.proprio)
+    with pytest.raises(FileNotFoundError, match="config.json is missing"):
+        WorldModel.from_pretrained(tmp_path)
+    document = json.loads((tmp_path / "wm" / "config.json").read_text())
+    document["config"]["channels"] = [16, 64]
+    (tmp_path / "wm" / "config.json").write_text(json.dumps(document))
+    with pytest.raises(ValueError, match="do not fit"):
+        WorldModel.from_pretrained(tmp_path / "wm")
+    with pytest.raises(ValueError, match="not a preset"):
+        preset("huge")
+    with pytest.raises(ValueError, match="patch=5"):
+        WorldModelConfig(image_size=32, patch=5)
+    with pytest.raises(ValueError, match="halvings"):
+        WorldModelConfig(image_size=32, channels=(16, 16, 16, 16, 16))
+    with pytest.raises(ValueError, match="cannot imagine task 'StackCube-v0'"):
+        model.task_index("StackCube-v0")
+
+
+def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
+    out, summary = trained
+    assert summary["steps"] == 8 and summary["train_episodes"] == 5 and summary["val_episodes"] == 1
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "val/loss" in r] == [4, 8]
+    assert all(np.isfinite(r["val/psnr_3"]) for r in rows if "val/psnr_3" in r)
+    assert (out / "videos" / "step_000008.mp4").stat().st_size > 0 and (out / "curves.png").exists()
+    assert any((out / "tb").iterdir()) and (out / "checkpoint.pt").exists()
+    model = WorldModel.from_pretrained(out)  # the run folder finds world_model/
+    assert model.config.tasks == ("PushCube-v0",) and model.config.image_size == 32
+    assert model.proprio_std.min() > 0  # the dataset statistics travel with the weights
+
+
+def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes, trained, tmp_path):
+    stopped = train_world_model(config(episodes, tmp_path / "resumed", time_budget=1e-6, video_every=0))
+    assert stopped["steps"] == 1 and stopped["stopped_by_time_budget"]
+    train_world_model(config(episodes, tmp_path / "resumed", resume=True))
+    a = load_file(trained[0] / "world_model" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "world_model" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()
+    steps = [json.loads(line)["step"] for line in rows]
+    assert steps == sorted(steps)
+    with pytest.raises(ValueError, match="settings changed"):
+        train_world_model(config(episodes, tmp_path / "resumed", resume=True, batch_size=8, steps=9))
+
+    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], steps=2, video_every=0))
+    assert tuned["steps"] == 2
+    original, fine = WorldModel.from_pretrained(trained[0]), WorldModel.from_pretrained(tmp_path / "tuned")
+    assert torch.equal(original.proprio_mean, fine.proprio_mean)  # keeps its normalisation
+    with pytest.raises(ValueError, match="--init the model keeps its own"):
+        config(episodes, tmp_path / "x", init=trained[0], context=3)
+
+
+def test_bad_training_input_gets_clear_errors(episodes, tmp_path):
+    with pytest.raises(ValueError, match="no such file"):
+        config(tmp_path / "missing.h5", tmp_path / "r")
+    with pytest.raises(ValueError, match="steps=0"):
+        config(episodes, tmp_path / "r", steps=0)
+    with pytest.raises(ValueError, match="StackCube-v0"):
+        train_world_model(config(episodes, tmp_path / "r", task=("StackCube-v0",)))
+    state_only = tmp_path / "state.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 1, state_only,
+                     num_envs=1, obs_mode="state", progress=False)
+    with pytest.raises(ValueError, match="no image or proprio"):
+        train_world_model(config(state_only, tmp_path / "r"))
+
+
+def test_keyframes_precede_success_and_favour_failures(episodes):
+    bank = EpisodeBank(episodes)
+    keys = select_keyframes(bank, KeyframeRule(lead=2))
+    assert len(keys) > 0 and keys.counts()["motion_onset"] > 0
+    for j, t in zip(keys.episode, keys.step):
+        success = bank.episode(j, "success")
+        first_success = np.flatnonzero(success)[0] if success.any() else len(success)
+        assert 1 <= t < first_success and t < bank.lengths[j]
+    failed = np.array([not bank.infos[j].success for j in keys.episode])
+    assert np.all(keys.weight[failed] == 2.0) and np.all(keys.weight[~failed] == 1.0)
+    with pytest.raises(ValueError, match="ratio=1.5"):
+        KeyframeRule(ratio=1.5)
+
+
+def test_success_agreement_counts_episodes():
+    valid = np.ones((4, 3), bool)
+    prob = np.array([[0, 0.9, 0], [0, 0, 0], [0, 0, 0.6], [0, 0.2, 0]])
+    real = np.array([[0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 1, 0]], bool)
+    frames = np.zeros((4, 3, 2, 2, 3), np.uint8)
+    run = OpenLoop(frames, frames, valid, prob, real)
+    s = success_agreement(run)
+    assert (s["true_positive"], s["false_positive"], s["false_negative"], s["true_negative"]) == (1, 1, 1, 1)
+    assert s["accuracy"] == 0.5 and s["precision"] == 0.5 and s["recall"] == 0.5
+
+
+def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path):
+    out, _ = trained
+    report = evaluate_world_model(out, episodes, horizon=4, out=tmp_path / "eval", videos=1, progress=False)
+    assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
+    assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
+    assert report["success"]["episodes"] == 6
+    for name in ("fidelity.json", "error_growth.png", "replay_0.mp4"):
+        assert (tmp_path / "eval" / name).stat().st_size > 0
+    EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()
+    assert json.loads((tmp_path / "cli" / "fidelity.json").read_text())["episodes"] == 2
+    path = Imagine(world_model=out, data=episodes, episodes=2, horizon=5, out=tmp_path / "imagined.mp4").run()
+    assert path.stat().st_size > 0
+    with pytest.raises(ValueError, match="must end in"):
+        Imagine(world_model=out, data=episodes, out=tmp_path / "imagined.avi").run()
+    # a pixel policy acts on the imagined frames instead of replaying the recorded actions
+    vla = TinyVLA(TinyVLAConfig(instructions=("push the red cube onto the blue square",), image_size=32,
+                                language="learned", channels=(8, 8), hidden_dim=32, feature_dim=32))
+    vla.save_pretrained(tmp_path / "vla")
+    path = Imagine(world_model=out, data=episodes, policy=str(tmp_path / "vla"), episodes=1, horizon=3,
+                   out=tmp_path / "policy.mp4").run()
+    assert path.stat().st_size > 0
+
+
+def test_commands_parse_from_the_command_line(episodes, tmp_path):
+    train = tyro.cli(TrainWM, args=["--data", str(episodes), "--config", "base", "--task", "PushCube-v0",
+                                    "--init", str(tmp_path), "--time-budget", "60", "--resume"])
+    assert train.config == "base" and train.task == ("PushCube-v0",) and train.init == tmp_path
+    assert train.resume and train.time_budget == 60
+    evaluate = tyro.cli(EvalWM, args=["--world-model", "runs/wm", "--data", str(episodes),
+                                      "--horizon", "40"])
+    assert evaluate.horizon == 40 and evaluate.out is None
+    imagine = tyro.cli(Imagine, args=["--world-model", "runs/wm", "--data", str(episodes),
+                                      "--policy", "expert", "--episodes", "8", "--out", "imagined.mp4"])
+    assert imagine.episodes == 8 and imagine.policy == "expert"
+
+
+def _rank(rank: int, port: int, cfg: TrainWMConfig) -> None:
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    train_world_model(cfg)
+
+
+def test_two_processes_with_gloo_stay_in_sync(episodes, tmp_path):
+    """The torchrun path (environment variables, gloo, averaged gradients) with two forked
+    processes: forking skips the seconds each fresh interpreter spends importing torch."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = config(episodes, tmp_path / "ddp", steps=3, val_every=3, val_horizon=2, video_every=0)
+    mp.start_processes(_rank, args=(port, cfg), nprocs=2, start_method="fork")
+    summary = json.loads((tmp_path / "ddp" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["ranks_in_sync"] and summary["steps"] == 3
+
+
+def test_multi_task_data_trains_one_model_that_imagines_each_task(tmp_path):
+    data = tmp_path / "two.h5"
+    collect_episodes(["ReachCube-v0", "PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2,
+                     data, num_envs=2, image_size=32, progress=False)
+    train_world_model(config(data, tmp_path / "run", steps=2, val_fraction=0.0, video_every=0))
+    model = WorldModel.from_pretrained(tmp_path / "run")
+    assert model.config.tasks == ("ReachCube-v0", "PushCube-v0")
+    for task in model.config.tasks:
+        env = gym.make_vec(f"worldsim/Imagined-{task}", num_envs=2, world_model=model, keyframes=data,
+                           device="cpu")
+        obs, _ = env.reset(seed=0)
+        env.step(np.zeros((2, 4), np.float32))
+        assert obs["instruction"][0] == model.config.instructions[model.task_index(task)]

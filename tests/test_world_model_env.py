@@ -1,0 +1,214 @@
+"""The imagined env: the physics env's contract (spaces, info keys, autoreset modes, chunks, seeding,
+snapshots), keyframe starts, rewards, bad input, and PPO running on it unchanged."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import worldsim.ppo
+from worldsim.collect import collect_episodes
+from worldsim.envs.wrappers import ActionChunk
+from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+from worldsim.world_models import EpisodeBank, ImaginedVectorEnv, KeyframeRule, WorldModel, WorldModelConfig
+
+INSTRUCTION = "push the red cube onto the blue square"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A small untrained world model (the contract does not depend on the weights) and keyframes."""
+    root = tmp_path_factory.mktemp("imagined")
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4,
+                     root / "push.h5", num_envs=4, image_size=32, progress=False)
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8)).save_pretrained(root / "wm")
+    return root / "wm", root / "push.h5"
+
+
+@pytest.fixture
+def make(files):
+    made = []
+
+    def build(num_envs=4, **kwargs):
+        kwargs = {"world_model": files[0], "keyframes": files[1], "device": "cpu", **kwargs}
+        env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=num_envs, **kwargs)
+        made.append(env)
+        return env
+
+    yield build
+    for env in made:
+        env.close()
+
+
+def test_spaces_and_info_keys_match_the_physics_env(make, make_vec):
+    dream = make(autoreset_mode="SameStep")
+    real = make_vec("PushCube-v0", num_envs=4, obs_mode="pixels", image_size=32, autoreset_mode="SameStep")
+    assert dream.single_observation_space == real.single_observation_space
+    assert dream.observation_space == real.observation_space and dream.action_space == real.action_space
+    assert dream.metadata["autoreset_mode"] == real.metadata["autoreset_mode"]
+    obs, info = dream.reset(seed=0)
+    real_obs, real_info = real.reset(seed=0)
+    assert dream.observation_space.contains(obs) and obs["instruction"] == (INSTRUCTION,) * 4
+    assert set(info) == set(real_info)
+    obs, reward, terminated, truncated, info = dream.step(dream.action_space.sample())
+    _, _, _, _, real_info = real.step(real.action_space.sample())
+    assert dream.observation_space.contains(obs) and set(info) == set(real_info)
+    assert reward.shape == terminated.shape == truncated.shape == (4,)
+    assert info["success"].dtype == bool and info["episode_step"].dtype == np.int64
+
+
+def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
+    actions = np.random.default_rng(0).uniform(-1, 1, (5, 3, 4)).astype(np.float32)
+
+    def rollout(env, seed):
+        frames = [env.reset(seed=seed)[0]["image"]]
+        frames += [env.step(a)[0]["image"] for a in actions]
+        return np.stack(frames)
+
+    a, b = make(3), make(3)
+    assert np.array_equal(rollout(a, 7), rollout(b, 7))
+    a.reset(seed=1)
+    a.step(actions[0])
+    snapshot = a.unwrapped.get_state()
+    after = [a.step(x)[0]["image"] for x in actions[1:]]
+    b.unwrapped.set_state(snapshot)
+    assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:]))
+
+
+def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files):
+    bank = EpisodeBank(files[1])
+    real_firsts = bank.images[bank.obs_start]
+    plain = make(8, reset_schedule="synchronous")
+    obs, info = plain.reset(seed=0)
+    assert (info["episode_step"] == 0).all()
+    assert all(any(np.array_equal(img, f) for f in real_firsts) for img in obs["image"])
+    keyed = make(16, keyframe_rule=KeyframeRule(ratio=1.0))
+    obs, info = keyed.reset(seed=0)
+    assert (info["episode_step"] > 0).all() and not info["success"].any()
+    mixed = make(64, keyframe_rule={"ratio": 0.5})
+    _, info = mixed.reset(seed=0)
+    assert 10 < (info["episode_step"] > 0).sum() < 54
+    staggered = make(8, reset_schedule="staggered")
+    _, info = staggered.reset(seed=0)
+    assert len(set(info["episode_step"].tolist())) == 8  # counters spread over the horizon, as in physics
+    _, info = make(6, reset_schedule="synchronous").reset(seed=0, options={"group_size": 3})
+
+
+def test_autoreset_modes_and_time_limit_match_the_physics_semantics(make):
+    same = make(2, autoreset_mode="SameStep", reset_schedule="synchronous", horizon=2)
+    same.reset(seed=0)
+    same.step(np.zeros((2, 4), np.float32))
+    obs, _, terminated, truncated, info = same.step(np.zeros((2, 4), np.float32))
+    assert truncated.all() and not terminated.any() and info["_final_obs"].all()
+    assert info["final_obs"][0]["image"].shape == (32, 32, 3) and (info["episode_step"] == 0).all()
+
+    nxt = make(2, reset_schedule="synchronous", max_episode_steps=1)
+    nxt.reset(seed=0)
+    _, _, _, truncated, info = nxt.step(np.zeros((2, 4), np.float32))
+    assert truncated.all() and (info["episode_step"] == 1).all()
+    _, reward, terminated, truncated, info = nxt.step(np.ones((2, 4), np.float32))  # ignored: restarts
+    assert (info["episode_step"] == 0).all() and not (terminated | truncated).any() and (reward == 0).all()
+
+    off = make(2, autoreset_mode="Disabled", reset_schedule="synchronous", max_episode_steps=1)
+    off.reset(seed=0)
+    off.step(np.zeros((2, 4), np.float32))
+    with pytest.raises(RuntimeError, match="reset_mask"):
+        off.step(np.zeros((2, 4), np.float32))
+    _, info = off.reset(options={"reset_mask": np.array([True, True])})
+    off.step(np.zeros((2, 4), np.float32))
+
+    chunked = ActionChunk(make(2, reset_schedule="synchronous", max_episode_steps=3), 4)
+    chunked.reset(seed=0)
+    _, _, _, truncated, info = chunked.step(np.zeros((2, 4, 4), np.float32))
+    assert truncated.all() and (info["chunk_steps"] == 3).all() and (info["episode_step"] == 3).all()
+
+
+def test_success_terminates_and_rewards_the_transition(make):
+    eager = make(2, success_threshold=1e-9, reset_schedule="synchronous")  # every imagined frame is a success
+    eager.reset(seed=0)
+    _, reward, terminated, truncated, info = eager.step(np.zeros((2, 4), np.float32))
+    assert terminated.all() and not truncated.any() and info["success"].all() and (reward == 1).all()
+    kept = make(2, success_threshold=1e-9, terminate_on_success=False, reset_schedule="synchronous")
+    kept.reset(seed=0)
+    rewards = [kept.step(np.zeros((2, 4), np.float32))[1] for _ in range(3)]
+    assert [r.tolist() for r in rewards] == [[1, 1], [0, 0], [0, 0]]  # only the 0 -> 1 transition
+    sparse = make(2, success_threshold=1e-9, terminate_on_success=False, reward_type="sparse",
+                  reset_schedule="synchronous")
+    sparse.reset(seed=0)
+    assert [sparse.step(np.zeros((2, 4), np.float32))[1].tolist() for _ in range(2)] == [[1, 1], [1, 1]]
+
+
+def test_bad_input_gets_clear_errors(make, files, tmp_path):
+    with pytest.raises(ValueError, match="cannot produce the 'state'.*'pixels'"):
+        make(obs_mode="pixels+state")
+    with pytest.raises(ValueError, match="cannot produce the 'state'"):
+        make(obs_mode="state")
+    with pytest.raises(ValueError, match="wrist_camera"):
+        make(wrist_camera=True)
+    with pytest.raises(ValueError, match="reward_type='dense'.*physical state"):
+        make(reward_type="dense")
+    with pytest.raises(ValueError, match="image_size=64 does not match"):
+        make(image_size=64)
+    with pytest.raises(ValueError, match="staggered-warmup"):
+        make(reset_schedule="staggered-warmup")
+    with pytest.raises(TypeError, match="did you mean 'horizon'"):
+        make(horizn=5)
+    with pytest.raises(ValueError, match="cannot imagine task 'StackCube-v0'"):
+        gym.make_vec("worldsim/Imagined-StackCube-v0", num_envs=1, world_model=files[0], keyframes=files[1])
+    with pytest.raises(FileNotFoundError, match="no world model"):
+        make(world_model=tmp_path)
+    reach = tmp_path / "reach.h5"
+    collect_episodes(["ReachCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 1, reach,
+                     num_envs=1, image_size=32, progress=False)
+    with pytest.raises(ValueError, match="keyframes=.*no episodes of task"):
+        make(keyframes=reach)
+    big = tmp_path / "big.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 1, big, num_envs=1,
+                     image_size=48, progress=False)
+    with pytest.raises(ValueError, match="image_size=32"):
+        make(keyframes=big)
+    env = make(2)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(num_envs, 4\)"):
+        env.step(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"envs \[1\] contain NaN"):
+        env.step(np.array([[0, 0, 0, 0], [np.nan, 0, 0, 0]], np.float32))
+    with pytest.raises(RuntimeError, match="before reset"):
+        make(1).step(np.zeros((1, 4), np.float32))
+
+
+def test_single_env_for_gym_make(files):
+    env = gym.make("worldsim/Imagined-PushCube-v0", world_model=files[0], keyframes=files[1], device="cpu",
+                   reset_schedule="synchronous", max_episode_steps=2)
+    obs, info = env.reset(seed=0)
+    assert obs["image"].shape == (32, 32, 3) and info["episode_step"] == 0
+    env.step(np.zeros(4, np.float32))
+    _, _, terminated, truncated, _ = env.step(np.zeros(4, np.float32))
+    assert truncated and not terminated
+    env.close()
+
+
+def test_ppo_trains_on_the_imagined_env_unchanged(files, tmp_path, monkeypatch):
+    """train_ppo builds its env with make_train_env; pointing that at the imagined twin is the only change."""
+    TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
+                          channels=(8, 8), hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
+    made = []
+
+    def imagined_train_env(spec, num_envs, obs_mode, policy, *, reset_schedule, terminate_on_success):
+        env = ImaginedVectorEnv(spec.name, num_envs, world_model=files[0], keyframes=files[1], device="cpu",
+                                autoreset_mode="SameStep", reset_schedule=reset_schedule,
+                                terminate_on_success=terminate_on_success, obs_mode=obs_mode, **{
+                                    k: v for k, v in policy.env_kwargs().items() if k != "obs_mode"})
+        made.append(env)
+        return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
+
+    monkeypatch.setattr(worldsim.ppo, "make_train_env", imagined_train_env)
+    summary = worldsim.ppo.train_ppo(worldsim.ppo.PPOConfig(
+        task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), num_envs=4, num_steps=2,
+        total_env_steps=2 * 4 * 4 * 2, num_minibatches=2, update_epochs=1, value_warmup_iters=0, eval_every=0,
+        eval_episodes=1, checkpoint_every=0, out=tmp_path / "ppo", progress=False, device="cpu"))
+    assert made and summary["iterations"] == 2 and summary["global_step"] == 64
+    assert (tmp_path / "ppo" / "checkpoint.pt").exists()  # the env snapshot went into the checkpoint

@@ -1,0 +1,152 @@
+"""Episodes in memory for world-model training, keyframe starts and evaluation.
+
+:class:`EpisodeBank` loads the ``image``, ``proprio``, ``actions`` and ``success`` arrays (and
+``state`` when the file has it: the keyframe rule reads the cube's motion from it) of the
+selected episodes of a worldsim episode file into flat arrays, and serves
+
+- :meth:`EpisodeBank.sample`: random training windows ``(episode, t)``: the context frames
+  ``t-C+1 .. t`` (frame 0 repeated before the start), the episode's first frame, the context
+  proprio, action ``t``, frame, proprio and success flag ``t+1``; an eighth of the windows
+  are drawn among those whose frame ``t+1`` is a success, so the success head sees enough of
+  them (success frames are rare: episodes recorded with success ending them hold one each);
+- :meth:`EpisodeBank.start`: the real state an imagined episode starts from at ``(episode, t)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from worldsim.datasets import EpisodeInfo, EpisodeReader
+
+SUCCESS_FRACTION = 0.125  # share of windows ending in a success frame (when any exist)
+
+
+@dataclass
+class Start:
+    """The real state an imagined episode starts from, as numpy arrays: ``frames`` uint8
+    ``(C, H, W, 3)`` (oldest first), ``first`` ``(H, W, 3)``, ``proprio`` ``(C, 4)``, ``step``
+    (the real episode's step ``t``) and ``success`` (its flag at ``t``)."""
+
+    frames: np.ndarray
+    first: np.ndarray
+    proprio: np.ndarray
+    step: int
+    success: bool
+
+
+class EpisodeBank:
+    """The selected episodes of one file, loaded into memory.
+
+    Args:
+        data: an episode file path or an open :class:`EpisodeReader`.
+        tasks: only episodes of these tasks (default: all).
+        episodes: only these file indices (after the task filter; default: all).
+        argument: the name of the argument ``data`` came from, used in error messages.
+
+    Raises ``ValueError`` naming the file when it holds no ``image`` or ``proprio``
+    observations, or when the selection is empty.
+    """
+
+    def __init__(self, data: str | Path | EpisodeReader, tasks: Sequence[str] | None = None,
+                 episodes: Sequence[int] | None = None, argument: str = "data"):
+        reader = data if isinstance(data, EpisodeReader) else EpisodeReader(data)
+        try:
+            self.path = reader.path
+            missing = [k for k in ("image", "proprio") if k not in reader.obs_keys]
+            if missing:
+                raise ValueError(f"{argument}={str(self.path)!r} has no {' or '.join(missing)} observations "
+                                 f"(it holds {', '.join(reader.obs_keys)}); a world model needs both: "
+                                 "collect with obs_mode='pixels' or 'pixels+state'")
+            infos = reader.episode_info()
+            if tasks is not None:
+                infos = [info for info in infos if info.task in set(tasks)]
+            if episodes is not None:
+                wanted = {int(e) for e in episodes}
+                infos = [info for info in infos if info.index in wanted]
+            if not infos:
+                what = f" of task(s) {', '.join(tasks)}" if tasks is not None else ""
+                raise ValueError(f"{argument}={str(self.path)!r} holds no episodes{what} to use (it has "
+                                 f"{len(reader)} episodes of {', '.join(reader.tasks) or 'no task'})")
+            self.infos: list[EpisodeInfo] = infos
+            self.image_shape = reader.image_shape
+            self.has_state = "state" in reader.obs_keys
+            keys = ["image", "proprio", "actions", "success"] + (["state"] if self.has_state else [])
+            arrays = {k: [reader.load(info.index, k) for info in infos] for k in keys}
+        finally:
+            if reader is not data:
+                reader.close()
+        self.lengths = np.array([info.num_samples for info in infos], np.int64)  # T per episode
+        self.obs_start = np.concatenate([[0], np.cumsum(self.lengths + 1)[:-1]]).astype(np.int64)
+        self.step_start = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
+        self.images = np.concatenate(arrays["image"])
+        self.proprio = np.concatenate(arrays["proprio"]).astype(np.float32)
+        self.actions = np.concatenate(arrays["actions"]).astype(np.float32)
+        self.success = np.concatenate(arrays["success"]).astype(bool)
+        self.state = np.concatenate(arrays["state"]) if self.has_state else None
+        self.tasks = list(dict.fromkeys(info.task for info in infos))
+        self.instructions = {info.task: info.instruction for info in infos}
+        self._transition_episode = np.repeat(np.arange(len(infos)), self.lengths)
+        self._transition_step = np.concatenate([np.arange(n) for n in self.lengths])
+        targets = self.obs_start[self._transition_episode] + self._transition_step + 1
+        self._success_transitions = np.flatnonzero(self.success[targets])
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    @property
+    def num_transitions(self) -> int:
+        return int(self.lengths.sum())
+
+    def episode(self, j: int, key: str) -> np.ndarray:
+        """Rows of ``key`` (``image``, ``proprio``, ``success``, ``state``: ``T + 1``; ``actions``: ``T``)
+        of the ``j``-th selected episode."""
+        n = int(self.lengths[j])
+        if key == "actions":
+            return self.actions[self.step_start[j]:self.step_start[j] + n]
+        array = {"image": self.images, "proprio": self.proprio, "success": self.success,
+                 "state": self.state}[key]
+        if array is None:
+            raise ValueError(f"{self.path} holds no {key!r} observations")
+        return array[self.obs_start[j]:self.obs_start[j] + n + 1]
+
+    def context_rows(self, j: np.ndarray, t: np.ndarray, context: int) -> np.ndarray:
+        """Flat observation rows ``(B, context)`` of frames ``t-context+1 .. t`` (frame 0 repeated
+        before the start) of episodes ``j``."""
+        offsets = np.arange(-context + 1, 1)
+        return self.obs_start[j][:, None] + np.maximum(t[:, None] + offsets, 0)
+
+    def start(self, j: int, t: int, context: int) -> Start:
+        """The real state at step ``t`` of the ``j``-th selected episode, with its context."""
+        rows = self.context_rows(np.array([j]), np.array([t]), context)[0]
+        return Start(self.images[rows], self.images[self.obs_start[j]], self.proprio[rows], int(t),
+                     bool(self.success[self.obs_start[j] + t]))
+
+    def sample(self, batch_size: int, context: int, patch: int, task_ids: dict[str, int],
+               generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """A random training batch (see the module docstring) as tensors, latents already
+        space-to-depth."""
+        from worldsim.world_models.model import frames_to_latents
+
+        n_pos = round(SUCCESS_FRACTION * batch_size) if len(self._success_transitions) else 0
+        positive = torch.randint(0, max(len(self._success_transitions), 1), (n_pos,), generator=generator)
+        uniform = torch.randint(0, self.num_transitions, (batch_size - n_pos,), generator=generator)
+        pick = np.concatenate([self._success_transitions[positive.numpy()], uniform.numpy()])
+        j, t = self._transition_episode[pick], self._transition_step[pick]
+        rows = self.context_rows(j, t, context)
+        target = self.obs_start[j] + t + 1
+        task = np.array([task_ids[self.infos[e].task] for e in j])
+        return {
+            "context": frames_to_latents(torch.from_numpy(self.images[rows]), patch),
+            "first": frames_to_latents(torch.from_numpy(self.images[self.obs_start[j]]), patch),
+            "proprio": torch.from_numpy(self.proprio[rows]),
+            "action": torch.from_numpy(self.actions[self.step_start[j] + t]),
+            "task": torch.from_numpy(task).long(),
+            "target": frames_to_latents(torch.from_numpy(self.images[target]), patch),
+            "next_proprio": torch.from_numpy(self.proprio[target]),
+            "success": torch.from_numpy(self.success[target]),
+        }

@@ -1,0 +1,300 @@
+"""Training a world model on recorded episodes (``worldsim train-wm``).
+
+Read top to bottom, :func:`train_world_model` is the recipe:
+
+1. load the episodes of the chosen tasks into memory and split them by episode into train
+   and validation sets (:class:`~worldsim.world_models.data.EpisodeBank`);
+2. build a new model from a preset (``tiny`` for CPU, ``base`` for GPU) with the proprio
+   statistics of the training episodes, or load one to fine-tune (``init``: the co-evolution
+   path; the model keeps its architecture and normalisation, its tasks must cover the data's);
+3. take ``steps`` AdamW steps on the sum of the denoising, proprio and success losses over
+   random windows, with linear warm-up and cosine decay of the learning rate;
+4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
+   ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
+   (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
+   steps save ``out/world_model/`` and the training state (resumable exactly).
+
+Each minibatch is drawn from a generator seeded by (seed, rank, step), so a resumed run draws
+the same batches as an uninterrupted one and ranks under ``torchrun`` draw different ones;
+gradients are averaged across ranks before every step (DistributedDataParallel's recipe).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import torch
+import tyro
+from tqdm.auto import tqdm
+
+from worldsim.bc import split_episodes
+from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.datasets import EpisodeReader
+from worldsim.distributed import (
+    all_reduce_mean,
+    average_gradients,
+    broadcast_module,
+    init_distributed,
+    ranks_in_sync,
+    shutdown,
+)
+from worldsim.envs.tasks import get_task
+from worldsim.run_logging import RunLogger, to_jsonable, write_json
+from worldsim.world_models.data import EpisodeBank
+from worldsim.world_models.model import PRESETS, WorldModel, preset
+
+MODEL_DIR = "world_model"
+WARMUP_STEPS = 100
+# Settings a resumed run must share with the run that wrote the checkpoint.
+RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", "sampling_steps",
+                 "context_noise", "context")
+
+
+@dataclass
+class TrainWMConfig:
+    """World-model training (``worldsim train-wm``)."""
+
+    data: Path
+    """HDF5 episode file with image and proprio observations (``worldsim collect``)."""
+    out: Path = Path("runs/wm")
+    """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
+    config: Literal["tiny", "base"] = "tiny"
+    """Architecture preset: tiny (CPU, >= 200 imagined frames/s at batch 64) or base (GPU)."""
+    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Train only on this task of the file (repeat --task for several; default: all)."""
+    init: Path | None = None
+    """Fine-tune this world model (folder or train-wm run) instead of building a new one."""
+    context: int | None = None
+    """Context frames C of a new model (default: the preset's, 4)."""
+    sampling_steps: int | None = None
+    """Denoising steps per imagined frame of a new model (default: the preset's)."""
+    context_noise: float | None = None
+    """Largest std of the context-noise augmentation of a new model (default 0.1)."""
+    steps: int = 4000
+    """Optimiser steps."""
+    batch_size: int = 32
+    """Windows per minibatch per process."""
+    lr: float = 1e-3
+    """AdamW learning rate (linear warm-up, cosine decay to 10%)."""
+    weight_decay: float = 1e-5
+    """AdamW weight decay."""
+    val_fraction: float = 0.1
+    """Share of episodes held out for validation."""
+    val_every: int = 250
+    """Steps between validation figures."""
+    val_horizon: int = 8
+    """Imagined steps of the open-loop validation PSNR."""
+    video_every: int = 1000
+    """Steps between sample videos (0: none)."""
+    video_steps: int = 32
+    """Imagined steps per sample video."""
+    checkpoint_every: int = 500
+    """Steps between checkpoints."""
+    time_budget: float | None = None
+    """Stop cleanly (final checkpoint) after this many seconds."""
+    resume: bool = False
+    """Continue the run in ``out`` from its checkpoint, exactly."""
+    seed: int = 0
+    """Seed of initialisation, splits and batches."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where to train."""
+    torch_threads: int | None = None
+    """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def __post_init__(self) -> None:
+        self.data, self.out = Path(self.data), Path(self.out)
+        self.init = None if self.init is None else Path(self.init)
+        self.task = tuple(self.task)
+        if self.config not in PRESETS:
+            raise ValueError(f"config={self.config!r}; allowed: {', '.join(PRESETS)}")
+        for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be an int >= 1")
+        if self.video_every < 0:
+            raise ValueError(f"video_every={self.video_every!r} must be >= 0 (0: no videos)")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr={self.lr!r} must be a positive number")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
+        if not self.data.is_file():
+            raise ValueError(f"data={str(self.data)!r}: no such file")
+        if self.init is not None and any(v is not None for v in (self.context, self.sampling_steps,
+                                                                  self.context_noise)):
+            raise ValueError("--context, --sampling-steps and --context-noise shape a new model; with --init "
+                             "the model keeps its own")
+
+
+def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
+    """A new preset model for the bank's tasks and image size, or the ``init`` model checked
+    against them."""
+    size = bank.image_shape[0]
+    if bank.image_shape[0] != bank.image_shape[1]:
+        raise ValueError(f"data={str(config.data)!r} holds {bank.image_shape} images; world models take "
+                         "square ones")
+    if config.init is not None:
+        model = WorldModel.from_pretrained(config.init)
+        missing = [t for t in bank.tasks if t not in model.config.tasks]
+        if missing:
+            raise ValueError(f"init={str(config.init)!r} was trained on {', '.join(model.config.tasks)}; the "
+                             f"data also holds {', '.join(missing)}: fine-tune on those tasks only "
+                             "(--task) or train a new model")
+        if model.config.image_size != size:
+            raise ValueError(f"init={str(config.init)!r} imagines {model.config.image_size}-pixel frames; "
+                             f"the data holds {size}-pixel images")
+        return model.train()
+    overrides = {k: getattr(config, k) for k in ("context", "sampling_steps", "context_noise")
+                 if getattr(config, k) is not None}
+    model = WorldModel(preset(config.config, tasks=tuple(bank.tasks),
+                              instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
+                              **overrides))
+    model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    return model
+
+
+def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
+    """Train (or fine-tune) a world model; returns the final figures (also ``out/summary.json``)."""
+    from worldsim.world_models.evaluate import open_loop, psnr_curve, side_by_side
+    from worldsim.video import write_video
+
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    dist_info = init_distributed(config.device)
+    device = dist_info.device
+    torch.manual_seed(config.seed)
+
+    # 1. data, split by episode
+    with EpisodeReader(config.data) as reader:
+        tasks = [get_task(t).name for t in config.task] or reader.tasks
+        unknown = [t for t in tasks if t not in reader.tasks]
+        if unknown:
+            raise ValueError(f"task={unknown} not in data={str(config.data)!r}; it holds "
+                             f"{', '.join(reader.tasks)}")
+        indices = np.array([info.index for info in reader.episode_info() if info.task in tasks])
+        train_pos, val_pos = split_episodes(len(indices), config.val_fraction, config.seed)
+        train = EpisodeBank(reader, tasks=tasks, episodes=indices[train_pos])
+        val = EpisodeBank(reader, tasks=tasks, episodes=indices[val_pos]) if len(val_pos) else None
+
+    # 2. model
+    model = build_model(config, train).to(device)
+    task_ids = {t: model.task_index(t) for t in train.tasks}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+    def lr_factor(s: int) -> float:
+        warm = min(1.0, (s + 1) / WARMUP_STEPS)
+        return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
+
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    step = 0
+    checkpoint_path = config.out / CHECKPOINT_FILE
+    run_config = {**to_jsonable(config), "model": to_jsonable(model.config)}
+    if config.resume:
+        state = load_checkpoint(checkpoint_path)
+        changed = [f"{k}: {state['config'].get(k)!r} -> {run_config.get(k)!r}" for k in RESUME_FIELDS
+                   if state["config"].get(k) != run_config.get(k)]
+        if changed:
+            raise ValueError(f"cannot resume from {checkpoint_path}: settings changed "
+                             f"({'; '.join(changed)}); use the original values or a new --out")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        step = state["step"]
+    broadcast_module(model, dist_info)
+    logger = RunLogger(config.out, run_config, enabled=dist_info.is_main,
+                       resume_step=step if config.resume else None)
+
+    def checkpoint() -> None:
+        if dist_info.is_main:
+            model.save_pretrained(config.out / MODEL_DIR)
+            save_checkpoint(checkpoint_path, {"model": model.state_dict(),
+                                              "optimizer": optimizer.state_dict(),
+                                              "schedule": schedule.state_dict(), "step": step,
+                                              "config": run_config})
+
+    val_starts = np.zeros(min(len(val), 8), np.int64) if val is not None else None
+
+    @torch.no_grad()
+    def validate() -> dict[str, float]:
+        model.eval()
+        generator = torch.Generator().manual_seed(config.seed + 1)
+        losses = [model.loss(_to(val.sample(config.batch_size, model.config.context, model.config.patch,
+                                            task_ids, generator), device), generator)[0].item()
+                  for _ in range(4)]
+        run = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
+                        generator=torch.Generator(device).manual_seed(config.seed + 2))
+        model.train()
+        return {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}":
+                float(psnr_curve(run)[-1])}
+
+    def sample_video() -> None:
+        model.eval()
+        run = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
+                        config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3))
+        write_video(config.out / "videos" / f"step_{step:06d}.mp4", side_by_side(run, 0), fps=10)
+        model.train()
+
+    # 3-4. optimise
+    start_time = time.time()
+    bar = tqdm(total=config.steps, initial=step, desc="train-wm",
+               disable=not (config.progress and dist_info.is_main))
+    model.train()
+    stopped_early = False
+    while step < config.steps:
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + dist_info.rank * 7919 + step)
+        batch = _to(train.sample(config.batch_size, model.config.context, model.config.patch, task_ids,
+                                 generator), device)
+        loss, logs = model.loss(batch, generator if device.type == "cpu" else None)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(model, dist_info)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        step += 1
+        bar.update(1)
+        if step % 25 == 0 or step == config.steps:
+            metrics = all_reduce_mean({"train/loss": loss.item(), "train/grad_norm": grad_norm.item(),
+                                       **{f"train/{k}": v for k, v in logs.items()}}, dist_info)
+            metrics["train/lr"] = schedule.get_last_lr()[0]
+            logger.log(step, metrics)
+            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}", refresh=False)
+        if dist_info.is_main and val is not None and (step % config.val_every == 0 or step == config.steps):
+            logger.log(step, validate())
+        if dist_info.is_main and config.video_every and step % config.video_every == 0:
+            sample_video()
+        if step % config.checkpoint_every == 0:
+            checkpoint()
+        if config.time_budget is not None and time.time() - start_time > config.time_budget:
+            stopped_early = step < config.steps
+            break
+    bar.close()
+    checkpoint()
+    summary: dict[str, Any] = {
+        "steps": step, "stopped_by_time_budget": stopped_early, "train_episodes": len(train),
+        "val_episodes": 0 if val is None else len(val), "parameters": model.num_parameters(),
+        "wall_clock_s": round(time.time() - start_time, 1), "world_size": dist_info.world_size,
+        "ranks_in_sync": ranks_in_sync(model, dist_info), "out": str(config.out / MODEL_DIR)}
+    if dist_info.is_main:
+        if val is not None:
+            summary.update(validate())
+        if config.video_every:
+            sample_video()
+        write_json(config.out / "summary.json", summary)
+    logger.close()
+    shutdown(dist_info)
+    return summary
+
+
+def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device) for k, v in batch.items()}
