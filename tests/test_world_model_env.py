@@ -8,7 +8,9 @@ import torch
 
 import worldsim.ppo
 from worldsim.collect import collect_episodes
+from worldsim.datasets import EpisodeReader
 from worldsim.envs.wrappers import ActionChunk
+from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 from worldsim.world_models import EpisodeBank, ImaginedVectorEnv, KeyframeRule, WorldModel, WorldModelConfig
@@ -212,3 +214,26 @@ def test_ppo_trains_on_the_imagined_env_unchanged(files, tmp_path, monkeypatch):
         eval_episodes=1, checkpoint_every=0, out=tmp_path / "ppo", progress=False, device="cpu"))
     assert made and summary["iterations"] == 2 and summary["global_step"] == 64
     assert (tmp_path / "ppo" / "checkpoint.pt").exists()  # the env snapshot went into the checkpoint
+
+
+def test_rollouts_with_features_are_recorded_in_imagination(files, tmp_path):
+    """Failure detectors read rollouts from imagination the same way as from physics."""
+    world_model, keyframes = files
+    torch.manual_seed(0)
+    policy = TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
+                                   channels=(8, 8), hidden_dim=32, feature_dim=32, std_head="state"))
+    out = tmp_path / "dream.h5"
+    collect_episodes(["PushCube-v0"], lambda t: policy, 2, out, num_envs=2, image_size=32, obs_mode="pixels",
+                     record_features=True, num_samples=3, world_model=world_model, keyframes=keyframes,
+                     progress=False)
+    rollouts = load_rollouts(out)
+    assert len(rollouts) == 2
+    assert rollouts[0].features.shape == (rollouts[0].length, 32)
+    assert rollouts[0].action_samples.shape == (rollouts[0].length, 3, 4, 4)
+    with EpisodeReader(out) as reader:
+        assert {info.env_id for info in reader.episode_info()} == {"worldsim/Imagined-PushCube-v0"}
+    with pytest.raises(ValueError, match="both world_model and keyframes"):
+        collect_episodes(["PushCube-v0"], lambda t: policy, 2, tmp_path / "x.h5", world_model=world_model)
+    with pytest.raises(ValueError, match="obs_mode='pixels'"):
+        collect_episodes(["PushCube-v0"], lambda t: policy, 2, tmp_path / "x.h5", image_size=32,
+                         world_model=world_model, keyframes=keyframes)

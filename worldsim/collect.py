@@ -181,12 +181,12 @@ class _EpisodeBuffer:
             self.obs[key].append(value)
         self.success.append(success)
 
-    def episode(self, spec: TaskSpec, seed: int, env_index: int, policy: str) -> Episode:
+    def episode(self, spec: TaskSpec, seed: int, env_index: int, policy: str, env_id: str) -> Episode:
         return Episode(obs={key: np.stack(frames) for key, frames in self.obs.items()},
                        actions=np.stack(self.actions), rewards=np.array(self.rewards, np.float32),
                        terminated=np.array(self.terminated), truncated=np.array(self.truncated),
                        success=np.array(self.success), instruction=spec.instruction, task=spec.name,
-                       seed=seed, policy=policy, env_index=env_index,
+                       seed=seed, policy=policy, env_index=env_index, env_id=env_id,
                        policy_outputs={key: np.stack(rows) for key, rows in self.outputs.items()})
 
 
@@ -207,17 +207,22 @@ def _unbatched(obs: Any) -> dict[str, np.ndarray]:
 def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes: int, *, num_envs: int,
                  seed: int, env_kwargs: dict[str, Any], execute_steps: int | None = None,
                  progress: tqdm | None = None, record_features: bool = False,
-                 num_samples: int = 8, deterministic: bool = False) -> TaskCollectStats:
+                 num_samples: int = 8, deterministic: bool = False,
+                 imagination: dict[str, Any] | None = None) -> TaskCollectStats:
     """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
     ``writer`` (in the order they finish). ``seed`` seeds the envs and torch's sampling.
     ``record_features``: also record the policy's features and ``num_samples`` action samples
     at every step (``ValueError`` for the scripted expert, before any env runs).
-    ``deterministic``: execute the policy's mean action chunk instead of sampling it."""
+    ``deterministic``: execute the policy's mean action chunk instead of sampling it.
+    ``imagination``: ``{"world_model": ..., "keyframes": ...}`` to roll out in the task's
+    imagined env (``worldsim/Imagined-<task>``) instead of physics."""
     if record_features:
         check_feature_recording(policy, num_samples)
     num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
     description = describe_policy(policy)
-    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=num_envs, autoreset_mode="SameStep", **env_kwargs)
+    env_id = f"worldsim/Imagined-{spec.name}" if imagination else f"worldsim/{spec.name}"
+    env = gym.make_vec(env_id, num_envs=num_envs, autoreset_mode="SameStep", **env_kwargs,
+                       **(imagination or {}))
     start = time.perf_counter()
     stats = TaskCollectStats(spec.name, 0, 0, 0, 0, 0.0)
     try:
@@ -247,7 +252,7 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                     buffer.add(actions[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
                                next_obs, bool(success), {key: value[i] for key, value in outputs.items()})
                     if ended[i]:
-                        episode = buffer.episode(spec, seed, i, description)
+                        episode = buffer.episode(spec, seed, i, description, env_id)
                         writer.add_episode(episode)
                         stats.episodes += 1
                         stats.successes += episode.succeeded
@@ -272,7 +277,8 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
                      wrist_camera: bool = False, obs_mode: str = "pixels+state",
                      execute_steps: int | None = None, overwrite: bool = False, progress: bool = True,
                      record_features: bool = False, num_samples: int = 8,
-                     deterministic: bool = False) -> CollectStats:
+                     deterministic: bool = False, world_model: str | Path | None = None,
+                     keyframes: str | Path | None = None) -> CollectStats:
     """Collect ``episodes`` complete episodes per task into one episode file ``out``.
 
     Args:
@@ -296,6 +302,9 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         num_samples: action chunks sampled per step when recording (``S``, >= 1).
         deterministic: execute each policy's mean (mode) action chunk instead of a sample, as
             a deployed policy does (recorded samples are still drawn).
+        world_model, keyframes: roll out in imagination instead: the task's imagined env
+            (``worldsim/Imagined-<task>``, ``obs_mode="pixels"``) with this world model, its
+            episodes starting from this keyframe file; each episode records that env id.
 
     Returns per-task episodes, success rate, mean length and steps/s.
     """
@@ -314,6 +323,15 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
     env_kwargs = {"obs_mode": obs_mode}
     if obs_mode != "state":
         env_kwargs.update(image_size=image_size, wrist_camera=wrist_camera)
+    if (world_model is None) != (keyframes is None):
+        raise ValueError("rolling out in imagination needs both world_model and keyframes (--world-model, "
+                         "--keyframes)")
+    imagination = {"world_model": str(world_model), "keyframes": str(keyframes)} if world_model else None
+    if imagination:
+        if obs_mode != "pixels" or wrist_camera:
+            raise ValueError(f"imagined envs give obs_mode='pixels' without a wrist camera; got obs_mode="
+                             f"{obs_mode!r}, wrist_camera={wrist_camera} (pass --obs-mode pixels)")
+        env_kwargs.pop("wrist_camera")
     out = Path(out)
     writer = EpisodeWriter(out, env_kwargs=env_kwargs, overwrite=overwrite)  # refuses `out` before any work
     policies = {}
@@ -334,7 +352,7 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
                                                   num_envs=num_envs, seed=seed + k, env_kwargs=env_kwargs,
                                                   execute_steps=execute_steps, progress=bar,
                                                   record_features=record_features, num_samples=num_samples,
-                                                  deterministic=deterministic)
+                                                  deterministic=deterministic, imagination=imagination)
     stats.seconds = time.perf_counter() - start
     stats.file_bytes = out.stat().st_size
     return stats
@@ -381,6 +399,11 @@ class Collect:
     """With --record-features: action chunks sampled per step."""
     deterministic: bool = False
     """Execute the policy's mean action chunk instead of sampling it (as deployed)."""
+    world_model: Path | None = None
+    """Roll out in imagination with this world model (a train-wm run) instead of physics
+    (with --keyframes and --obs-mode pixels)."""
+    keyframes: Path | None = None
+    """Episode file the imagined episodes start from (with --world-model)."""
 
     def run(self) -> None:
         from rich.console import Console
@@ -414,7 +437,8 @@ class Collect:
                                  seed=self.seed, image_size=self.image_size, wrist_camera=self.wrist,
                                  obs_mode=self.obs_mode, execute_steps=self.execute_steps,
                                  record_features=self.record_features, num_samples=self.num_samples,
-                                 deterministic=self.deterministic)
+                                 deterministic=self.deterministic, world_model=self.world_model,
+                                 keyframes=self.keyframes)
         table = Table(title=f"{self.out} ({stats.file_bytes / 2**20:.1f} MiB, {stats.seconds:.1f} s)")
         for column in ("task", "episodes", "success rate", "mean length", "steps/s"):
             table.add_column(column, justify="left" if column == "task" else "right")
