@@ -17,37 +17,28 @@ from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.vector_env import ACTION_DIM, CONTROL_DT, TabletopVectorEnv
 
 
-class TabletopEnv(gym.Env):
-    """One tabletop task. Takes the keyword arguments of :class:`TabletopVectorEnv` except
-    ``num_envs`` and ``autoreset_mode``; ``render()`` returns one front-camera frame.
+class SingleEnv(gym.Env):
+    """One env of a worldsim vector env (:attr:`vector_class`, built with ``num_envs=1`` and
+    autoreset disabled) through the plain :class:`gymnasium.Env` API. Takes the vector env's
+    keyword arguments except ``num_envs`` and ``autoreset_mode``; ``render()`` returns one frame.
 
     Actions are shape ``(4,)``; stepping after ``terminated`` or ``truncated`` without a
     ``reset()`` raises an error.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": int(1 / CONTROL_DT)}
+    vector_class: type[gym.vector.VectorEnv]
 
     def __init__(self, task: str | TaskSpec = "PushCube-v0", render_mode: str | None = None, **kwargs: Any):
         for banned in ("num_envs", "autoreset_mode"):
             if banned in kwargs:
-                raise TypeError(f"{banned!r} is not an argument of the single env; use gym.make_vec for batches")
-        self.vector_env = TabletopVectorEnv(
+                raise TypeError(f"{banned!r} is not an argument of the single env; use gym.make_vec for "
+                                "batches")
+        self.vector_env = self.vector_class(
             task, num_envs=1, autoreset_mode=AutoresetMode.DISABLED, render_mode=render_mode, **kwargs)
         self.render_mode = render_mode
         self.observation_space = self.vector_env.single_observation_space
         self.action_space = self.vector_env.single_action_space
-
-    @property
-    def task(self) -> TaskSpec:
-        return self.vector_env.task
-
-    @property
-    def model(self):
-        return self.vector_env.model
-
-    @property
-    def max_episode_steps(self) -> int:
-        return self.vector_env.max_episode_steps
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -62,10 +53,6 @@ class TabletopEnv(gym.Env):
         obs, reward, terminated, truncated, info = self.vector_env.step(arr[None])
         return self._first(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._first(info)
 
-    def expert_action(self) -> np.ndarray:
-        """The scripted expert's action for the current state, shape (4,)."""
-        return self.vector_env.expert_action()[0]
-
     def render(self) -> np.ndarray | None:
         frames = self.vector_env.render()
         return None if frames is None else frames[0]
@@ -76,8 +63,30 @@ class TabletopEnv(gym.Env):
     @staticmethod
     def _first(batch: Any) -> Any:
         if isinstance(batch, dict):
-            return {k: TabletopEnv._first(v) for k, v in batch.items()}
+            return {k: SingleEnv._first(v) for k, v in batch.items()}
         if isinstance(batch, tuple):
             return batch[0]
         value = batch[0]
         return value.item() if isinstance(value, np.generic) else value
+
+
+class TabletopEnv(SingleEnv):
+    """One tabletop task (see :class:`SingleEnv`); physics by :class:`TabletopVectorEnv`."""
+
+    vector_class = TabletopVectorEnv
+
+    @property
+    def task(self) -> TaskSpec:
+        return self.vector_env.task
+
+    @property
+    def model(self):
+        return self.vector_env.model
+
+    @property
+    def max_episode_steps(self) -> int:
+        return self.vector_env.max_episode_steps
+
+    def expert_action(self) -> np.ndarray:
+        """The scripted expert's action for the current state, shape (4,)."""
+        return self.vector_env.expert_action()[0]

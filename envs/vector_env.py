@@ -60,6 +60,27 @@ def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+def check_actions(actions: Any, num_envs: int) -> np.ndarray:
+    """``actions`` for ``num_envs`` envs, ``(N, 4)`` or a chunk ``(N, K, 4)``, as float64 clipped
+    to [-1, 1]; ``TypeError``/``ValueError`` naming the expected shape, or the envs whose actions
+    are not finite. Shared by every worldsim vector env (physics and imagined)."""
+    arr = np.asarray(actions)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"actions must be a float array of shape ({num_envs}, {ACTION_DIM}); "
+                        f"got dtype {arr.dtype}")
+    if not (arr.shape == (num_envs, ACTION_DIM)
+            or (arr.ndim == 3 and arr.shape[0] == num_envs and arr.shape[2] == ACTION_DIM
+                and 1 <= arr.shape[1] <= MAX_CHUNK)):
+        raise ValueError(f"actions must have shape (num_envs, {ACTION_DIM}) = ({num_envs}, "
+                         f"{ACTION_DIM}) [end-effector dx, dy, dz, gripper], or ({num_envs}, K, "
+                         f"{ACTION_DIM}) for a chunk of 1 <= K <= {MAX_CHUNK}; got shape {arr.shape}")
+    finite = np.isfinite(arr.reshape(num_envs, -1)).all(axis=1)
+    if not finite.all():
+        raise ValueError(f"actions for envs {np.flatnonzero(~finite).tolist()} contain NaN or inf; "
+                         "actions must be finite (values outside [-1, 1] are clipped)")
+    return np.clip(arr.astype(np.float64), -1.0, 1.0)
+
+
 class TabletopVectorEnv(VectorEnv):
     """``num_envs`` copies of one tabletop task, stepped together in C.
 
@@ -329,21 +350,7 @@ class TabletopVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:
-        arr = np.asarray(actions)
-        if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-            raise TypeError(f"actions must be a float array of shape ({self.num_envs}, {ACTION_DIM}); "
-                            f"got dtype {arr.dtype}")
-        if not (arr.shape == (self.num_envs, ACTION_DIM)
-                or (arr.ndim == 3 and arr.shape[0] == self.num_envs and arr.shape[2] == ACTION_DIM
-                    and 1 <= arr.shape[1] <= MAX_CHUNK)):
-            raise ValueError(f"actions must have shape (num_envs, {ACTION_DIM}) = ({self.num_envs}, "
-                             f"{ACTION_DIM}) [end-effector dx, dy, dz, gripper], or ({self.num_envs}, K, "
-                             f"{ACTION_DIM}) for a chunk of 1 <= K <= {MAX_CHUNK}; got shape {arr.shape}")
-        finite = np.isfinite(arr.reshape(self.num_envs, -1)).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"actions for envs {np.flatnonzero(~finite).tolist()} contain NaN or inf; "
-                             "actions must be finite (values outside [-1, 1] are clipped)")
-        return np.clip(arr.astype(np.float64), -1.0, 1.0)
+        return check_actions(actions, self.num_envs)
 
     def _controls(self, actions: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
         """Position-servo targets: TCP + action * 3 cm, and both fingers' opening."""

@@ -63,11 +63,12 @@ from worldsim.envs.observations import OBS_MODES, observation_space
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.tasks import TaskSpec, get_task
+from worldsim.envs.single_env import SingleEnv
 from worldsim.envs.vector_env import (
     ACTION_DIM,
     CONTROL_DT,
-    MAX_CHUNK,
     MAX_NUM_ENVS,
+    check_actions,
     parse_autoreset_mode,
 )
 from worldsim.world_models.data import EpisodeBank
@@ -382,21 +383,7 @@ class ImaginedVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ internals
     def _check_actions(self, actions) -> np.ndarray:
-        arr = np.asarray(actions)
-        if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-            raise TypeError(f"actions must be a float array of shape ({self.num_envs}, {ACTION_DIM}); "
-                            f"got dtype {arr.dtype}")
-        if not (arr.shape == (self.num_envs, ACTION_DIM)
-                or (arr.ndim == 3 and arr.shape[0] == self.num_envs and arr.shape[2] == ACTION_DIM
-                    and 1 <= arr.shape[1] <= MAX_CHUNK)):
-            raise ValueError(f"actions must have shape (num_envs, {ACTION_DIM}) = ({self.num_envs}, "
-                             f"{ACTION_DIM}) [end-effector dx, dy, dz, gripper], or ({self.num_envs}, K, "
-                             f"{ACTION_DIM}) for a chunk of 1 <= K <= {MAX_CHUNK}; got shape {arr.shape}")
-        finite = np.isfinite(arr.reshape(self.num_envs, -1)).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"actions for envs {np.flatnonzero(~finite).tolist()} contain NaN or inf; "
-                             "actions must be finite (values outside [-1, 1] are clipped)")
-        return np.clip(arr.astype(np.float32), -1.0, 1.0)
+        return check_actions(actions, self.num_envs).astype(np.float32)
 
     def _draw_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Bank episode and step of ``count`` new starts: keyframes with probability ``ratio``
@@ -475,49 +462,9 @@ class ImaginedVectorEnv(VectorEnv):
                 "instruction": (self.task.instruction,) * self.num_envs}
 
 
-class ImaginedEnv(gym.Env):
+class ImaginedEnv(SingleEnv):
     """One imagined episode at a time, for ``gym.make``: an :class:`ImaginedVectorEnv` with
-    ``num_envs=1`` and autoreset disabled, seen through the plain :class:`gymnasium.Env` API.
+    ``num_envs=1`` and autoreset disabled (see :class:`~worldsim.envs.single_env.SingleEnv`).
     Takes the same keyword arguments except ``num_envs`` and ``autoreset_mode``."""
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": int(1 / CONTROL_DT)}
-
-    def __init__(self, task: str | TaskSpec = "PushCube-v0", render_mode: str | None = None, **kwargs: Any):
-        for banned in ("num_envs", "autoreset_mode"):
-            if banned in kwargs:
-                raise TypeError(f"{banned!r} is not an argument of the single env; use gym.make_vec for "
-                                "batches")
-        self.vector_env = ImaginedVectorEnv(task, num_envs=1, autoreset_mode=AutoresetMode.DISABLED,
-                                            render_mode=render_mode, **kwargs)
-        self.render_mode = render_mode
-        self.observation_space = self.vector_env.single_observation_space
-        self.action_space = self.vector_env.single_action_space
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        super().reset(seed=seed)
-        obs, info = self.vector_env.reset(seed=seed, options=options)
-        return self._first(obs), self._first(info)
-
-    def step(self, action):
-        arr = np.asarray(action)
-        if arr.shape != (ACTION_DIM,):
-            raise ValueError(f"action must have shape ({ACTION_DIM},) [end-effector dx, dy, dz, gripper]; "
-                             f"got shape {arr.shape}")
-        obs, reward, terminated, truncated, info = self.vector_env.step(arr[None])
-        return self._first(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]), self._first(info)
-
-    def render(self) -> np.ndarray | None:
-        frames = self.vector_env.render()
-        return None if frames is None else frames[0]
-
-    def close(self) -> None:
-        self.vector_env.close()
-
-    @staticmethod
-    def _first(batch: Any) -> Any:
-        if isinstance(batch, dict):
-            return {k: ImaginedEnv._first(v) for k, v in batch.items()}
-        if isinstance(batch, tuple):
-            return batch[0]
-        value = batch[0]
-        return value.item() if isinstance(value, np.generic) else value
+    vector_class = ImaginedVectorEnv
