@@ -28,19 +28,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from torch import nn
 
-from worldsim.atomic import atomic_path
+from worldsim.checkpoint import (
+    PRETRAINED_CONFIG,
+    PRETRAINED_WEIGHTS,
+    load_pretrained_weights,
+    save_pretrained_folder,
+)
 from worldsim.run_logging import to_jsonable
 
 Batch = dict[str, torch.Tensor]
 """A processed observation batch: tensor per key, batch axis first."""
 
 POLICY_TYPES: dict[str, type[Policy]] = {}
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 
 
 @dataclass
@@ -114,17 +117,8 @@ class Policy(nn.Module, ABC):
     # ---------------------------------------------------------------- checkpoints
     def save_pretrained(self, path: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into folder ``path``, each atomically."""
-        from safetensors.torch import save_file
-
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        with atomic_path(path / WEIGHTS_FILE) as tmp:
-            save_file(tensors, str(tmp))
-        document = {"policy_type": self.policy_type, "config": to_jsonable(self.config)}
-        with atomic_path(path / CONFIG_FILE) as tmp:
-            tmp.write_text(json.dumps(document, indent=2) + "\n")
-        return path
+        return save_pretrained_folder(path, self, {"policy_type": self.policy_type,
+                                                   "config": to_jsonable(self.config)})
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> Policy:
@@ -144,9 +138,6 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
 def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     """Load any registered policy from a checkpoint folder (or a training run folder that holds
     one in ``policy/``)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     import worldsim.policies  # noqa: F401  (registers the built-in policy types)
 
     path = Path(path)
@@ -165,15 +156,7 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     cls = POLICY_TYPES[kind]
     config = config_from_dict(cls.config_class, fields)  # type: ignore[attr-defined]
     policy = cls(config)
-    try:
-        state = load_file(str(path / WEIGHTS_FILE))
-    except (FileNotFoundError, SafetensorError, OSError) as err:
-        raise ValueError(f"cannot read the weights {path / WEIGHTS_FILE}: {err}") from err
-    try:
-        policy.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        raise ValueError(f"the weights in {path / WEIGHTS_FILE} do not fit a {cls.__name__} built from "
-                         f"{config_path}:\n{err}") from err
+    load_pretrained_weights(path, policy, f"a {cls.__name__} built from {config_path}")
     return policy.to(device).eval()
 
 

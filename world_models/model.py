@@ -54,11 +54,15 @@ import torch.nn.functional as F
 from diffusers import UNet2DModel
 from torch import nn
 
-from worldsim.atomic import atomic_path
+from worldsim.checkpoint import (
+    PRETRAINED_CONFIG,
+    PRETRAINED_WEIGHTS,
+    load_pretrained_weights,
+    save_pretrained_folder,
+)
 from worldsim.run_logging import to_jsonable
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
 ACTION_DIM = 4
 PROPRIO_DIM = 4
@@ -415,25 +419,13 @@ class WorldModel(nn.Module):
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, path: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into folder ``path``, each atomically."""
-        from safetensors.torch import save_file
-
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
-        with atomic_path(path / WEIGHTS_FILE) as tmp:
-            save_file(tensors, str(tmp))
-        document = {"model_type": MODEL_TYPE, "config": to_jsonable(self.config)}
-        with atomic_path(path / CONFIG_FILE) as tmp:
-            tmp.write_text(json.dumps(document, indent=2) + "\n")
-        return path
+        return save_pretrained_folder(path, self, {"model_type": MODEL_TYPE,
+                                                   "config": to_jsonable(self.config)})
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> WorldModel:
         """Load a world model folder (or a training run folder holding one in ``world_model/``);
         errors name the file and what does not fit."""
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
         path = Path(path)
         if (path / "world_model" / CONFIG_FILE).exists():
             path = path / "world_model"
@@ -454,15 +446,7 @@ class WorldModel(nn.Module):
             raise ValueError(f"{config_path}: unknown WorldModelConfig field(s) {unknown}; "
                              f"known: {sorted(known)}")
         model = cls(WorldModelConfig(**fields))
-        try:
-            state = load_file(str(path / WEIGHTS_FILE))
-        except (FileNotFoundError, SafetensorError, OSError) as err:
-            raise ValueError(f"cannot read the weights {path / WEIGHTS_FILE}: {err}") from err
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as err:
-            raise ValueError(f"the weights in {path / WEIGHTS_FILE} do not fit the model of {config_path}:\n"
-                             f"{err}") from err
+        load_pretrained_weights(path, model, f"the model of {config_path}")
         return model.to(device).eval()
 
     @property

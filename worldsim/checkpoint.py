@@ -55,3 +55,44 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not a worldsim training checkpoint")
     set_rng_state(state["rng"])
     return state
+
+
+# ---------------------------------------------------------------------------- pretrained folders
+PRETRAINED_CONFIG = "config.json"
+PRETRAINED_WEIGHTS = "model.safetensors"
+
+
+def save_pretrained_folder(path: str | Path, module: torch.nn.Module, document: dict[str, Any]) -> Path:
+    """Write ``document`` to ``path/config.json`` and ``module``'s weights to
+    ``path/model.safetensors``, each atomically (the layout of policies and world models)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from worldsim.atomic import atomic_path
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    with atomic_path(path / PRETRAINED_WEIGHTS) as tmp:
+        save_file(tensors, str(tmp))
+    with atomic_path(path / PRETRAINED_CONFIG) as tmp:
+        tmp.write_text(json.dumps(document, indent=2) + "\n")
+    return path
+
+
+def load_pretrained_weights(path: str | Path, module: torch.nn.Module, built_from: str) -> None:
+    """Load ``path/model.safetensors`` into ``module`` strictly; ``ValueError`` naming the file
+    when it cannot be read or does not fit (``built_from`` says what the module was built from)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    weights = Path(path) / PRETRAINED_WEIGHTS
+    try:
+        state = load_file(str(weights))
+    except (FileNotFoundError, SafetensorError, OSError) as err:
+        raise ValueError(f"cannot read the weights {weights}: {err}") from err
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise ValueError(f"the weights in {weights} do not fit {built_from}:\n{err}") from err

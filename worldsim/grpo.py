@@ -40,7 +40,8 @@ from worldsim.rl import (
     checkpoint_path,
     clipped_surrogate,
     env_actions,
-    evaluate,
+    evaluation_metrics,
+    final_evaluation,
     flatten_batch,
     gather_rows,
     load_training_state,
@@ -49,7 +50,7 @@ from worldsim.rl import (
     stack_batches,
     weights_digest,
 )
-from worldsim.run_logging import RunLogger, to_jsonable, write_json
+from worldsim.run_logging import RunLogger, to_jsonable
 
 RESUME_FIELDS = ("task", "obs_mode", "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
 
@@ -242,9 +243,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                     "sps": steps_per_iter / (time.time() - iter_start)}
         periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
         if info_dist.is_main and periodic_eval:
-            result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            metrics |= {"eval/success_rate": result["success_rate"],
-                        "eval/return": result["per_task"][spec.name]["mean_return"]}
+            result, eval_metrics = evaluation_metrics(policy, spec.name, cfg)
+            metrics |= eval_metrics
             bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
         logger.log(global_step, metrics)
         if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
@@ -257,10 +257,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                                "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
                                "weights_digest": weights_digest(policy)}
     if info_dist.is_main:
-        result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
-        result |= {"env_steps": summary["global_step"], "train_seconds": train_seconds, "algo": "grpo"}
-        write_json(cfg.out / "eval.json", result)
-        summary["eval"] = result
+        summary["eval"] = final_evaluation(policy, spec.name, cfg, logger, summary["global_step"],
+                                           train_seconds, "grpo")
     logger.close()
     env.close()
     shutdown(info_dist)

@@ -56,7 +56,8 @@ from worldsim.rl import (
     checkpoint_path,
     clipped_surrogate,
     env_actions,
-    evaluate,
+    evaluation_metrics,
+    final_evaluation,
     final_obs_of,
     flatten_batch,
     gather_rows,
@@ -66,7 +67,7 @@ from worldsim.rl import (
     stack_batches,
     weights_digest,
 )
-from worldsim.run_logging import RunLogger, to_jsonable, write_json
+from worldsim.run_logging import RunLogger, to_jsonable
 
 # Tuned on this repo's 2-core CPU with benchmarks/ppo_learning.py (state obs, MLP from scratch).
 # Reach: 90% deterministic success after ~106k env steps (28 s), 100% by 3 minutes. Push: 80%
@@ -378,9 +379,8 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
             metrics["log_std"] = float(policy.log_std.detach().mean())
         periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
         if info_dist.is_main and periodic_eval:
-            result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
-            metrics |= {"eval/success_rate": result["success_rate"],
-                        "eval/return": result["per_task"][spec.name]["mean_return"]}
+            result, eval_metrics = evaluation_metrics(policy, spec.name, cfg)
+            metrics |= eval_metrics
             bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
         logger.log(global_step, metrics)
         if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
@@ -393,12 +393,8 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                                "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
                                "weights_digest": weights_digest(policy)}
     if info_dist.is_main:
-        result = evaluate(policy, spec.name, cfg.eval_episodes, seed=cfg.seed + 10_000)
-        result |= {"env_steps": summary["global_step"], "train_seconds": train_seconds, "algo": "ppo"}
-        write_json(cfg.out / "eval.json", result)
-        logger.log(summary["global_step"], {"eval/success_rate": result["success_rate"],
-                                            "eval/return": result["per_task"][spec.name]["mean_return"]})
-        summary["eval"] = result
+        summary["eval"] = final_evaluation(policy, spec.name, cfg, logger, summary["global_step"],
+                                           train_seconds, "ppo")
     logger.close()
     env.close()
     shutdown(info_dist)

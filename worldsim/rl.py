@@ -26,6 +26,7 @@ from worldsim.envs.tasks import TaskSpec, get_task
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
+from worldsim.run_logging import RunLogger, write_json
 
 
 # ---------------------------------------------------------------------------- losses
@@ -252,6 +253,24 @@ def evaluate(policy: Policy, task: str, episodes: int, seed: int) -> dict[str, A
                               progress=False)
     policy.train(was_training)
     return results.to_json()
+
+
+def evaluation_metrics(policy: Policy, task: str,
+                       config: RLRunConfig) -> tuple[dict[str, Any], dict[str, float]]:
+    """:func:`evaluate` with ``config``'s episodes and evaluation seed; also the metrics to log."""
+    result = evaluate(policy, task, config.eval_episodes, seed=config.seed + 10_000)
+    return result, {"eval/success_rate": result["success_rate"],
+                    "eval/return": result["per_task"][task]["mean_return"]}
+
+
+def final_evaluation(policy: Policy, task: str, config: RLRunConfig, logger: RunLogger, env_steps: int,
+                     train_seconds: float, algo: str) -> dict[str, Any]:
+    """The end-of-run evaluation of a trainer: logged, and written to ``out/eval.json``."""
+    result, metrics = evaluation_metrics(policy, task, config)
+    result |= {"env_steps": env_steps, "train_seconds": train_seconds, "algo": algo}
+    write_json(config.out / "eval.json", result)
+    logger.log(env_steps, metrics)
+    return result
 
 
 def gather_rows(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
