@@ -69,7 +69,7 @@ def main(args: Args) -> None:
         summary = train_ppo(config)
         rows = read_metrics(args.out / task / "metrics.jsonl")
         step, seconds = first_crossing(rows[:-1], args.threshold)  # the last row is the final evaluation
-        final_eval = evaluate(load_policy(args.out / task), task, args.final_episodes,
+        final_eval = evaluate(load_policy(args.out / task), [task], args.final_episodes,
                               seed=args.seed + 20_000)
         final = final_eval["success_rate"]
         target = TARGETS.get(task)

@@ -8,15 +8,40 @@ Each task also has an imagined twin, ``worldsim/Imagined-<Task>`` (e.g.
 ``worldsim/Imagined-PushCube-v0``, for ``gym.make`` and ``gym.make_vec``): the same spaces and
 semantics, stepped by a learned world model (:class:`worldsim.world_models.env.ImaginedVectorEnv`;
 pass ``world_model=`` and ``keyframes=``).
+
+``gym.make_vec`` of a physics task takes ``backend=``: ``"mujoco"`` (default, MuJoCo on the
+CPU, :class:`~worldsim.envs.vector_env.TabletopVectorEnv`) or ``"mjx"`` (MuJoCo XLA on the JAX
+device, :class:`~worldsim.envs.mjx.MjxVectorEnv`; needs ``pip install "worldsim[mjx]"``).
 """
 
 from __future__ import annotations
+
+import importlib.util
+from typing import Any
 
 import gymnasium as gym
 
 from worldsim.envs.tasks import TASKS
 
 NAMESPACE = "worldsim"
+BACKENDS: tuple[str, ...] = ("mujoco", "mjx")
+
+
+def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **kwargs: Any) -> gym.vector.VectorEnv:
+    """The vector entry point of every physics task: the env of ``task`` on ``backend``."""
+    if backend == "mujoco":
+        from worldsim.envs.vector_env import TabletopVectorEnv
+
+        return TabletopVectorEnv(task, num_envs, **kwargs)
+    if backend == "mjx":
+        missing = [m for m in ("jax", "mujoco.mjx") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(f"backend='mjx' needs JAX and MuJoCo XLA ({', '.join(missing)} not installed): "
+                              'pip install "worldsim[mjx]"')
+        from worldsim.envs.mjx.vector_env import MjxVectorEnv
+
+        return MjxVectorEnv(task, num_envs, **kwargs)
+    raise ValueError(f"backend={backend!r} is not a backend; allowed: {', '.join(map(repr, BACKENDS))}")
 
 
 def register_envs() -> None:
@@ -27,7 +52,7 @@ def register_envs() -> None:
             gym.register(
                 id=env_id,
                 entry_point="worldsim.envs.single_env:TabletopEnv",
-                vector_entry_point="worldsim.envs.vector_env:TabletopVectorEnv",
+                vector_entry_point="worldsim.envs.registration:make_vector_env",
                 kwargs={"task": name},
             )
         imagined_id = f"{NAMESPACE}/Imagined-{name}"

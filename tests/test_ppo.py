@@ -192,6 +192,19 @@ def test_config_takes_family_defaults_and_rejects_bad_values(tmp_path):
         PPOConfig(task="PushCub-v0", out=tmp_path)
 
 
+def test_one_policy_trains_on_every_task_of_a_suite(tmp_path):
+    """--suite splits the envs between the suite's tasks (ConcatVectorEnv) and evaluates each."""
+    summary = train_ppo(tiny(tmp_path, task="PushCube-v0", suite="tabletop-4", num_envs=8, eval_episodes=2))
+    assert summary["iterations"] >= 1
+    per_task = summary["eval"]["per_task"]
+    assert list(per_task) == ["ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0"]
+    assert all(r["episodes"] == 2 for r in per_task.values())
+    metrics = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert "eval/success_rate/StackCube-v0" in metrics[-1]
+    with pytest.raises(ValueError, match="multiple of the 4 tasks"):
+        train_ppo(tiny(tmp_path / "x", suite="tabletop-4", num_envs=6, num_minibatches=2))
+
+
 def test_pixels_from_scratch_is_refused(tmp_path):
     with pytest.raises(ValueError, match="state MLP"):
         train_ppo(tiny(tmp_path, obs_mode="pixels"))

@@ -1,9 +1,12 @@
 """World model: frames <-> latents, EDM pieces, save/load, training (outputs, exact resume, fine-tuning,
-two processes), keyframes, evaluation and the three commands."""
+two processes), balanced success sampling, threshold calibration, keyframes, evaluation and the three
+commands."""
 
 import json
 import os
 import socket
+import subprocess
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -29,7 +32,7 @@ from worldsim.world_models import (
     select_keyframes,
     train_world_model,
 )
-from worldsim.world_models.evaluate import OpenLoop, success_agreement
+from worldsim.world_models.evaluate import OpenLoop, calibrate_threshold, success_agreement
 from worldsim.world_models.model import frames_to_latents, latents_to_frames
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
@@ -112,12 +115,63 @@ def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path):
         WorldModelConfig(image_size=32, channels=(16, 16, 16, 16, 16))
     with pytest.raises(ValueError, match="cannot imagine task 'StackCube-v0'"):
         model.task_index("StackCube-v0")
+    with pytest.raises(ValueError, match="success_threshold=1.0"):
+        WorldModelConfig(**SMALL, success_threshold=1.0)
+
+
+def test_the_calibrated_threshold_travels_with_the_model(tmp_path):
+    model = WorldModel(WorldModelConfig(**SMALL, success_threshold=0.37))
+    model.save_pretrained(tmp_path / "wm")
+    assert WorldModel.from_pretrained(tmp_path / "wm").config.success_threshold == 0.37
+
+
+def test_threshold_calibration_picks_the_most_accurate_cut():
+    # successes score 0.3, 0.6, 0.9; failures 0.1, 0.2, 0.5: no cut is perfect; cutting between 0.2
+    # and 0.3 gets 5 of 6 right (one failure, at 0.5, above), as does cutting between 0.5 and 0.6
+    # (the success at 0.3 below); the two best cuts are 0.25 and 0.55 and the middle one of the
+    # best candidates is taken
+    scores = np.array([0.3, 0.6, 0.9, 0.1, 0.2, 0.5])
+    labels = np.array([1, 1, 1, 0, 0, 0], bool)
+    threshold = calibrate_threshold(scores, labels)
+    assert threshold in (pytest.approx(0.25), pytest.approx(0.55))
+    assert ((scores >= threshold) == labels).mean() == pytest.approx(5 / 6)
+    # separable scores: the cut lands in the gap, wherever the classes sit in (0, 1)
+    assert 0.02 < calibrate_threshold(np.array([0.01, 0.02, 0.03, 0.04]), np.array([0, 0, 1, 1], bool)) < 0.03
+    assert calibrate_threshold(np.array([0.999, 0.9999]), np.array([0, 1], bool)) < 1
+    with pytest.raises(ValueError, match="needs both classes"):
+        calibrate_threshold(np.array([0.2, 0.7]), np.array([1, 1], bool))
+    with pytest.raises(ValueError, match="equal-length"):
+        calibrate_threshold(np.array([0.2, 0.7]), np.array([1], bool))
+
+
+def test_balanced_sampling_yields_the_requested_success_share(episodes):
+    bank = EpisodeBank(episodes)
+    generator = torch.Generator().manual_seed(0)
+    batch = bank.sample(40, 2, 4, {"PushCube-v0": 0}, generator, success_fraction=0.25)
+    assert batch["success"][:10].all()  # round(0.25 * 40) windows drawn among the success frames
+    assert bank.success.mean() < 0.1  # one success frame per episode: without balancing they are rare
+    many = [bank.sample(64, 2, 4, {"PushCube-v0": 0}, generator, success_fraction=0.5)["success"]
+            for _ in range(5)]
+    assert torch.cat(many).float().mean() >= 0.5
+    # the success head's auxiliary target: the goal-minus-object offset of the target frame
+    assert batch["goal_offset"].shape == (40, 3) and batch["goal_offset"].dtype == torch.float32
+    with pytest.raises(ValueError, match="success_fraction=1.5"):
+        bank.sample(4, 2, 4, {"PushCube-v0": 0}, generator, success_fraction=1.5)
+
+
+def test_importing_the_command_line_does_not_import_diffusers():
+    code = "import sys, worldsim.cli; print('diffusers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     out, summary = trained
     assert summary["steps"] == 8 and summary["train_episodes"] == 5 and summary["val_episodes"] == 1
+    # one validation episode has one outcome: nothing to calibrate against, the threshold stays
+    assert not summary["success_threshold_calibrated"] and summary["success_threshold"] == 0.5
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all(np.isfinite(r["train/success_offset"]) for r in rows if "train/loss" in r)
     assert [r["step"] for r in rows if "val/loss" in r] == [4, 8]
     assert all(np.isfinite(r["val/psnr_3"]) for r in rows if "val/psnr_3" in r)
     assert (out / "videos" / "step_000008.mp4").stat().st_size > 0 and (out / "curves.png").exists()
@@ -192,7 +246,10 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     report = evaluate_world_model(out, episodes, horizon=4, out=tmp_path / "eval", videos=1, progress=False)
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
-    assert report["success"]["episodes"] == 6
+    assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
+    assert set(report["success_by_horizon"]) == {"8", "16", "32", "full"}
+    assert report["success_by_horizon"]["full"] == report["success"]
+    assert len(report["success_by_threshold"]) == 9 and len(report["success_episodes"]["real"]) == 6
     for name in ("fidelity.json", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
     EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()
@@ -254,3 +311,20 @@ def test_multi_task_data_trains_one_model_that_imagines_each_task(tmp_path):
         obs, _ = env.reset(seed=0)
         env.step(np.zeros((2, 4), np.float32))
         assert obs["instruction"][0] == model.config.instructions[model.task_index(task)]
+
+
+def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcomes(tmp_path):
+    from worldsim.world_models.evaluate import episode_scores, open_loop
+    from worldsim.world_models.train import calibrate_success_threshold
+
+    data = tmp_path / "mixed.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, 0.3, 0.5, seed=3)), 4,
+                     data, num_envs=4, image_size=32, progress=False)
+    bank = EpisodeBank(data)
+    assert 0 < sum(info.success for info in bank.infos) < len(bank)
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    assert calibrate_success_threshold(model, bank, torch.Generator().manual_seed(0))
+    run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), int(bank.lengths.max()),
+                    generator=torch.Generator().manual_seed(0))
+    assert model.config.success_threshold == calibrate_threshold(*episode_scores(run))

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+import worldsim.grpo
 import worldsim.ppo
 from worldsim.collect import collect_episodes
 from worldsim.datasets import EpisodeReader
 from worldsim.envs.wrappers import ActionChunk
+from worldsim.evaluation import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
@@ -193,27 +195,41 @@ def test_single_env_for_gym_make(files):
     env.close()
 
 
-def test_ppo_trains_on_the_imagined_env_unchanged(files, tmp_path, monkeypatch):
-    """train_ppo builds its env with make_train_env; pointing that at the imagined twin is the only change."""
+def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
+    """--world-model points the unchanged trainers at the imagined twin; evaluation stays in physics."""
     TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
                           channels=(8, 8), hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
-    made = []
-
-    def imagined_train_env(spec, num_envs, obs_mode, policy, *, reset_schedule, terminate_on_success):
-        env = ImaginedVectorEnv(spec.name, num_envs, world_model=files[0], keyframes=files[1], device="cpu",
-                                autoreset_mode="SameStep", reset_schedule=reset_schedule,
-                                terminate_on_success=terminate_on_success, obs_mode=obs_mode, **{
-                                    k: v for k, v in policy.env_kwargs().items() if k != "obs_mode"})
-        made.append(env)
-        return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
-
-    monkeypatch.setattr(worldsim.ppo, "make_train_env", imagined_train_env)
+    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files[0]),
+                  keyframes=str(files[1]), num_envs=4, num_minibatches=2, update_epochs=1, eval_every=0,
+                  eval_episodes=1, checkpoint_every=0, progress=False, device="cpu")
     summary = worldsim.ppo.train_ppo(worldsim.ppo.PPOConfig(
-        task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), num_envs=4, num_steps=2,
-        total_env_steps=2 * 4 * 4 * 2, num_minibatches=2, update_epochs=1, value_warmup_iters=0, eval_every=0,
-        eval_episodes=1, checkpoint_every=0, out=tmp_path / "ppo", progress=False, device="cpu"))
-    assert made and summary["iterations"] == 2 and summary["global_step"] == 64
-    assert (tmp_path / "ppo" / "checkpoint.pt").exists()  # the env snapshot went into the checkpoint
+        num_steps=2, total_env_steps=2 * 4 * 4 * 2, value_warmup_iters=0, out=tmp_path / "ppo", **common))
+    assert summary["iterations"] == 2 and summary["global_step"] == 64
+    state = torch.load(tmp_path / "ppo" / "checkpoint.pt", weights_only=False)
+    assert "context" in state["env"]  # the imagined env's snapshot went into the checkpoint
+    assert summary["eval"]["per_task"]["PushCube-v0"]["episodes"] == 1
+    config = worldsim.ppo.PPOConfig(out=tmp_path / "x", **common)
+    assert config.reset_schedule == "keyframe"
+    summary = worldsim.grpo.train_grpo(worldsim.grpo.GRPOConfig(
+        group_size=2, total_env_steps=1, imagined_horizon=3, keyframe_ratio=0.0, out=tmp_path / "grpo", **common))
+    assert summary["iterations"] == 1 and summary["eval"]["episodes"] == 1
+    with pytest.raises(ValueError, match="both world_model and keyframes"):
+        worldsim.ppo.PPOConfig(**{**common, "keyframes": None})
+    with pytest.raises(ValueError, match="imagined envs observe pixels only"):
+        worldsim.ppo.PPOConfig(**{**common, "obs_mode": "state"})
+
+
+def test_policies_are_evaluated_in_imagination(files):
+    """Evaluation counts exactly the episodes asked for; envs left idle once the quota is reached
+    keep ending (keyframe starts end at different steps) and are reset, as in physics."""
+    world_model, keyframes = files
+    torch.manual_seed(0)
+    policy = TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
+                                   channels=(8, 8), hidden_dim=32, feature_dim=32))
+    result = evaluate_policy(policy, ["PushCube-v0"], 5, num_envs=2, progress=False,
+                             imagination=Imagination(world_model, keyframes, keyframe_ratio=1.0, device="cpu"))
+    task = result.tasks["PushCube-v0"]
+    assert task.episodes == 5 and task.mean_length <= 100 and task.failures == 0
 
 
 def test_rollouts_with_features_are_recorded_in_imagination(files, tmp_path):

@@ -6,9 +6,11 @@ selected episodes of a worldsim episode file into flat arrays, and serves
 
 - :meth:`EpisodeBank.sample`: random training windows ``(episode, t)``: the context frames
   ``t-C+1 .. t`` (frame 0 repeated before the start), the episode's first frame, the context
-  proprio, action ``t``, frame, proprio and success flag ``t+1``; an eighth of the windows
-  are drawn among those whose frame ``t+1`` is a success, so the success head sees enough of
-  them (success frames are rare: episodes recorded with success ending them hold one each);
+  proprio, action ``t``, frame, proprio and success flag ``t+1`` (and, when the file has
+  ``state``, the task's goal-minus-object offset at ``t+1``, the success head's auxiliary
+  target); a ``success_fraction`` share of the windows is drawn among those whose frame
+  ``t+1`` is a success, the rest uniformly, so the success head sees both classes in a set
+  balance (success frames are rare: episodes recorded with success ending them hold one each);
 - :meth:`EpisodeBank.start`: the real state an imagined episode starts from at ``(episode, t)``.
 """
 
@@ -22,8 +24,7 @@ import numpy as np
 import torch
 
 from worldsim.datasets import EpisodeInfo, EpisodeReader
-
-SUCCESS_FRACTION = 0.125  # share of windows ending in a success frame (when any exist)
+from worldsim.envs.observations import STATE_LAYOUT
 
 
 @dataclass
@@ -127,12 +128,15 @@ class EpisodeBank:
                      bool(self.success[self.obs_start[j] + t]))
 
     def sample(self, batch_size: int, context: int, patch: int, task_ids: dict[str, int],
-               generator: torch.Generator) -> dict[str, torch.Tensor]:
+               generator: torch.Generator, success_fraction: float = 0.25) -> dict[str, torch.Tensor]:
         """A random training batch (see the module docstring) as tensors, latents already
-        space-to-depth."""
+        space-to-depth; ``round(success_fraction * batch_size)`` windows end in a success frame
+        (none when the bank has no success)."""
         from worldsim.world_models.model import frames_to_latents
 
-        n_pos = round(SUCCESS_FRACTION * batch_size) if len(self._success_transitions) else 0
+        if not 0.0 <= success_fraction <= 1.0:
+            raise ValueError(f"success_fraction={success_fraction!r} must be in [0, 1]")
+        n_pos = round(success_fraction * batch_size) if len(self._success_transitions) else 0
         positive = torch.randint(0, max(len(self._success_transitions), 1), (n_pos,), generator=generator)
         uniform = torch.randint(0, self.num_transitions, (batch_size - n_pos,), generator=generator)
         pick = np.concatenate([self._success_transitions[positive.numpy()], uniform.numpy()])
@@ -140,7 +144,7 @@ class EpisodeBank:
         rows = self.context_rows(j, t, context)
         target = self.obs_start[j] + t + 1
         task = np.array([task_ids[self.infos[e].task] for e in j])
-        return {
+        batch = {
             "context": frames_to_latents(torch.from_numpy(self.images[rows]), patch),
             "first": frames_to_latents(torch.from_numpy(self.images[self.obs_start[j]]), patch),
             "proprio": torch.from_numpy(self.proprio[rows]),
@@ -150,3 +154,7 @@ class EpisodeBank:
             "next_proprio": torch.from_numpy(self.proprio[target]),
             "success": torch.from_numpy(self.success[target]),
         }
+        if self.state is not None:
+            offset = self.state[target][:, STATE_LAYOUT["goal_minus_object"]]
+            batch["goal_offset"] = torch.from_numpy(offset.astype(np.float32))
+        return batch

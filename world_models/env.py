@@ -116,7 +116,8 @@ class ImaginedVectorEnv(VectorEnv):
         max_episode_steps: time limit; the task's by default.
         horizon: imagined steps after which an episode is truncated (None: no cap).
         terminate_on_success: end the episode (``terminated``) when the success head says so.
-        success_threshold: success probability at or above which a frame is a success.
+        success_threshold: success probability at or above which a frame is a success
+            (default: the threshold ``train-wm`` calibrated and saved with the model).
         sampling_steps: denoising steps per frame (default: the model's).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
@@ -142,7 +143,7 @@ class ImaginedVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         horizon: int | None = None,
         terminate_on_success: bool = True,
-        success_threshold: float = 0.5,
+        success_threshold: float | None = None,
         sampling_steps: int | None = None,
         render_mode: str | None = None,
         device: str | torch.device = "auto",
@@ -177,7 +178,7 @@ class ImaginedVectorEnv(VectorEnv):
         if world_model is None or keyframes is None:
             raise TypeError("an imagined env needs world_model= (a world model folder) and keyframes= (an "
                             "episode file of real start states)")
-        if not 0.0 < success_threshold < 1.0:
+        if success_threshold is not None and not 0.0 < success_threshold < 1.0:
             raise ValueError(f"success_threshold={success_threshold!r} must be in (0, 1)")
         for name, value in (("max_episode_steps", max_episode_steps), ("horizon", horizon)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
@@ -228,7 +229,7 @@ class ImaginedVectorEnv(VectorEnv):
         self.obs_mode = obs_mode
         self.reward_type = reward_type
         self.terminate_on_success = terminate_on_success
-        self.success_threshold = float(success_threshold)
+        self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
         self.render_mode = render_mode
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}

@@ -9,9 +9,12 @@ episode's recorded actions one by one, and compare every imagined frame with the
   the held-out episodes (:mod:`worldsim.world_models.keyframes`), so the effect of keyframe
   starts on the error's depth is visible;
 - **success agreement**: each held-out episode is replayed from its start to its end; the
-  imagined episode succeeds if the success head fires on any imagined frame, the real one if
-  the episode succeeded. Accuracy, precision and recall of imagined against real outcomes
-  (World-VLA-Loop's "does the model say success exactly when reality does");
+  imagined episode succeeds if the success head fires (probability >= the model's calibrated
+  ``success_threshold``) on any imagined frame, the real one if the episode succeeded.
+  Accuracy, precision and recall of imagined against real outcomes (World-VLA-Loop's "does
+  the model say success exactly when reality does"); also by horizon (replays of only the
+  last ``h`` steps of each episode, from the real state there: open-loop drift grows with
+  ``h``) and by threshold;
 - a plot of PSNR and SSIM against the horizon and side-by-side videos (real | imagined).
 """
 
@@ -138,12 +141,38 @@ def side_by_side(run: OpenLoop, i: int, until: int | None = None) -> np.ndarray:
     return np.concatenate([run.real[i, :last], gap, run.imagined[i, :last]], axis=2)
 
 
+def episode_scores(run: OpenLoop) -> tuple[np.ndarray, np.ndarray]:
+    """Per replay: the highest imagined success probability over its valid steps (the imagined
+    episode succeeds iff this reaches the threshold) and whether the real episode succeeded."""
+    n = len(run.real)
+    return (np.array([run.success_prob[i][run.valid[i]].max() for i in range(n)]),
+            np.array([run.success[i][run.valid[i]].any() for i in range(n)]))
+
+
+def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold ``th`` that maximises the accuracy of ``scores >= th`` against boolean
+    ``labels``: candidates are the midpoints between neighbouring distinct scores (and points
+    beyond both ends, kept inside (0, 1)); among equally accurate ones the middle one is taken,
+    the widest margin on both sides. ``ValueError`` when the labels are all of one class (any
+    threshold past the scores would do; nothing is learned from them)."""
+    scores, labels = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    if scores.shape != labels.shape or scores.ndim != 1 or not len(scores):
+        raise ValueError(f"scores {scores.shape} and labels {labels.shape} must be equal-length 1-d arrays")
+    if labels.all() or not labels.any():
+        raise ValueError(f"all {len(labels)} labels are {bool(labels[0])}: a threshold needs both classes")
+    levels = np.unique(np.clip(scores, 1e-6, 1 - 1e-6))
+    candidates = np.concatenate([[levels[0] / 2], (levels[:-1] + levels[1:]) / 2, [(levels[-1] + 1) / 2]])
+    accuracy = ((scores[None] >= candidates[:, None]) == labels[None]).mean(axis=1)
+    best = np.flatnonzero(accuracy == accuracy.max())
+    return float(candidates[best[len(best) // 2]])
+
+
 def success_agreement(run: OpenLoop, threshold: float = 0.5) -> dict[str, float]:
     """Episode-level agreement of imagined and real success over full replays (``run`` from
     episode starts to their ends): accuracy, precision, recall, and the counts."""
-    n = len(run.real)
-    imagined = np.array([(run.success_prob[i][run.valid[i]] >= threshold).any() for i in range(n)])
-    real = np.array([run.success[i][run.valid[i]].any() for i in range(n)])
+    scores, real = episode_scores(run)
+    n = len(real)
+    imagined = scores >= threshold
     tp, fp = int((imagined & real).sum()), int((imagined & ~real).sum())
     fn, tn = int((~imagined & real).sum()), int((~imagined & ~real).sum())
     return {"accuracy": (tp + tn) / max(n, 1), "precision": tp / (tp + fp) if tp + fp else float("nan"),
@@ -154,7 +183,7 @@ def success_agreement(run: OpenLoop, threshold: float = 0.5) -> dict[str, float]
 def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path | EpisodeBank, *,
                          episodes: int | None = None, horizon: int = 32,
                          keyframe_rule: KeyframeRule | None = None,
-                         max_keyframes: int = 256, success_threshold: float = 0.5,
+                         max_keyframes: int = 256, success_threshold: float | None = None,
                          sampling_steps: int | None = None, seed: int = 0, out: str | Path | None = None,
                          videos: int = 4, progress: bool = True) -> dict[str, Any]:
     """The fidelity report of the module docstring for the first ``episodes`` episodes of
@@ -162,7 +191,11 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
 
     Returns a JSON-ready dict: ``episode_start`` and ``keyframe`` (``psnr`` and ``ssim`` lists
     over steps 1..horizon, ``replays``), ``psnr_at_8``, ``psnr_at_horizon``, ``ssim_at_8``,
-    ``success`` (:func:`success_agreement`), ``keyframe_counts``. With ``out``, also writes
+    ``success`` (:func:`success_agreement` at ``success_threshold``, default the model's
+    calibrated one), ``success_by_horizon`` (the same for replays of each episode's last 8,
+    16 and 32 steps), ``success_by_threshold`` (accuracy at thresholds 0.1 .. 0.9),
+    ``success_episodes`` (per episode: real outcome, highest imagined probability),
+    ``keyframe_counts``. With ``out``, also writes
     ``fidelity.json``, ``error_growth.png`` and ``videos`` side-by-side videos there.
     """
     model = world_model if isinstance(world_model, WorldModel) else WorldModel.from_pretrained(world_model)
@@ -180,9 +213,10 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     if bank.image_shape[0] != model.config.image_size:
         raise ValueError(f"data holds {bank.image_shape} images; the world model imagines "
                          f"{model.config.image_size}-pixel frames")
+    threshold = model.config.success_threshold if success_threshold is None else success_threshold
     generator = torch.Generator(model.device).manual_seed(seed)
     every = np.arange(len(bank))
-    bar = tqdm(total=3, desc="eval-wm", disable=not progress)
+    bar = tqdm(total=6, desc="eval-wm", disable=not progress)
     from_start = open_loop(model, bank, every, np.zeros(len(bank), np.int64), horizon,
                            sampling_steps=sampling_steps, generator=generator)
     bar.update(1)
@@ -194,7 +228,14 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     full = open_loop(model, bank, every, np.zeros(len(bank), np.int64), int(bank.lengths.max()),
                      sampling_steps=sampling_steps, generator=generator)
     bar.update(1)
+    by_horizon = {}
+    for h in (8, 16, 32):  # the last h steps of every episode, from the real state there
+        tail = open_loop(model, bank, every, np.maximum(bank.lengths - h, 0), h, sampling_steps=sampling_steps,
+                         generator=generator)
+        by_horizon[str(h)] = success_agreement(tail, threshold)
+        bar.update(1)
     bar.close()
+    scores, real = episode_scores(full)
 
     report: dict[str, Any] = {"episodes": len(bank), "horizon": horizon, "sampling_steps":
                               sampling_steps or model.config.sampling_steps}
@@ -207,7 +248,12 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     start = report["episode_start"]
     at8 = min(8, horizon) - 1
     report.update(psnr_at_8=start["psnr"][at8], ssim_at_8=start["ssim"][at8],
-                  psnr_at_horizon=start["psnr"][-1], success=success_agreement(full, success_threshold),
+                  psnr_at_horizon=start["psnr"][-1], success_threshold=threshold,
+                  success=success_agreement(full, threshold),
+                  success_by_horizon={**by_horizon, "full": success_agreement(full, threshold)},
+                  success_by_threshold={f"{th:.1f}": float(((scores >= th) == real).mean())
+                                        for th in np.arange(1, 10) / 10},
+                  success_episodes={"real": real.tolist(), "max_prob": scores.round(4).tolist()},
                   keyframe_counts=keys.counts())
     if out is not None:
         from worldsim.video import write_video

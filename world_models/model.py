@@ -31,10 +31,13 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
 - **Proprio head**: an MLP predicts the change of the normalised proprio from the context
   proprio, the action and the task (the gripper pose follows the commands almost exactly);
   its prediction conditions the frame (training feeds the real next proprio: teacher forcing).
-- **Success head**: a small CNN on one (space-to-depth) frame and the task, trained on the
-  dataset's per-observation ``success`` flags, on the real next frames and on the denoiser's
-  own (detached) estimates of them, so that it judges imagined frames as it judges real ones;
-  the imagined env reads it on every new frame.
+- **Success head**: a CNN on one (space-to-depth, full-resolution) frame and the task, its
+  feature map flattened so that positions count, trained on the dataset's per-observation
+  ``success`` flags (a set share of success frames per batch) and, where the data has
+  ``state``, on regressing the goal-minus-object offset; on the real next frames and on the
+  denoiser's own (detached) estimates of them, so that it judges imagined frames as it judges
+  real ones. The imagined env reads it on every new frame and cuts at the config's
+  ``success_threshold``, calibrated by training on validation episodes.
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
 """
@@ -51,7 +54,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from diffusers import UNet2DModel
 from torch import nn
 
 from worldsim.checkpoint import (
@@ -67,6 +69,7 @@ MODEL_TYPE = "worldsim-world-model"
 ACTION_DIM = 4
 PROPRIO_DIM = 4
 SPATIAL_CHANNELS = 2 + 2 * PROPRIO_DIM  # x and y coordinates, current and next proprio
+OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cross-entropy
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -110,6 +113,9 @@ class WorldModelConfig:
     """Training: the largest std of the Gaussian noise added to context frames (0: none)."""
     success_channels: int = 32
     """Width of the success classifier's convolutions."""
+    success_threshold: float = 0.5
+    """Success probability at or above which a frame counts as a success (the imagined env's
+    cut); ``train-wm`` calibrates it on its validation episodes."""
 
     def __post_init__(self) -> None:
         self.tasks, self.instructions = tuple(self.tasks), tuple(self.instructions)
@@ -136,6 +142,11 @@ class WorldModelConfig:
             raise ValueError(f"need 0 < sigma_min < sigma_max; got {self.sigma_min}, {self.sigma_max}")
         if self.context_noise < 0:
             raise ValueError(f"context_noise={self.context_noise!r} must be >= 0")
+        if cells % 4:
+            raise ValueError(f"the {cells}x{cells} latent (image_size / patch) must be divisible by 4 "
+                             "(the success head halves it twice)")
+        if not 0.0 < self.success_threshold < 1.0:
+            raise ValueError(f"success_threshold={self.success_threshold!r} must be in (0, 1)")
 
     @property
     def latent_channels(self) -> int:
@@ -191,6 +202,8 @@ class Denoiser(nn.Module):
     """EDM denoiser ``D(x; sigma, context, cond)`` around a diffusers ``UNet2DModel``."""
 
     def __init__(self, config: WorldModelConfig):
+        from diffusers import UNet2DModel  # here, not at import: diffusers costs seconds to import
+
         super().__init__()
         self.config = config
         c = config.latent_channels
@@ -269,21 +282,40 @@ class Denoiser(nn.Module):
 
 
 class SuccessHead(nn.Module):
-    """Frame-level success classifier: logit of ``success`` from one latent frame and the task."""
+    """Frame-level success classifier on one latent frame and the task.
+
+    The convolutions start at the latent's full resolution (space-to-depth is lossless, so
+    every pixel is seen) and halve it twice; the feature map is then **flattened**, not pooled,
+    so the head knows *where* things are (success is a relation between positions: the cube
+    on the zone). Besides the success logit it regresses the task's goal-minus-object offset
+    (``state``'s ``goal_minus_object``, in decimetres) where the data has it: a dense target on
+    every frame that teaches the features the geometry success is decided by, where the
+    success flag alone gives one positive frame per episode.
+    """
+
+    AUX_DIM = 3
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
         width = config.success_channels
         self.convs = nn.Sequential(
             nn.Conv2d(config.latent_channels, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
             nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.SiLU(),
             nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.SiLU())
-        self.task_embedding = nn.Embedding(len(config.tasks), 2 * width)
-        self.out = nn.Linear(2 * width, 1)
+        features = 2 * width * (config.latent_size // 4) ** 2
+        self.task_embedding = nn.Embedding(len(config.tasks), config.cond_hidden)
+        self.hidden = nn.Linear(features, config.cond_hidden)
+        self.out = nn.Linear(config.cond_hidden, 1 + self.AUX_DIM)
+
+    def outputs(self, latent: torch.Tensor, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The success logit ``(B,)`` and the goal-offset estimate ``(B, 3)`` (decimetres)."""
+        features = self.hidden(self.convs(latent).flatten(1)) + self.task_embedding(task)
+        out = self.out(F.silu(features))
+        return out[:, 0], out[:, 1:]
 
     def forward(self, latent: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        features = self.convs(latent).mean(dim=(2, 3))
-        return self.out(F.silu(features + self.task_embedding(task))).squeeze(-1)
+        return self.outputs(latent, task)[0]
 
 
 def _randn(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None,
@@ -371,9 +403,13 @@ class WorldModel(nn.Module):
         return torch.cat([context.flatten(1, 2), first, coords, planes], dim=1)
 
     # ------------------------------------------------------------------ training
-    def loss(self, batch: dict[str, torch.Tensor],
-             generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-        """Total training loss (denoising + proprio + success) and its named terms."""
+    def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
+             success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+        """Total training loss and its named terms: denoising + proprio + ``success_weight``
+        times the success head's (binary cross-entropy of the success flag, plus, when the batch
+        has ``goal_offset`` ``(B, 3)`` in metres, the squared error of its offset estimate in
+        decimetres). The head judges both the real next frame and the denoiser's own detached
+        estimate of it, so it learns to judge imagined frames as it judges real ones."""
         context = batch["context"]
         b = len(context)
         level = self.config.context_noise * torch.rand(b, generator=generator, device=context.device)
@@ -386,13 +422,16 @@ class WorldModel(nn.Module):
         denoise, estimate = self.denoiser.loss(batch["target"] - anchor, context_stack, cond, generator)
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
-        logits = self.success_head(frames, batch["task"].repeat(2))
+        logits, offsets = self.success_head.outputs(frames, batch["task"].repeat(2))
         success = F.binary_cross_entropy_with_logits(logits, labels)
+        terms = {"denoise": denoise.item(), "proprio": proprio.item(), "success_bce": success.item()}
+        if "goal_offset" in batch:
+            offset = F.mse_loss(offsets, 10.0 * batch["goal_offset"].repeat(2, 1))
+            terms["success_offset"] = offset.item()
+            success = success + OFFSET_WEIGHT * offset
         with torch.no_grad():
-            accuracy = ((logits > 0) == labels.bool()).float().mean()
-        total = denoise + proprio + success
-        return total, {"denoise": denoise.item(), "proprio": proprio.item(), "success_bce": success.item(),
-                       "success_acc": accuracy.item()}
+            terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean().item()
+        return denoise + proprio + success_weight * success, terms
 
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()

@@ -7,12 +7,18 @@ Read top to bottom, :func:`train_world_model` is the recipe:
 2. build a new model from a preset (``tiny`` for CPU, ``base`` for GPU) with the proprio
    statistics of the training episodes, or load one to fine-tune (``init``: the co-evolution
    path; the model keeps its architecture and normalisation, its tasks must cover the data's);
-3. take ``steps`` AdamW steps on the sum of the denoising, proprio and success losses over
-   random windows, with linear warm-up and cosine decay of the learning rate;
+3. take ``steps`` AdamW steps on the sum of the denoising, proprio and (``success_weight``
+   times) success losses over random windows, a ``success_fraction`` share of them ending in
+   a success frame, with linear warm-up and cosine decay of the learning rate;
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
-   steps save ``out/world_model/`` and the training state (resumable exactly).
+   steps save ``out/world_model/`` and the training state (resumable exactly);
+5. at the end, calibrate the model's ``success_threshold``: replay every validation episode
+   open loop from its start, take each one's highest imagined success probability, and keep
+   the threshold that best separates the successful episodes from the failed ones
+   (:func:`~worldsim.world_models.evaluate.calibrate_threshold`); it is saved with the model.
+   Without validation episodes of both outcomes the threshold stays as it was.
 
 Each minibatch is drawn from a generator seeded by (seed, rank, step), so a resumed run draws
 the same batches as an uninterrupted one and ranks under ``torchrun`` draw different ones;
@@ -52,7 +58,7 @@ MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", "sampling_steps",
-                 "context_noise", "context")
+                 "context_noise", "context", "success_fraction", "success_weight")
 
 
 @dataclass
@@ -83,6 +89,10 @@ class TrainWMConfig:
     """AdamW learning rate (linear warm-up, cosine decay to 10%)."""
     weight_decay: float = 1e-5
     """AdamW weight decay."""
+    success_fraction: float = 0.25
+    """Share of each minibatch's windows that end in a success frame (the rest are uniform)."""
+    success_weight: float = 1.0
+    """Weight of the success head's loss in the total."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -120,6 +130,10 @@ class TrainWMConfig:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
         if self.video_every < 0:
             raise ValueError(f"video_every={self.video_every!r} must be >= 0 (0: no videos)")
+        if not 0.0 <= self.success_fraction <= 1.0:
+            raise ValueError(f"success_fraction={self.success_fraction!r} must be in [0, 1]")
+        if not (math.isfinite(self.success_weight) and self.success_weight >= 0):
+            raise ValueError(f"success_weight={self.success_weight!r} must be a number >= 0")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
         if not (math.isfinite(self.lr) and self.lr > 0):
@@ -227,7 +241,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         model.eval()
         generator = torch.Generator().manual_seed(config.seed + 1)
         losses = [model.loss(_to(val.sample(config.batch_size, model.config.context, model.config.patch,
-                                            task_ids, generator), device), generator)[0].item()
+                                            task_ids, generator, config.success_fraction), device), generator,
+                             config.success_weight)[0].item()
                   for _ in range(4)]
         run = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
                         generator=torch.Generator(device).manual_seed(config.seed + 2))
@@ -251,8 +266,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     while step < config.steps:
         generator = torch.Generator().manual_seed(config.seed * 1_000_003 + dist_info.rank * 7919 + step)
         batch = _to(train.sample(config.batch_size, model.config.context, model.config.patch, task_ids,
-                                 generator), device)
-        loss, logs = model.loss(batch, generator if device.type == "cpu" else None)
+                                 generator, config.success_fraction), device)
+        loss, logs = model.loss(batch, generator if device.type == "cpu" else None, config.success_weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
@@ -279,12 +294,16 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             stopped_early = step < config.steps
             break
     bar.close()
+    calibrated = False
+    if dist_info.is_main and val is not None:
+        calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     checkpoint()
     summary: dict[str, Any] = {
         "steps": step, "stopped_by_time_budget": stopped_early, "train_episodes": len(train),
         "val_episodes": 0 if val is None else len(val), "parameters": model.num_parameters(),
         "wall_clock_s": round(time.time() - start_time, 1), "world_size": dist_info.world_size,
-        "ranks_in_sync": ranks_in_sync(model, dist_info), "out": str(config.out / MODEL_DIR)}
+        "ranks_in_sync": ranks_in_sync(model, dist_info), "out": str(config.out / MODEL_DIR),
+        "success_threshold": model.config.success_threshold, "success_threshold_calibrated": calibrated}
     if dist_info.is_main:
         if val is not None:
             summary.update(validate())
@@ -294,6 +313,30 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     logger.close()
     shutdown(dist_info)
     return summary
+
+
+@torch.no_grad()
+def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: torch.Generator) -> bool:
+    """Set ``model.config.success_threshold`` from full open-loop replays of the ``val``
+    episodes (step 5 of the module docstring); False (unchanged) when they are all of one
+    outcome, or when the best cut lies outside [0.1, 0.9]: the head then does not separate the
+    imagined outcomes (a cut at 1e-6 would call nearly every imagined frame a success), and a
+    probability of 0.5 stays the honest default."""
+    from worldsim.world_models.evaluate import calibrate_threshold, episode_scores, open_loop
+
+    training = model.training
+    model.eval()
+    run = open_loop(model, val, np.arange(len(val)), np.zeros(len(val), np.int64), int(val.lengths.max()),
+                    generator=generator)
+    model.train(training)
+    scores, real = episode_scores(run)
+    if real.all() or not real.any():
+        return False
+    threshold = calibrate_threshold(scores, real)
+    if not 0.1 <= threshold <= 0.9:
+        return False
+    model.config.success_threshold = threshold
+    return True
 
 
 def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

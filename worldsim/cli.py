@@ -12,10 +12,13 @@ from rich.console import Console
 from rich.table import Table
 
 from worldsim.bc import BCConfig
+from worldsim.coevolve import Coevolve
 from worldsim.collect import Collect
 from worldsim.datasets import DatasetInfo
 from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
 from worldsim.failure.detect import Detect
+from worldsim.quickstart import Quickstart
+from worldsim.rank import RankPolicies
 from worldsim.train_rl import TrainRL
 from worldsim.train_wm import EvalWM, Imagine, TrainWM
 
@@ -169,9 +172,11 @@ class TrainBC(BCConfig):
         console.print(f"policy -> {self.out / 'policy'}")
 
 
-COMMANDS = {"list-envs": ListEnvs, "render": Render, "evaluate": Evaluate, "train-bc": TrainBC,
+COMMANDS = {"quickstart": Quickstart, "list-envs": ListEnvs, "render": Render, "evaluate": Evaluate,
+            "train-bc": TrainBC,
             "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL,
-            "detect": Detect, "train-wm": TrainWM, "imagine": Imagine, "eval-wm": EvalWM}
+            "detect": Detect, "train-wm": TrainWM, "imagine": Imagine, "eval-wm": EvalWM,
+            "coevolve": Coevolve, "rank-policies": RankPolicies}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +24,27 @@ from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 
 VIDEO_SIZE = 128
+
+
+@dataclass(frozen=True)
+class Imagination:
+    """Where an evaluation in imagination happens: a world model (folder, or a loaded
+    :class:`~worldsim.world_models.WorldModel`) and the episode file whose real states start the
+    imagined episodes. Episodes start at real episode starts unless ``keyframe_ratio`` > 0;
+    ``horizon`` caps the imagined steps (None: the task's time limit)."""
+
+    world_model: Any
+    keyframes: str | Path
+    keyframe_ratio: float = 0.0
+    horizon: int | None = None
+    device: str = "auto"
+
+    def env_kwargs(self) -> dict[str, Any]:
+        """Arguments of ``gym.make_vec("worldsim/Imagined-<Task>", ...)``."""
+        schedule = {"reset_schedule": "keyframe", "keyframe_rule": {"ratio": self.keyframe_ratio}} \
+            if self.keyframe_ratio > 0 else {"reset_schedule": "synchronous"}
+        return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
+                "device": self.device, **schedule}
 
 
 def wilson_interval(successes: int, episodes: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -82,11 +104,13 @@ class EvalResults:
 
 def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,
                   deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
-                  video_dir: Path | None = None, progress: bool = True) -> TaskResult:
-    """Run ``episodes`` episodes of ``task`` with ``policy`` and measure them.
+                  video_dir: Path | None = None, progress: bool = True,
+                  imagination: Imagination | None = None) -> TaskResult:
+    """Run ``episodes`` episodes of ``task`` with ``policy`` and measure them, in physics or, with
+    ``imagination``, in that world model's imagined twin of the task.
 
-    ``videos`` > 0 records the first that many episodes (front camera, 128 px) into
-    ``video_dir/<task>_<k>.mp4``."""
+    ``videos`` > 0 records the first that many episodes (front camera, 128 px in physics, the
+    model's frames in imagination) into ``video_dir/<task>_<k>.mp4``."""
     from worldsim.video import write_video
 
     spec = get_task(task)
@@ -94,9 +118,13 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
     n = min(num_envs, episodes)
-    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=n, autoreset_mode="Disabled",
-                       render_mode="rgb_array" if videos else None, render_size=VIDEO_SIZE,
-                       **policy.env_kwargs())
+    render_mode = "rgb_array" if videos else None
+    if imagination is None:
+        env = gym.make_vec(f"worldsim/{spec.name}", num_envs=n, autoreset_mode="Disabled", render_mode=render_mode,
+                           render_size=VIDEO_SIZE, **policy.env_kwargs())
+    else:
+        env = gym.make_vec(f"worldsim/Imagined-{spec.name}", num_envs=n, autoreset_mode="Disabled",
+                           render_mode=render_mode, **imagination.env_kwargs(), **policy.env_kwargs())
     queue = ChunkQueue(policy, n, execute_steps, deterministic)
     started = n  # episodes begun so far; env i runs episode slot[i]
     slot = np.arange(n)
@@ -121,7 +149,8 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
             frames = env.render() if videos else None
             live = np.flatnonzero(active)
             returns[slot[live]] += reward[live]
-            done = (terminated | truncated) & active
+            ended = terminated | truncated  # idle envs (quota reached) end episodes too
+            done = ended & active
             for i in np.flatnonzero(done):
                 k = slot[i]
                 lengths[k], success[k], failure[k] = info["episode_step"][i], info["success"][i], info["failure"][i]
@@ -129,14 +158,14 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
                     recording[k].append(frames[i])
                 finished += 1
                 bar.update(1)
-            if done.any():
+            if ended.any():
                 restart = done & (started + np.cumsum(done) - 1 < episodes)
                 for i in np.flatnonzero(restart):
                     slot[i] = started
                     started += 1
                 active &= ~(done & ~restart)
-                obs, _ = env.reset(options={"reset_mask": done})
-                queue.restart(done)
+                obs, _ = env.reset(options={"reset_mask": ended})
+                queue.restart(ended)
                 frames = env.render() if videos else None
         bar.close()
     finally:
@@ -153,15 +182,17 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
 
 def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs: int = 50, seed: int = 0,
                     deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
-                    video_dir: Path | None = None, name: str = "", progress: bool = True) -> EvalResults:
+                    video_dir: Path | None = None, name: str = "", progress: bool = True,
+                    imagination: Imagination | None = None) -> EvalResults:
     """Evaluate ``policy`` on each of ``tasks`` for ``episodes`` episodes each (task k uses
-    seed ``seed + k``)."""
+    seed ``seed + k``), in physics or, with ``imagination``, in a world model."""
     results = {}
     with torch.no_grad():
         for k, task in enumerate(tasks):
             result = evaluate_task(policy, task, episodes, num_envs=num_envs, seed=seed + k,
                                    deterministic=deterministic, execute_steps=execute_steps,
-                                   videos=videos, video_dir=video_dir, progress=progress)
+                                   videos=videos, video_dir=video_dir, progress=progress,
+                                   imagination=imagination)
             results[result.task] = result
     return EvalResults(name or type(policy).__name__, seed, deterministic, results)
 

@@ -52,7 +52,8 @@ from worldsim.rl import (
 )
 from worldsim.run_logging import RunLogger, to_jsonable
 
-RESUME_FIELDS = ("task", "obs_mode", "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
+RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
+                 "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
 
 
 @dataclass
@@ -84,8 +85,10 @@ class GRPOConfig(RLRunConfig):
 
     def __post_init__(self) -> None:
         self.check(positive=("group_size", "update_epochs", "num_minibatches"))
-        if self.group_size < 2 or self.num_envs % self.group_size:
-            raise ValueError(f"group_size={self.group_size} must be >= 2 and divide num_envs={self.num_envs}")
+        per_task = self.num_envs // len(self.tasks)
+        if self.group_size < 2 or self.num_envs % len(self.tasks) or per_task % self.group_size:
+            split = f" / {len(self.tasks)} tasks = {per_task} envs per task" if len(self.tasks) > 1 else ""
+            raise ValueError(f"group_size={self.group_size} must be >= 2 and divide num_envs={self.num_envs}{split}")
 
 
 # ---------------------------------------------------------------------------- pure pieces
@@ -124,19 +127,21 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     cfg = config
     info_dist = init_distributed(cfg.device)
     device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size
-    spec = get_task(cfg.task)
+    specs = [get_task(task) for task in cfg.tasks]
     seed_everything(cfg.seed + rank)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
 
-    policy = build_policy(cfg.policy, spec, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
+    policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, info_dist)
-    # Synchronous starts: every episode of an iteration begins at step 0 of its group's layout.
-    env = make_train_env(spec, cfg.num_envs, cfg.obs_mode, policy, reset_schedule="synchronous",
-                         terminate_on_success=cfg.terminate_on_success)
+    # Every episode of an iteration starts with its group: in physics at step 0 of the group's
+    # layout, in imagination at the group's real start state (an episode start or a keyframe).
+    env = make_train_env(cfg, cfg.num_envs, policy,
+                         reset_schedule="keyframe" if cfg.imagined else "synchronous")
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     chunk = policy.chunk_size
-    horizon = math.ceil(spec.max_episode_steps / chunk)  # decisions that cover one episode
+    # decisions that cover the longest task's episode (shorter tasks' later steps are masked out)
+    horizon = math.ceil(max(spec.max_episode_steps for spec in specs) / chunk)
     steps_per_iter = horizon * chunk * cfg.num_envs * world
     num_iterations = math.ceil(cfg.total_env_steps / steps_per_iter)
 
@@ -163,7 +168,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         save_checkpoint(ckpt_file, part)
 
     bar = tqdm(total=num_iterations * steps_per_iter, initial=iteration * steps_per_iter, unit="step",
-               desc=f"grpo {spec.name}", disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
+               desc=f"grpo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}",
+               disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
     start = time.time()
     stopped = "done"
     while iteration < num_iterations:
@@ -243,7 +249,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                     "sps": steps_per_iter / (time.time() - iter_start)}
         periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
         if info_dist.is_main and periodic_eval:
-            result, eval_metrics = evaluation_metrics(policy, spec.name, cfg)
+            result, eval_metrics = evaluation_metrics(policy, cfg)
             metrics |= eval_metrics
             bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
         logger.log(global_step, metrics)
@@ -257,7 +263,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                                "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
                                "weights_digest": weights_digest(policy)}
     if info_dist.is_main:
-        summary["eval"] = final_evaluation(policy, spec.name, cfg, logger, summary["global_step"],
+        summary["eval"] = final_evaluation(policy, cfg, logger, summary["global_step"],
                                            train_seconds, "grpo")
     logger.close()
     env.close()

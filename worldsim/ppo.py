@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from worldsim.checkpoint import save_checkpoint
 from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
-from worldsim.envs.tasks import get_task
+from worldsim.envs.tasks import get_suite, get_task
 from worldsim.rl import (
     EpisodeTracker,
     any_rank,
@@ -93,7 +93,8 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "num_envs": 64, "num_steps": 16, "gamma": 0.9, "gae_lambda": 0.9, "lr": 1e-4, "update_epochs": 2,
     "num_minibatches": 4, "ent_coef": 0.0, "value_warmup_iters": 10, "total_env_steps": 2_000_000}
 # Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIELDS = ("task", "obs_mode", "num_envs", "num_steps", "chunk_size", "hidden", "policy", "seed")
+RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
+                 "num_envs", "num_steps", "chunk_size", "hidden", "policy", "seed")
 
 
 @dataclass
@@ -107,8 +108,9 @@ class PPOConfig(RLRunConfig):
     """Decisions per env per rollout (the rollout is num_steps x num_envs)."""
     total_env_steps: int | None = None
     """Env steps to train for, over all ranks (a chunk of K actions is K env steps)."""
-    reset_schedule: str = "staggered"
-    """How episodes start at the first reset: synchronous, staggered, staggered-random, ..."""
+    reset_schedule: str | None = None
+    """How episodes start at the first reset: synchronous, staggered, staggered-random, ..., or in
+    imagination keyframe (None: keyframe in imagination, else staggered)."""
     gamma: float | None = None
     """Discount per decision."""
     gae_lambda: float | None = None
@@ -137,7 +139,9 @@ class PPOConfig(RLRunConfig):
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
 
     def __post_init__(self) -> None:
-        family = get_task(self.task).family
+        if self.reset_schedule is None:
+            self.reset_schedule = "keyframe" if self.world_model is not None else "staggered"
+        family = get_task(get_suite(self.suite).seen[0] if self.suite else self.task).family
         defaults = PPO_DEFAULTS[family] if self.policy is None else FINETUNE_DEFAULTS
         for name, value in defaults.items():
             if getattr(self, name) is None:
@@ -237,16 +241,15 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     cfg = config
     info_dist = init_distributed(cfg.device)
     device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size
-    spec = get_task(cfg.task)
+    specs = [get_task(task) for task in cfg.tasks]
     seed_everything(cfg.seed + rank)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
 
     # ---- policy, env, optimiser
-    policy = build_policy(cfg.policy, spec, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
+    policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, info_dist)
-    env = make_train_env(spec, cfg.num_envs, cfg.obs_mode, policy, reset_schedule=cfg.reset_schedule,
-                         terminate_on_success=cfg.terminate_on_success)
+    env = make_train_env(cfg, cfg.num_envs, policy, reset_schedule=cfg.reset_schedule)
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     chunk = policy.chunk_size
     steps_per_iter = cfg.num_steps * cfg.num_envs * chunk * world
@@ -282,7 +285,8 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
         save_checkpoint(ckpt_file, part)
 
     bar = tqdm(total=num_iterations * steps_per_iter, initial=iteration * steps_per_iter, unit="step",
-               desc=f"ppo {spec.name}", disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
+               desc=f"ppo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}",
+               disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
     start = time.time()
     stopped = "done"
     while iteration < num_iterations:
@@ -379,7 +383,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
             metrics["log_std"] = float(policy.log_std.detach().mean())
         periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
         if info_dist.is_main and periodic_eval:
-            result, eval_metrics = evaluation_metrics(policy, spec.name, cfg)
+            result, eval_metrics = evaluation_metrics(policy, cfg)
             metrics |= eval_metrics
             bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
         logger.log(global_step, metrics)
@@ -393,7 +397,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                                "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
                                "weights_digest": weights_digest(policy)}
     if info_dist.is_main:
-        summary["eval"] = final_evaluation(policy, spec.name, cfg, logger, summary["global_step"],
+        summary["eval"] = final_evaluation(policy, cfg, logger, summary["global_step"],
                                            train_seconds, "ppo")
     logger.close()
     env.close()

@@ -22,7 +22,8 @@ import torch.distributed as dist
 from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.distributed import DistInfo
 from worldsim.envs.observations import OBS_MODES
-from worldsim.envs.tasks import TaskSpec, get_task
+from worldsim.envs.tasks import TaskSpec, get_suite, get_task
+from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
@@ -134,8 +135,21 @@ class RLRunConfig:
 
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
+    suite: str | None = None
+    """Train one multi-task policy on every seen task of this suite at once (replaces task); the
+    envs are split evenly between the tasks and evaluation covers each."""
     obs_mode: str = "state"
     """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
+    world_model: str | None = None
+    """Train in imagination: a world model folder (a `worldsim train-wm` run) steps the envs instead
+    of physics (needs keyframes and obs_mode pixels). Evaluation stays in physics."""
+    keyframes: str | None = None
+    """Imagination: the episode file whose real states start the imagined episodes."""
+    keyframe_ratio: float | None = None
+    """Imagination: share of starts at mid-episode keyframes rather than episode starts (None: the
+    keyframe rule's default; 0: episode starts only)."""
+    imagined_horizon: int | None = None
+    """Imagination: truncate imagined episodes after this many steps (None: the task's time limit)."""
     time_budget: float | None = None
     """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
     terminate_on_success: bool = False
@@ -157,7 +171,7 @@ class RLRunConfig:
     eval_every: int = 25
     """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
     eval_episodes: int = 100
-    """Episodes per evaluation."""
+    """Episodes per evaluation, per task."""
     checkpoint_every: int = 50
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
     seed: int = 0
@@ -178,8 +192,20 @@ class RLRunConfig:
         """Normalise the shared fields and validate them, plus the subclass's int fields named in
         ``positive`` (>= 1) and ``nonnegative`` (>= 0). Needs ``num_envs``, ``lr``,
         ``total_env_steps`` and ``ent_coef`` on the subclass."""
+        if self.suite is not None:
+            self.task = get_suite(self.suite).seen[0]
         self.task = get_task(self.task).name
         self.out = Path(self.out)
+        if (self.world_model is None) != (self.keyframes is None):
+            raise ValueError("training in imagination needs both world_model and keyframes (a world model "
+                             "folder and an episode file of real start states)")
+        if self.world_model is not None and self.obs_mode != "pixels":
+            raise ValueError(f"obs_mode={self.obs_mode!r}: imagined envs observe pixels only; use "
+                             "obs_mode='pixels' with world_model")
+        if self.keyframe_ratio is not None and not 0.0 <= self.keyframe_ratio <= 1.0:
+            raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
+        if self.imagined_horizon is not None:
+            _check_int("imagined_horizon", self.imagined_horizon, 1)
         self.hidden = tuple(self.hidden)
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
@@ -195,6 +221,16 @@ class RLRunConfig:
         if self.time_budget is not None and not (math.isfinite(self.time_budget) and self.time_budget > 0):
             raise ValueError(f"time_budget={self.time_budget!r} must be a number of seconds > 0 "
                              "(or None: no limit)")
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks trained on: the suite's seen tasks, or ``task`` alone."""
+        return list(get_suite(self.suite).seen) if self.suite is not None else [self.task]
+
+    @property
+    def imagined(self) -> bool:
+        """Whether training happens in a world model rather than in physics."""
+        return self.world_model is not None
 
     def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
         return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
@@ -212,9 +248,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_policy(policy_path: str | Path | None, spec: TaskSpec, obs_mode: str, mlp: MLPPolicyConfig,
+def build_policy(policy_path: str | Path | None, specs: list[TaskSpec], obs_mode: str, mlp: MLPPolicyConfig,
                  device: torch.device) -> Policy:
-    """The policy to train: ``load_policy(policy_path)`` (checked against the task), or a fresh
+    """The policy to train: ``load_policy(policy_path)`` (checked against every task), or a fresh
     :class:`MLPPolicy` from ``mlp`` (which needs the ``state`` observation)."""
     if policy_path is None:
         if obs_mode == "pixels":
@@ -222,17 +258,31 @@ def build_policy(policy_path: str | Path | None, spec: TaskSpec, obs_mode: str, 
                              "'pixels+state', or pass --policy with a pixel policy (e.g. a BC TinyVLA)")
         return MLPPolicy(mlp).to(device)
     policy = load_policy(policy_path, device)
-    policy.check_task(spec.instruction)
+    for spec in specs:
+        policy.check_task(spec.instruction)
     return policy.train()
 
 
-def make_train_env(spec: TaskSpec, num_envs: int, obs_mode: str, policy: Policy, *, reset_schedule: str,
-                   terminate_on_success: bool) -> gym.vector.VectorEnv:
-    """A ``SameStep`` autoreset vector env giving ``policy`` its observations, wrapped in
-    :class:`ActionChunk` when the policy emits chunks (a chunk is one decision)."""
-    kwargs = {**policy.env_kwargs(), "obs_mode": obs_mode}
-    env = gym.make_vec(f"worldsim/{spec.name}", num_envs=num_envs, autoreset_mode="SameStep",
-                       reset_schedule=reset_schedule, terminate_on_success=terminate_on_success, **kwargs)
+def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_schedule: str,
+                   autoreset_mode: str = "SameStep") -> gym.vector.VectorEnv:
+    """The training envs of ``config``: ``num_envs`` envs split evenly between its tasks (a
+    :class:`~worldsim.envs.concat.ConcatVectorEnv` for several), physics or, with
+    ``config.world_model``, imagined (:class:`~worldsim.world_models.env.ImaginedVectorEnv`),
+    giving ``policy`` its observations; wrapped in :class:`ActionChunk` when the policy emits
+    chunks (a chunk is one decision)."""
+    tasks = config.tasks
+    if num_envs % len(tasks):
+        raise ValueError(f"num_envs={num_envs} must be a multiple of the {len(tasks)} tasks trained on")
+    kwargs = {**policy.env_kwargs(), "obs_mode": config.obs_mode, "autoreset_mode": autoreset_mode,
+              "reset_schedule": reset_schedule, "terminate_on_success": config.terminate_on_success}
+    if config.imagined:
+        kwargs |= {"world_model": config.world_model, "keyframes": config.keyframes,
+                   "horizon": config.imagined_horizon, "device": config.device}
+        if config.keyframe_ratio is not None:
+            kwargs["keyframe_rule"] = {"ratio": config.keyframe_ratio}
+    prefix = "worldsim/Imagined-" if config.imagined else "worldsim/"
+    envs = [gym.make_vec(prefix + task, num_envs=num_envs // len(tasks), **kwargs) for task in tasks]
+    env = envs[0] if len(envs) == 1 else ConcatVectorEnv(envs)
     return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
 
 
@@ -242,31 +292,34 @@ def env_actions(actions: torch.Tensor) -> np.ndarray:
     return array[:, 0] if array.shape[1] == 1 else array
 
 
-def evaluate(policy: Policy, task: str, episodes: int, seed: int) -> dict[str, Any]:
-    """Deterministic evaluation on fresh envs (the task's own episode rules: success ends an
-    episode); the JSON document of :meth:`worldsim.evaluation.EvalResults.to_json`."""
+def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int) -> dict[str, Any]:
+    """Deterministic evaluation in physics on fresh envs, ``episodes`` per task (the tasks' own
+    episode rules: success ends an episode); the JSON document of
+    :meth:`worldsim.evaluation.EvalResults.to_json`."""
     from worldsim.evaluation import evaluate_policy
 
     was_training = policy.training
     policy.eval()
-    results = evaluate_policy(policy, [task], episodes, num_envs=min(episodes, 256), seed=seed,
-                              progress=False)
+    results = evaluate_policy(policy, tasks, episodes, num_envs=min(episodes, 256), seed=seed, progress=False)
     policy.train(was_training)
     return results.to_json()
 
 
-def evaluation_metrics(policy: Policy, task: str,
-                       config: RLRunConfig) -> tuple[dict[str, Any], dict[str, float]]:
-    """:func:`evaluate` with ``config``'s episodes and evaluation seed; also the metrics to log."""
-    result = evaluate(policy, task, config.eval_episodes, seed=config.seed + 10_000)
-    return result, {"eval/success_rate": result["success_rate"],
-                    "eval/return": result["per_task"][task]["mean_return"]}
+def evaluation_metrics(policy: Policy, config: RLRunConfig) -> tuple[dict[str, Any], dict[str, float]]:
+    """:func:`evaluate` on ``config``'s tasks with its episodes and evaluation seed; also the
+    metrics to log (the success rate is the mean over tasks)."""
+    result = evaluate(policy, config.tasks, config.eval_episodes, seed=config.seed + 10_000)
+    metrics = {"eval/success_rate": result["success_rate"],
+               "eval/return": float(np.mean([r["mean_return"] for r in result["per_task"].values()]))}
+    if len(config.tasks) > 1:
+        metrics |= {f"eval/success_rate/{task}": r["success_rate"] for task, r in result["per_task"].items()}
+    return result, metrics
 
 
-def final_evaluation(policy: Policy, task: str, config: RLRunConfig, logger: RunLogger, env_steps: int,
+def final_evaluation(policy: Policy, config: RLRunConfig, logger: RunLogger, env_steps: int,
                      train_seconds: float, algo: str) -> dict[str, Any]:
     """The end-of-run evaluation of a trainer: logged, and written to ``out/eval.json``."""
-    result, metrics = evaluation_metrics(policy, task, config)
+    result, metrics = evaluation_metrics(policy, config)
     result |= {"env_steps": env_steps, "train_seconds": train_seconds, "algo": algo}
     write_json(config.out / "eval.json", result)
     logger.log(env_steps, metrics)

@@ -28,8 +28,18 @@ class TrainRL:
     """RL algorithm."""
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
+    suite: str | None = None
+    """Train one multi-task policy on every seen task of this suite at once (replaces --task)."""
     obs_mode: str = "state"
-    """Env observations: state, pixels or pixels+state."""
+    """Env observations: state, pixels or pixels+state (imagination: pixels)."""
+    world_model: str | None = None
+    """Train in imagination: a world model folder from `worldsim train-wm` (evaluation stays real)."""
+    keyframes: str | None = None
+    """Imagination: episode file whose real states start the imagined episodes."""
+    keyframe_ratio: float | None = None
+    """Imagination: share of starts at mid-episode keyframes (0: episode starts only)."""
+    imagined_horizon: int | None = None
+    """Imagination: truncate imagined episodes after this many steps."""
     policy: str | None = None
     """Policy checkpoint or run folder to fine-tune (e.g. runs/bc_push); unset: a new state MLP."""
     out: Path | None = None
@@ -47,7 +57,7 @@ class TrainRL:
     group_size: int | None = None
     """GRPO: rollouts per start state."""
     reset_schedule: str | None = None
-    """PPO: synchronous, staggered, staggered-random, ..."""
+    """PPO: synchronous, staggered, staggered-random, ..., keyframe (imagination)."""
     terminate_on_success: bool = False
     """End training episodes on success (evaluation always does)."""
     gamma: float | None = None
@@ -117,7 +127,7 @@ class TrainRL:
         config = self.config()
         summary = train_ppo(config) if isinstance(config, PPOConfig) else train_grpo(config)
         if "eval" in summary:
-            Console().print(f"[bold]{self.algo}[/] {config.task}: {summary['global_step']:,} env steps in "
+            Console().print(f"[bold]{self.algo}[/] {config.suite or config.task}: {summary['global_step']:,} env steps in "
                             f"{summary['train_seconds']:.0f} s ({summary['stopped']}); eval success "
                             f"{summary['eval']['success_rate']:.1%} -> {config.out}")
         return summary

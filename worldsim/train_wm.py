@@ -95,7 +95,8 @@ class Imagine:
                         generator=torch.Generator().manual_seed(self.seed))
         clips = [side_by_side(run, i) for i in range(len(bank))]
         path = write_video(self.out, np.concatenate(clips), fps=10)
-        agree = [(run.success_prob[i][run.valid[i]] >= 0.5).any() for i in range(len(bank))]
+        threshold = model.config.success_threshold
+        agree = [(run.success_prob[i][run.valid[i]] >= threshold).any() for i in range(len(bank))]
         Console().print(f"{len(bank)} episodes, imagined success {np.mean(agree):.0%} "
                         f"(recorded: {np.mean([info.success for info in bank.infos]):.0%}) -> {path}")
         return path
@@ -119,8 +120,9 @@ class EvalWM:
     """Folder for fidelity.json, error_growth.png and videos (default: <world-model>/eval)."""
     videos: int = 4
     """Side-by-side videos of full replays."""
-    success_threshold: float = 0.5
-    """Success probability at or above which an imagined frame is a success."""
+    success_threshold: float | None = None
+    """Success probability at or above which an imagined frame is a success (default: the
+    model's, calibrated by train-wm)."""
     sampling_steps: int | None = None
     """Denoising steps per frame (default: the model's)."""
     seed: int = 0
@@ -156,6 +158,9 @@ class EvalWM:
         console = Console()
         console.print(table)
         s = report["success"]
-        console.print(f"success agreement: accuracy {s['accuracy']:.1%}, precision {s['precision']:.1%}, "
-                      f"recall {s['recall']:.1%} over {s['episodes']} episodes -> {out}")
+        console.print(f"success agreement at threshold {report['success_threshold']:.3f}: accuracy "
+                      f"{s['accuracy']:.1%}, precision {s['precision']:.1%}, recall {s['recall']:.1%} over "
+                      f"{s['episodes']} episodes; accuracy by horizon (last h steps replayed): "
+                      + ", ".join(f"{h}: {r['accuracy']:.1%}" for h, r in report["success_by_horizon"].items())
+                      + f" -> {out}")
         return report

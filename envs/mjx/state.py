@@ -1,0 +1,96 @@
+"""The pytrees the MJX backend computes on: the batched env state and the task parameters.
+
+Both are plain :class:`typing.NamedTuple` s of arrays, so ``jax.jit``, ``jax.vmap`` and
+``jax.lax.scan`` take them as they are. The env state holds only what the next step needs
+(joint positions and velocities, the solver's warm start, counters, autoreset flags and the
+RNG key); everything else MuJoCo XLA computes (contacts, Jacobians) is rebuilt inside each
+step, so a state of 4096 envs is a few megabytes.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from worldsim.envs.scene import CUBES, ZONES
+from worldsim.envs.tasks import FAMILIES, TaskSpec
+
+TERM_NAMES: tuple[str, ...] = ("reach", "grasp", "place")
+# Which named dense terms each family reports (the MuJoCo backend's ``info["reward_terms"]``).
+FAMILY_TERMS: dict[str, tuple[str, ...]] = {
+    "reach": ("reach",), "push": ("reach", "place"),
+    "pick_place": ("reach", "grasp", "place"), "stack": ("reach", "grasp", "place"),
+}
+
+
+class EnvState(NamedTuple):
+    """State of a batch of ``N`` envs (leading axis ``N`` except ``key``).
+
+    Attributes:
+        qpos: joint positions, (N, nq) float32, laid out as the scene's ``qpos``.
+        qvel: joint velocities, (N, nv) float32.
+        warmstart: the constraint solver's warm start (``qacc_warmstart``), (N, nv).
+        elapsed: elapsed steps of the current episode, (N,) int32.
+        pending_reset: NextStep autoreset: the env restarts at the next step, (N,) bool.
+        finished: Disabled autoreset: the env must be reset by the user, (N,) bool.
+        key: the batch's PRNG key (new layouts, schedule offsets), a raw ``uint32[2]`` key.
+    """
+
+    qpos: jax.Array
+    qvel: jax.Array
+    warmstart: jax.Array
+    elapsed: jax.Array
+    pending_reset: jax.Array
+    finished: jax.Array
+    key: jax.Array
+
+
+class TaskParams(NamedTuple):
+    """A task variant as arrays, so one compiled step serves every task of the suite.
+
+    Attributes (int32 or bool scalars, or float32 for the numbers):
+        family: index into :data:`worldsim.envs.tasks.FAMILIES`.
+        obj: index of the task's cube in :data:`~worldsim.envs.scene.CUBES` (0 when none).
+        goal_zone: index of the goal zone in :data:`~worldsim.envs.scene.ZONES` (0 when none).
+        goal_cube: index of the goal cube (stack), 0 otherwise.
+        reach_zone: reach a zone rather than a cube.
+        goal_is_bin: pick-and-place into the bin rather than onto a zone.
+        row_layout: the ``row`` initial-state distribution rather than ``scattered``.
+        max_episode_steps: the time limit.
+        sparse: sparse reward (1 on success, else 0) rather than dense.
+        terminate_on_success: success ends the episode.
+    """
+
+    family: jax.Array
+    obj: jax.Array
+    goal_zone: jax.Array
+    goal_cube: jax.Array
+    reach_zone: jax.Array
+    goal_is_bin: jax.Array
+    row_layout: jax.Array
+    max_episode_steps: jax.Array
+    sparse: jax.Array
+    terminate_on_success: jax.Array
+
+
+def task_params(spec: TaskSpec, *, max_episode_steps: int, reward_type: str = "dense",
+                terminate_on_success: bool = True) -> TaskParams:
+    """The :class:`TaskParams` of ``spec`` with the env's time limit and reward settings."""
+    obj = CUBES.index(spec.obj) if spec.obj is not None else 0
+    goal_zone = ZONES.index(spec.goal) if spec.goal in ZONES else 0
+    goal_cube = CUBES.index(spec.goal) if spec.goal in CUBES else 0
+    return TaskParams(
+        family=jnp.int32(FAMILIES.index(spec.family)), obj=jnp.int32(obj),
+        goal_zone=jnp.int32(goal_zone), goal_cube=jnp.int32(goal_cube),
+        reach_zone=jnp.bool_(spec.family == "reach" and spec.obj is None),
+        goal_is_bin=jnp.bool_(spec.goal == "bin"), row_layout=jnp.bool_(spec.layout == "row"),
+        max_episode_steps=jnp.int32(max_episode_steps), sparse=jnp.bool_(reward_type == "sparse"),
+        terminate_on_success=jnp.bool_(terminate_on_success),
+    )
+
+
+def state_to_numpy(state: EnvState) -> dict[str, np.ndarray]:
+    """A host copy of ``state`` as a dict of numpy arrays (for snapshots)."""
+    return {name: np.asarray(value).copy() for name, value in state._asdict().items()}

@@ -1,0 +1,99 @@
+"""Co-evolution end to end on tiny settings: stages, budget accounting, the guard, resume, report."""
+
+import json
+
+import pytest
+import torch
+
+from worldsim.coevolve import CoevolveConfig, coevolve, guard
+from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+
+INSTRUCTION = "push the red cube onto the blue square"
+
+
+@pytest.fixture(scope="module")
+def base_policy(tmp_path_factory):
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("coevolve") / "vla"
+    TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
+                          hidden_dim=32, feature_dim=32)).save_pretrained(path)
+    return path
+
+
+def tiny(base_policy, out, **kwargs):
+    return CoevolveConfig(**{**dict(
+        base_policy=base_policy, task="PushCube-v0", real_episodes=2, rounds=2, wm_steps=2, wm_refine_steps=2,
+        rl_env_steps=1, rl_num_envs=2, group_size=2, eval_episodes=2, imagined_eval_episodes=2,
+        imagined_horizon=3, videos=1, out=out, device="cpu", progress=False), **kwargs})
+
+
+def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
+    results = coevolve(tiny(base_policy, tmp_path / "run"))
+    run = tmp_path / "run"
+    assert [r["round"] for r in results["rounds"]] == [0, 1, 2]
+    assert results["real_budget"] == 4  # 2 collections of 2 episodes
+    assert [r["real_episodes_used"] for r in results["rounds"]] == [2, 2, 4]
+    assert all(r["real"]["per_task"]["PushCube-v0"]["episodes"] == 2 for r in results["rounds"])
+    assert all(r["imagined"]["episodes"] == 2 for r in results["rounds"])
+    assert (run / "round_1" / "all.h5").exists() and (run / "round_1" / "wm" / "world_model").is_dir()
+    assert not (run / "round_2" / "data.h5").exists()  # the last round collects nothing
+    assert (run / "success.png").stat().st_size > 0 and (run / "videos" / "PushCube-v0_real_vs_imagined.mp4").exists()
+    report = (run / "report.md").read_text()
+    assert "| 2 |" in report and "real training episodes (budget): **4**" in report.lower()
+    state = json.loads((run / "state.json").read_text())
+    assert len(state["stages"]) == 10
+    # everything is recorded: a resumed run redoes nothing and reproduces the results
+    again = coevolve(tiny(base_policy, run, resume=True))
+    assert again["rounds"] == results["rounds"]
+    with pytest.raises(ValueError, match="--resume"):
+        coevolve(tiny(base_policy, run))
+    with pytest.raises(ValueError, match="settings changed"):
+        coevolve(tiny(base_policy, run, resume=True, rounds=3))
+
+
+def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_path):
+    frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0))
+    assert frozen["real_budget"] == 2 and not (tmp_path / "frozen" / "round_1" / "data.h5").exists()
+    assert frozen["rounds"][2]["world_model"] == frozen["rounds"][0]["world_model"]
+    direct = coevolve(tiny(base_policy, tmp_path / "direct", mode="direct-rl"))
+    assert [r["round"] for r in direct["rounds"]] == [0, 1]
+    assert direct["rounds"][1]["real_episodes_used"] == 4 and "imagined" not in direct["rounds"][1]
+    # the baseline's RL ran on as many real episodes as co-evolution collects beyond the base data
+    assert direct["rounds"][1]["rl"]["env_steps"] >= 2 * 100
+
+
+def test_guard_rolls_back_exploitation_and_regressions():
+    config = CoevolveConfig(base_policy="x", task="PushCube-v0", divergence_threshold=0.3, max_real_drop=0.1)
+
+    def result(real, imagined):
+        return {"real": {"success_rate": real}, "imagined": {"success_rate": imagined}}
+
+    assert guard([result(0.5, 0.5)], result(0.6, 0.8), config)["accepted"]
+    exploit = guard([result(0.5, 0.5)], result(0.5, 0.9), config)
+    assert not exploit["accepted"] and "imagined success exceeds real" in exploit["reasons"][0]
+    worse = guard([result(0.5, 0.5)], result(0.3, 0.4), config)
+    assert not worse["accepted"] and "0.30 fell more than 0.1 below the best so far (0.50)" in worse["reasons"][0]
+    # a slow slide: each round within max_real_drop of the last, but not of the best
+    slide = guard([result(0.67, 0.2), result(0.62, 0.2)], result(0.56, 0.3), config)
+    assert not slide["accepted"] and "(0.67)" in slide["reasons"][0]
+
+
+def test_bad_settings_are_refused(base_policy, tmp_path):
+    with pytest.raises(ValueError, match="real_episodes=0"):
+        tiny(base_policy, tmp_path, real_episodes=0)
+    with pytest.raises(ValueError, match="keyframe_ratio"):
+        tiny(base_policy, tmp_path, keyframe_ratio=1.5)
+    with pytest.raises(ValueError, match="at least one episode"):
+        CoevolveConfig(base_policy=base_policy, suite="tabletop-4", real_episodes=3)
+    with pytest.raises(KeyError):
+        tiny(base_policy, tmp_path, task="NoSuchTask-v0")
+
+
+def test_quickstart_refuses_bad_values_before_running(tmp_path):
+    from worldsim.cli import main
+
+    assert main(["quickstart", "--demos", "0", "--out", str(tmp_path / "q")]) == 2
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "something").write_text("x")
+    assert main(["quickstart", "--out", str(tmp_path / "q")]) == 2  # not empty: --resume or a new --out
+    assert main(["quickstart", "--task", "NoSuchTask-v0", "--out", str(tmp_path / "r")]) == 2

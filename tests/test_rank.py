@@ -1,0 +1,48 @@
+"""Policy ranking in imagination: correlations, the CLI's outputs, and bad input."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from worldsim.cli import main
+from worldsim.collect import collect_episodes
+from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+from worldsim.rank import rank_agreement
+from worldsim.world_models import WorldModel, WorldModelConfig
+
+INSTRUCTION = "push the red cube onto the blue square"
+
+
+def test_rank_agreement_is_scipys_correlations():
+    assert rank_agreement([0.1, 0.2, 0.5], [0.0, 0.3, 0.4]) == pytest.approx(
+        {"spearman": 1.0, "pearson": 11 / 13, "n": 3})  # cov 0.0733 / var 0.0867
+    assert rank_agreement([0.1, 0.2, 0.5], [0.4, 0.3, 0.0])["spearman"] == pytest.approx(-1.0)
+    assert math.isnan(rank_agreement([0.1, 0.2], [0.3, 0.3])["spearman"])  # constant: undefined
+
+
+def test_rank_policies_cli_writes_the_ranking(tmp_path):
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 2,
+                     tmp_path / "push.h5", num_envs=2, image_size=32, progress=False)
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8)).save_pretrained(tmp_path / "wm")
+    policies: list[str] = []
+    for k in range(2):
+        torch.manual_seed(k)
+        TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
+                              hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / f"p{k}")
+        policies.append(str(tmp_path / f"p{k}"))
+    args = ["rank-policies", "--world-model", str(tmp_path / "wm"), "--keyframes", str(tmp_path / "push.h5"),
+            "--episodes", "2", "--imagined-episodes", "2", "--out", str(tmp_path / "rank"), "--device", "cpu",
+            "--no-progress"]
+    assert main(args + ["--policies", *policies]) == 0
+    result = json.loads((tmp_path / "rank" / "ranking.json").read_text())
+    assert result["tasks"] == ["PushCube-v0"] and len(result["policies"]) == 2
+    assert all(p["real"]["episodes"] == 2 and p["imagined"]["episodes"] == 2 for p in result["policies"])
+    assert (tmp_path / "rank" / "ranking.png").stat().st_size > 0
+    assert "Spearman" in (tmp_path / "rank" / "ranking.md").read_text()
+    assert main(args + ["--policies", policies[0]]) == 2  # one policy: nothing to rank
+    assert main(args + ["--policies", *policies, "--task", "StackCube-v0"]) == 2  # not a task of the model

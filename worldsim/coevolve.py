@@ -1,0 +1,449 @@
+"""World model-policy co-evolution (WoVR's PACE, World-VLA-Loop): post-train a VLA policy in
+imagination and let the world model learn from the policy's new real experience.
+
+Read top to bottom, :func:`coevolve` is the loop (``R`` = ``rounds``):
+
+0. **collect** ``real_episodes`` real episodes with the base policy (``pixels+state``, split
+   evenly over the tasks); **train** a world model on them; **evaluate** the base policy in
+   physics (success per task with 95% intervals) and in the world model;
+1. for round ``r = 1 .. R``:
+
+   a. **RL in imagination**: PPO or GRPO on the imagined env of every task at once, starting
+      from the current policy, with keyframe-initialised resets drawn from the latest real
+      episodes (the current policy's own, so its failure states are favoured);
+   b. **evaluate** the new policy in physics and in the world model it was trained in;
+   c. **guard** against exploiting the world model (below): accept the new policy, or roll
+      back to the previous one;
+   d. unless it is the last round (or ``frozen_world_model``): **collect** ``real_episodes``
+      new real episodes with the new policy (its new successes and failures, the states where
+      imagination was wrong) and **refine** the world model on all real episodes so far,
+      starting from its current weights.
+
+The real-episode budget spent on training data is ``real_episodes x R`` (``real_episodes``
+with a frozen world model); evaluation episodes are counted and reported separately.
+
+**Guarding against exploitation.** A policy trained in a learned simulator can learn what
+fools the success head instead of what solves the task. Three mechanisms limit that:
+(i) imagined episodes are short: keyframe starts and ``imagined_horizon`` keep them near
+real data, where the model is accurate; (ii) the success head's verdict needs probability
+>= the model's calibrated threshold; (iii) every round measures the same policy's imagined
+and real success: when imagined success exceeds real success by more than
+``divergence_threshold`` (the policy exploits the model), or real success falls more than
+``max_real_drop`` below the best accepted policy's so far, the round is **rolled back**: the next round
+starts again from the previous policy, with a world model refined on the rejected policy's
+real episodes (which show it where it was wrong).
+
+**Baseline** (``mode="direct-rl"``): the same real-episode budget spent on RL directly in the
+physics env (GRPO/PPO, as many real episodes as co-evolution collects), same evaluation.
+
+Every stage writes its outputs under ``out/round_<r>/`` and is recorded in ``out/state.json``
+when it finishes; ``resume=True`` skips the recorded stages and redoes an interrupted one.
+The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-side videos
+(real | imagined) of the final policy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from rich.console import Console
+
+from worldsim.envs.tasks import get_suite, get_task
+from worldsim.run_logging import to_jsonable, write_json
+
+console = Console()
+STATE_FILE = "state.json"
+# The settings round 0 depends on (a run reusing another's round 0 must share them).
+ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
+                 "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
+                 "record_features", "seed")
+
+
+@dataclass
+class CoevolveConfig:
+    """Co-evolution of a policy and a world model (``worldsim coevolve``)."""
+
+    base_policy: Path
+    """The policy to improve: a checkpoint or run folder (e.g. a BC TinyVLA from `worldsim train-bc`)."""
+    suite: str | None = "tabletop-4"
+    """Train on every seen task of this suite (see `worldsim list-envs`)."""
+    task: str | None = None
+    """Or a single task (replaces --suite)."""
+    demonstrations: Path | None = None
+    """An episode file of demonstrations (e.g. the base policy's BC data) that the world model also
+    trains on from round 0; reported apart from the real-episode budget."""
+    round0_from: Path | None = None
+    """Reuse round 0 (base episodes, world model, base evaluation) of this earlier run with the same
+    base policy, tasks, real_episodes, demonstrations, world-model and evaluation settings and seed,
+    so that ablations start from the very same world model."""
+    mode: Literal["coevolve", "direct-rl"] = "coevolve"
+    """coevolve: RL in imagination; direct-rl: the baseline spending the same real budget on physics RL."""
+    real_episodes: int = 600
+    """Real episodes per collection, split evenly over the tasks (the budget is this x rounds)."""
+    rounds: int = 2
+    """RL rounds (each after a world-model (re)training)."""
+    algo: Literal["grpo", "ppo"] = "grpo"
+    """RL algorithm in imagination (and for the direct-rl baseline)."""
+    frozen_world_model: bool = False
+    """Ablation: train the world model once and never refine it (no co-evolution)."""
+    keyframe_ratio: float = 0.5
+    """Share of imagined episodes starting at mid-episode keyframes (0: ablation without them)."""
+    imagined_horizon: int | None = 40
+    """Imagined steps after which an episode is truncated (None: the task's time limit)."""
+    wm_config: Literal["tiny", "base"] = "tiny"
+    """World-model preset."""
+    wm_steps: int = 4000
+    """Optimiser steps of the first world-model training."""
+    wm_refine_steps: int = 1500
+    """Optimiser steps of each refinement."""
+    wm_time_budget: float | None = None
+    """Seconds per world-model training (None: no limit)."""
+    rl_env_steps: int = 200_000
+    """Imagined env steps per RL round (direct-rl: replaced by the real budget)."""
+    rl_time_budget: float | None = None
+    """Seconds per RL round (None: no limit)."""
+    rl_num_envs: int = 64
+    """Parallel (imagined) envs, split evenly over the tasks."""
+    group_size: int = 8
+    """GRPO: rollouts per start state."""
+    lr: float = 3e-5
+    """RL learning rate (fine-tuning a pretrained policy: small)."""
+    eval_episodes: int = 50
+    """Real evaluation episodes per task after every round."""
+    imagined_eval_episodes: int = 32
+    """Imagined evaluation episodes per task after every round."""
+    divergence_threshold: float = 0.3
+    """Roll back when imagined success exceeds real success by more than this."""
+    max_real_drop: float = 0.1
+    """Roll back when real success falls more than this below the previous policy's."""
+    collect_deterministic: bool = False
+    """Collect with the policy's mean action (default: sampled, for more varied data)."""
+    record_features: bool = False
+    """Also record the policy's features and sampled chunks in the collected episodes, for
+    failure detectors (`worldsim detect`)."""
+    videos: int = 2
+    """Side-by-side (real | imagined) videos of the final policy per task."""
+    out: Path = Path("runs/coevolve")
+    """Run folder."""
+    resume: bool = False
+    """Continue the run in --out, skipping the stages it finished."""
+    seed: int = 0
+    """Seed of everything."""
+    device: str = "auto"
+    """auto, cpu or cuda."""
+    torch_threads: int = 1
+    """Torch CPU threads."""
+    progress: bool = True
+    """Show progress bars."""
+
+    def __post_init__(self) -> None:
+        self.base_policy, self.out = Path(self.base_policy), Path(self.out)
+        if self.demonstrations is not None:
+            self.demonstrations = Path(self.demonstrations)
+            if not self.demonstrations.is_file():
+                raise ValueError(f"demonstrations={str(self.demonstrations)!r}: no such episode file")
+        if self.task is not None:
+            self.task, self.suite = get_task(self.task).name, None
+        elif self.suite is None:
+            raise ValueError("name the tasks: --suite or --task")
+        else:
+            get_suite(self.suite)
+        for name in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps", "rl_env_steps", "rl_num_envs",
+                     "group_size", "eval_episodes", "imagined_eval_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be an int >= 1")
+        if self.real_episodes < len(self.tasks):
+            raise ValueError(f"real_episodes={self.real_episodes} must give each of the {len(self.tasks)} "
+                             "tasks at least one episode")
+        for name in ("keyframe_ratio", "divergence_threshold", "max_real_drop"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
+        if self.rl_num_envs % len(self.tasks):
+            raise ValueError(f"rl_num_envs={self.rl_num_envs} must be a multiple of the {len(self.tasks)} tasks")
+
+    @property
+    def tasks(self) -> list[str]:
+        return [self.task] if self.task else list(get_suite(self.suite).seen)
+
+    @property
+    def episodes_per_task(self) -> int:
+        return self.real_episodes // len(self.tasks)
+
+    @property
+    def real_budget(self) -> int:
+        """Real training episodes the whole run collects."""
+        collections = 1 if self.frozen_world_model else self.rounds
+        return self.episodes_per_task * len(self.tasks) * collections
+
+
+class Stages:
+    """The run's finished stages and their results, kept in ``out/state.json`` (written atomically
+    after every stage) so that a resumed run skips them."""
+
+    def __init__(self, out: Path, config: dict[str, Any], resume: bool):
+        self.path = out / STATE_FILE
+        if self.path.exists() and not resume:
+            raise ValueError(f"{out} already holds a co-evolution run; pass --resume to continue it or "
+                             "choose a new --out")
+        if resume and not self.path.exists():
+            raise ValueError(f"--resume: no {STATE_FILE} in {out}; run without --resume to start there")
+        state = json.loads(self.path.read_text()) if resume else {"config": config, "stages": {}}
+        if resume:
+            changed = [k for k in config if k not in ("resume", "progress") and state["config"].get(k) != config[k]]
+            if changed:
+                raise ValueError(f"cannot resume {out}: settings changed since it started ({', '.join(changed)})")
+        self.state = state
+
+    def adopt_round0(self, source: Path, r0: Path) -> None:
+        """Copy round 0 of the run in ``source`` (its folder and recorded stages) into this run,
+        after checking that it was made with the settings round 0 depends on."""
+        state_file = source / STATE_FILE
+        if not state_file.exists():
+            raise ValueError(f"round0_from={str(source)!r} holds no co-evolution run ({STATE_FILE} missing)")
+        theirs = json.loads(state_file.read_text())
+        changed = [k for k in ROUND0_FIELDS if theirs["config"].get(k) != self.state["config"].get(k)]
+        if changed:
+            raise ValueError(f"round0_from={str(source)!r} was run with other {', '.join(changed)}: its round 0 "
+                             "is not this run's")
+        done = {k: v for k, v in theirs["stages"].items() if k.startswith("round 0:")}
+        if not any("world model" in k for k in done) or not any("evaluate" in k for k in done):
+            raise ValueError(f"round0_from={str(source)!r} has not finished round 0")
+        if not all(k in self.state["stages"] for k in done):
+            if r0.exists():
+                shutil.rmtree(r0)
+            shutil.copytree(source / "round_0", r0)
+            self.state["stages"] |= {k: _moved(v, source, self.path.parent) for k, v in done.items()}
+            write_json(self.path, self.state)
+
+    def run(self, name: str, folder: Path | None, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The recorded result of stage ``name``, or run ``work`` (after clearing ``folder``, the
+        leftovers of an interrupted attempt) and record its result."""
+        if name in self.state["stages"]:
+            console.print(f"[dim]{name}: done earlier[/]")
+            return self.state["stages"][name]
+        console.rule(f"[bold]{name}")
+        if folder is not None and folder.exists():
+            shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
+        start = time.time()
+        result = to_jsonable(work()) | {"seconds": round(time.time() - start, 1)}
+        self.state["stages"][name] = result
+        write_json(self.path, self.state)
+        return result
+
+
+def _moved(value: Any, source: Path, target: Path) -> Any:
+    """``value`` (a stage result) with paths under ``source`` rewritten to lie under ``target``."""
+    if isinstance(value, dict):
+        return {k: _moved(v, source, target) for k, v in value.items()}
+    if isinstance(value, str) and value.startswith(str(source)):
+        return str(target) + value[len(str(source)):]
+    return value
+
+
+# ---------------------------------------------------------------------------- the stages
+def collect_real(config: CoevolveConfig, policy_path: Path, out: Path, seed: int) -> dict[str, Any]:
+    """``config.real_episodes`` real episodes of ``policy_path`` (pixels + state, for keyframes)."""
+    from worldsim.collect import collect_episodes
+    from worldsim.policies import load_policy
+
+    policy = load_policy(policy_path).eval()
+    image_size = policy.env_kwargs().get("image_size", 64)
+    stats = collect_episodes(config.tasks, lambda task: policy, config.episodes_per_task, out,
+                             num_envs=min(32, config.episodes_per_task), seed=seed, image_size=image_size,
+                             obs_mode="pixels+state", deterministic=config.collect_deterministic,
+                             record_features=config.record_features, progress=config.progress)
+    return {"file": str(out), "episodes": stats.episodes, "success_rate": stats.success_rate,
+            "per_task_success": {task: s.success_rate for task, s in stats.tasks.items()}}
+
+
+def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, seed: int) -> dict[str, Any]:
+    """Train a world model on ``data`` (or refine ``init`` on it)."""
+    from worldsim.world_models import TrainWMConfig, train_world_model
+
+    steps = config.wm_steps if init is None else config.wm_refine_steps
+    summary = train_world_model(TrainWMConfig(
+        data=data, out=out, config=config.wm_config, init=init, steps=steps, time_budget=config.wm_time_budget,
+        val_every=max(steps // 4, 1), video_every=steps, checkpoint_every=steps, seed=seed,
+        device=config.device, torch_threads=config.torch_threads, progress=config.progress))
+    return {"world_model": str(out), **{k: summary[k] for k in ("steps", "wall_clock_s") if k in summary}}
+
+
+def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path | None, keyframes: Path | None,
+                  real: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Real and imagined success of one policy (:func:`worldsim.rank.evaluate_real_and_imagined`)."""
+    from worldsim.rank import evaluate_real_and_imagined
+
+    return evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
+                                      imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
+                                      keyframes=keyframes, seed=config.seed, device=config.device,
+                                      progress=config.progress, real=real)
+
+
+def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: Path | None,
+             keyframes: Path | None, total_env_steps: int) -> dict[str, Any]:
+    """One RL run from ``policy_path``: in imagination with ``world_model``, else in physics. Its
+    final evaluation (``config.seed``: the same real episodes as every round's) is the round's
+    real evaluation."""
+    from worldsim.grpo import GRPOConfig, train_grpo
+    from worldsim.ppo import PPOConfig, train_ppo
+
+    common = dict(policy=str(policy_path), obs_mode="pixels", num_envs=config.rl_num_envs, lr=config.lr,
+                  total_env_steps=total_env_steps, time_budget=config.rl_time_budget, eval_every=0,
+                  eval_episodes=config.eval_episodes, checkpoint_every=0, seed=config.seed, out=out,
+                  device=config.device, torch_threads=config.torch_threads, progress=config.progress)
+    common |= {"suite": config.suite} if config.suite else {"task": config.task}
+    if world_model is not None:
+        common |= {"world_model": str(world_model), "keyframes": str(keyframes),
+                   "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon}
+    if config.algo == "grpo":
+        summary = train_grpo(GRPOConfig(group_size=config.group_size, **common))
+    else:
+        summary = train_ppo(PPOConfig(**common))
+    return {"policy": str(out / "policy"), "env_steps": summary["global_step"],
+            "train_seconds": summary["train_seconds"], "stopped": summary["stopped"], "eval": summary.get("eval")}
+
+
+def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: CoevolveConfig) -> dict[str, Any]:
+    """Accept the round's policy, or roll back (see the module docstring); the verdict and why.
+    ``accepted`` are the rounds accepted so far: real success is compared with the best of them,
+    so a slow slide over several rounds is caught as well as a sudden drop."""
+    real = current["real"]["success_rate"]
+    best = max(r["real"]["success_rate"] for r in accepted)
+    gap = current["imagined"]["success_rate"] - real
+    reasons = []
+    if gap > config.divergence_threshold:
+        reasons.append(f"imagined success exceeds real by {gap:.2f} > {config.divergence_threshold}")
+    if real < best - config.max_real_drop:
+        reasons.append(f"real success {real:.2f} fell more than {config.max_real_drop} below the best so far "
+                       f"({best:.2f})")
+    return {"accepted": not reasons, "gap": gap, "reasons": reasons}
+
+
+# ---------------------------------------------------------------------------- the loop
+def coevolve(config: CoevolveConfig) -> dict[str, Any]:
+    """Run co-evolution (or the direct-RL baseline) as ``config`` says; returns ``results.json``."""
+    import torch
+
+    from worldsim.datasets import merge_episode_files
+
+    if config.torch_threads:
+        torch.set_num_threads(config.torch_threads)
+    out = config.out
+    out.mkdir(parents=True, exist_ok=True)
+    stages = Stages(out, to_jsonable(config), config.resume)
+    run_start = time.time()
+    r0 = out / "round_0"
+    if config.round0_from is not None:
+        stages.adopt_round0(Path(config.round0_from), r0)
+
+    data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
+                      lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
+    rounds: list[dict[str, Any]] = []
+    if config.mode == "direct-rl":
+        base = stages.run("round 0: evaluate", None, lambda: evaluate_both(config, config.base_policy, None, None))
+        rounds.append({"round": 0, "policy": str(config.base_policy), **base, "accepted": True,
+                       "real_episodes_used": data["episodes"]})
+        horizon = max(get_task(t).max_episode_steps for t in config.tasks)
+        # Physics RL gets what co-evolution collects beyond the first collection (both start from
+        # the same base data): its episodes are the budget.
+        episodes = config.real_budget - data["episodes"]
+        rl = stages.run("direct RL in physics", out / "direct_rl",
+                        lambda: train_rl(config, config.base_policy, out / "direct_rl", None, None,
+                                         max(episodes, 1) * horizon))
+        after = stages.run("direct RL: evaluate", None,
+                           lambda: evaluate_both(config, Path(rl["policy"]), None, None, rl["eval"]))
+        rounds.append({"round": 1, "policy": rl["policy"], **after, "accepted": True,
+                       "real_episodes_used": data["episodes"] + episodes, "rl": rl})
+        return finish(config, rounds, None, run_start)
+
+    all_data = [r0 / "data.h5"]
+    if config.demonstrations is not None:
+        all_data.insert(0, config.demonstrations)
+        stages.run("round 0: merge demonstrations", r0 / "all.h5",
+                   lambda: {"episodes": merge_episode_files(all_data, r0 / "all.h5")})
+    wm_data = r0 / "all.h5" if config.demonstrations is not None else r0 / "data.h5"
+    wm = stages.run("round 0: train world model", r0 / "wm",
+                    lambda: train_wm(config, wm_data, r0 / "wm", None, config.seed))
+    world_model, keyframes = Path(wm["world_model"]), r0 / "data.h5"
+    base = stages.run("round 0: evaluate", None,
+                      lambda: evaluate_both(config, config.base_policy, world_model, keyframes))
+    rounds.append({"round": 0, "policy": str(config.base_policy), **base, "accepted": True,
+                   "real_episodes_used": data["episodes"], "world_model": str(world_model)})
+    current, used = config.base_policy, data["episodes"]
+    for r in range(1, config.rounds + 1):
+        folder = out / f"round_{r}"
+        rl = stages.run(f"round {r}: RL in imagination ({config.algo})", folder / "rl",
+                        lambda: train_rl(config, current, folder / "rl", world_model, keyframes,
+                                         config.rl_env_steps))
+        evaluation = stages.run(f"round {r}: evaluate", None,
+                                lambda: evaluate_both(config, Path(rl["policy"]), world_model, keyframes,
+                                                      rl["eval"]))
+        verdict = guard([r for r in rounds if r["accepted"]], evaluation, config)
+        rounds.append({"round": r, **evaluation, **verdict, "rl": rl, "world_model": str(world_model),
+                       "real_episodes_used": used})
+        if verdict["accepted"]:
+            current = Path(rl["policy"])
+        else:
+            console.print(f"[yellow]round {r} rolled back:[/] {'; '.join(verdict['reasons'])}")
+        if r == config.rounds or config.frozen_world_model:
+            continue
+        new = stages.run(f"round {r}: collect (new policy)", folder / "data.h5",
+                         lambda: collect_real(config, Path(rl["policy"]), folder / "data.h5", config.seed + 100 * r))
+        used += new["episodes"]
+        all_data.append(folder / "data.h5")
+        stages.run(f"round {r}: merge episodes", folder / "all.h5",
+                   lambda: {"episodes": merge_episode_files(all_data, folder / "all.h5")})
+        wm = stages.run(f"round {r}: refine world model", folder / "wm",
+                        lambda: train_wm(config, folder / "all.h5", folder / "wm", world_model, config.seed + r))
+        world_model, keyframes = Path(wm["world_model"]), folder / "data.h5"
+    return finish(config, rounds, world_model, run_start)
+
+
+def _last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(r for r in reversed(rounds) if r["accepted"])
+
+
+def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Path | None,
+           run_start: float) -> dict[str, Any]:
+    """Write ``results.json``, ``report.md``, ``success.png`` and the final policy's videos. The
+    final policy is the last accepted one."""
+    from worldsim.coevolve_report import plot_rounds, side_by_side_videos, write_report
+
+    final = _last_accepted(rounds)
+    final_policy = Path(final["policy"])
+    results = {"mode": config.mode, "algo": config.algo, "tasks": config.tasks, "rounds": rounds,
+               "real_budget": config.real_budget,
+               "demonstrations": str(config.demonstrations) if config.demonstrations else None,
+               "base_real_success": rounds[0]["real"]["success_rate"],
+               "final_policy": str(final_policy), "final_real_success": final["real"]["success_rate"],
+               "improvement": final["real"]["success_rate"] - rounds[0]["real"]["success_rate"],
+               "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
+               "ablation": {"frozen_world_model": config.frozen_world_model,
+                            "keyframe_ratio": config.keyframe_ratio},
+               "wall_clock_s": round(time.time() - run_start, 1)}
+    videos = []
+    if world_model is not None and config.videos:
+        videos = side_by_side_videos(final_policy, world_model, config, config.out / "videos")
+    results["videos"] = [str(v) for v in videos]
+    write_json(config.out / "results.json", results)
+    plot_rounds(results, config.out / "success.png")
+    write_report(results, config.out / "report.md")
+    console.print(f"[bold]real success[/] {results['base_real_success']:.1%} (base) -> "
+                  f"{results['final_real_success']:.1%} (final), {results['real_budget']} real training episodes "
+                  f"-> {config.out / 'report.md'}")
+    return results
+
+
+@dataclass
+class Coevolve(CoevolveConfig):
+    """Co-evolve a policy and a world model: RL in imagination, real data refines the model (WoVR)."""
+
+    def run(self) -> dict[str, Any]:
+        return coevolve(self)
+

@@ -1,0 +1,184 @@
+"""Policy evaluation in imagination (Ctrl-World): rank policy checkpoints by their success in a
+world model and check the ranking against their real success (``worldsim rank-policies``).
+
+Each policy runs ``imagined_episodes`` imagined episodes per task from real episode starts of
+the keyframe file, and ``episodes`` real episodes per task in physics. The agreement of the two
+is measured over policies (mean success over tasks) and over (policy, task) pairs: Spearman's
+rank correlation (does imagination order the checkpoints as reality does) and Pearson's
+(are the success rates themselves close), from ``scipy.stats``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from worldsim.atomic import atomic_path
+from worldsim.envs.tasks import get_suite, get_task
+from worldsim.run_logging import write_json
+
+console = Console()
+
+
+def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The success part of an :meth:`~worldsim.evaluation.EvalResults.to_json` document."""
+    return {"success_rate": evaluation["success_rate"], "episodes": evaluation["episodes"],
+            "per_task": {task: {"success_rate": r["success_rate"], "ci95": r["ci95"], "episodes": r["episodes"]}
+                         for task, r in evaluation["per_task"].items()}}
+
+
+def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, episodes: int,
+                               imagined_episodes: int, world_model: str | Path | None,
+                               keyframes: str | Path | None, seed: int = 0, device: str = "auto",
+                               progress: bool = True, real: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Success of one policy per task: ``real`` in physics (deterministic, seed ``seed + 10000``,
+    the RL trainers' evaluation protocol; pass an existing result to skip it) and ``imagined`` in
+    ``world_model`` from the real episode starts of ``keyframes`` (seed ``seed + 20000``; left
+    out without a world model)."""
+    from worldsim.evaluation import Imagination, evaluate_policy
+    from worldsim.policies import load_policy
+    from worldsim.rl import evaluate
+
+    policy = load_policy(policy_path).eval()
+    if real is None:
+        real = evaluate(policy, tasks, episodes, seed=seed + 10_000)
+    result = {"policy": str(policy_path), "real": per_task_summary(real)}
+    if world_model is not None:
+        dream = evaluate_policy(policy, tasks, imagined_episodes, num_envs=32, seed=seed + 20_000,
+                                progress=progress, imagination=Imagination(world_model, keyframes, device=device))
+        result["imagined"] = per_task_summary(dream.to_json())
+    return result
+
+
+def rank_agreement(real: np.ndarray, imagined: np.ndarray) -> dict[str, float]:
+    """Spearman and Pearson correlation of imagined with real success (NaN when either is constant)."""
+    from scipy.stats import pearsonr, spearmanr
+
+    real, imagined = np.asarray(real, float), np.asarray(imagined, float)
+    if len(real) < 2 or np.ptp(real) == 0 or np.ptp(imagined) == 0:
+        return {"spearman": float("nan"), "pearson": float("nan"), "n": len(real)}
+    return {"spearman": float(spearmanr(real, imagined).statistic),
+            "pearson": float(pearsonr(real, imagined).statistic), "n": len(real)}
+
+
+@dataclass
+class RankPolicies:
+    """Rank policy checkpoints by imagined success and compare with their real success."""
+
+    world_model: Path
+    """World model folder (a `worldsim train-wm` run)."""
+    keyframes: Path
+    """Episode file whose real episode starts begin the imagined episodes."""
+    policies: tuple[Path, ...]
+    """Policy checkpoints or run folders (at least 2; e.g. runs/ckpt_*)."""
+    suite: str | None = None
+    """Evaluate every seen task of this suite."""
+    task: tuple[str, ...] = ()
+    """Or these tasks (default with neither: the world model's tasks)."""
+    episodes: int = 50
+    """Real episodes per policy and task."""
+    imagined_episodes: int = 32
+    """Imagined episodes per policy and task."""
+    out: Path = Path("runs/rank")
+    """Folder for ranking.json, ranking.md and ranking.png."""
+    seed: int = 0
+    """Seed of the evaluations (every policy sees the same real and imagined starts)."""
+    device: str = "auto"
+    """Where the world model runs: auto, cpu or cuda."""
+    progress: bool = True
+    """Show progress bars."""
+
+    def run(self) -> dict[str, Any]:
+        from worldsim.world_models import WorldModel
+
+        if len(self.policies) < 2:
+            raise ValueError(f"--policies names {len(self.policies)} checkpoint(s); ranking needs at least 2")
+        if self.episodes < 1 or self.imagined_episodes < 1:
+            raise ValueError("--episodes and --imagined-episodes must be >= 1")
+        for path in self.policies:
+            if not Path(path).exists():
+                raise ValueError(f"no policy checkpoint at {path}")
+        model_tasks = WorldModel.from_pretrained(self.world_model).config.tasks
+        tasks = (list(get_suite(self.suite).seen) if self.suite
+                 else [get_task(t).name for t in self.task] or list(model_tasks))
+        unknown = [t for t in tasks if t not in model_tasks]
+        if unknown:
+            raise ValueError(f"the world model was not trained on {', '.join(unknown)}; it knows "
+                             f"{', '.join(model_tasks)}")
+        rows = [evaluate_real_and_imagined(p, tasks, episodes=self.episodes, imagined_episodes=self.imagined_episodes,
+                                           world_model=self.world_model, keyframes=self.keyframes, seed=self.seed,
+                                           device=self.device, progress=self.progress)
+                for p in self.policies]
+        real = np.array([r["real"]["success_rate"] for r in rows])
+        imagined = np.array([r["imagined"]["success_rate"] for r in rows])
+        pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
+                 for r in rows for t in tasks]
+        result = {"tasks": tasks, "world_model": str(self.world_model), "policies": rows,
+                  "over_policies": rank_agreement(real, imagined),
+                  "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
+                  "mean_abs_error": float(np.abs(real - imagined).mean())}
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json(self.out / "ranking.json", result)
+        write_ranking_report(result, self.out)
+        console.print(ranking_table(result))
+        agree = result["over_policies"]
+        console.print(f"Spearman {agree['spearman']:.3f}, Pearson {agree['pearson']:.3f} over {len(rows)} policies "
+                      f"-> {self.out}")
+        return result
+
+
+def ranking_table(result: dict[str, Any]) -> Table:
+    """Policies in order of imagined success, with their real success and ranks."""
+    rows = result["policies"]
+    order = np.argsort([-r["imagined"]["success_rate"] for r in rows], kind="stable")
+    real_rank = {i: k + 1 for k, i in enumerate(np.argsort([-r["real"]["success_rate"] for r in rows],
+                                                            kind="stable"))}
+    table = Table(title="policies ranked in imagination")
+    for column in ("rank (imagined)", "policy", "imagined", "real", "rank (real)"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for k, i in enumerate(order):
+        r = rows[i]
+        table.add_row(str(k + 1), r["policy"], f"{100 * r['imagined']['success_rate']:.1f}%",
+                      f"{100 * r['real']['success_rate']:.1f}%", str(real_rank[i]))
+    return table
+
+
+def write_ranking_report(result: dict[str, Any], out: Path) -> None:
+    """``ranking.md`` (table and correlations) and ``ranking.png`` (imagined vs real success)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["policies"]
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    for r in rows:
+        ax.scatter(r["real"]["success_rate"], r["imagined"]["success_rate"], color="tab:blue")
+        ax.annotate(Path(r["policy"]).name, (r["real"]["success_rate"], r["imagined"]["success_rate"]), fontsize=7)
+    ax.plot([0, 1], [0, 1], "--", color="grey", lw=1)
+    ax.set_xlabel("real success")
+    ax.set_ylabel("imagined success")
+    agree = result["over_policies"]
+    ax.set_title(f"Spearman {agree['spearman']:.2f}, Pearson {agree['pearson']:.2f}")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    fig.tight_layout()
+    with atomic_path(out / "ranking.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    lines = [f"# Policy ranking in imagination ({', '.join(result['tasks'])})", "",
+             "| policy | imagined success | real success |", "|---|---|---|"]
+    lines += [f"| {r['policy']} | {100 * r['imagined']['success_rate']:.1f}% | {100 * r['real']['success_rate']:.1f}% |"
+              for r in rows]
+    pairs = result["over_policy_task_pairs"]
+    lines += ["", f"Over policies: Spearman {agree['spearman']:.3f}, Pearson {agree['pearson']:.3f} "
+              f"(n = {agree['n']}). Over (policy, task) pairs: Spearman {pairs['spearman']:.3f}, "
+              f"Pearson {pairs['pearson']:.3f} (n = {pairs['n']}). Mean |imagined - real|: "
+              f"{result['mean_abs_error']:.3f}.", "", "![imagined vs real](ranking.png)"]
+    with atomic_path(out / "ranking.md") as tmp:
+        Path(tmp).write_text("\n".join(lines) + "\n")
