@@ -60,6 +60,29 @@ def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+def parse_reset_options(options: dict[str, Any] | None, num_envs: int,
+                        needs_reset: bool) -> tuple[np.ndarray | None, int]:
+    """The checked ``reset_mask`` (None: reset every env) and ``group_size`` of a vector env's
+    ``reset(options=...)``; ``ValueError`` for unknown options and bad values, ``RuntimeError``
+    for a partial first reset (``needs_reset``). Shared by every worldsim vector env."""
+    options = options or {}
+    unknown = set(options) - {"reset_mask", "group_size"}
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', 'group_size'")
+    group_size = options.get("group_size", 1)
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
+        raise ValueError(f"group_size={group_size!r} must be an int >= 1")
+    if "reset_mask" not in options:
+        return None, int(group_size)
+    mask = np.asarray(options["reset_mask"])
+    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(f"reset_mask must be a bool array of shape ({num_envs},); "
+                         f"got dtype {mask.dtype} and shape {mask.shape}")
+    if needs_reset and not mask.all():
+        raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
+    return mask, int(group_size)
+
+
 def check_actions(actions: Any, num_envs: int) -> np.ndarray:
     """``actions`` for ``num_envs`` envs, ``(N, 4)`` or a chunk ``(N, K, 4)``, as float64 clipped
     to [-1, 1]; ``TypeError``/``ValueError`` naming the expected shape, or the envs whose actions
@@ -215,20 +238,8 @@ class TabletopVectorEnv(VectorEnv):
         """
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
-        options = options or {}
-        unknown = set(options) - {"reset_mask", "group_size"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', 'group_size'")
-        group_size = options.get("group_size", 1)
-        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-            raise ValueError(f"group_size={group_size!r} must be an int >= 1")
-        if "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"])
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},); "
-                                 f"got dtype {mask.dtype} and shape {mask.shape}")
-            if self._needs_reset and not mask.all():
-                raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
+        mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
+        if mask is not None:
             self._reset_envs(np.flatnonzero(mask), group_size)
         else:
             self._reset_envs(np.arange(self.num_envs), group_size)

@@ -70,6 +70,7 @@ from worldsim.envs.vector_env import (
     MAX_NUM_ENVS,
     check_actions,
     parse_autoreset_mode,
+    parse_reset_options,
 )
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
@@ -268,21 +269,8 @@ class ImaginedVectorEnv(VectorEnv):
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
             self._generator.manual_seed(int(self._np_random.integers(2**62)))
-        options = options or {}
-        unknown = set(options) - {"reset_mask", "group_size"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', "
-                             "'group_size'")
-        group_size = options.get("group_size", 1)
-        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-            raise ValueError(f"group_size={group_size!r} must be an int >= 1")
-        if "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"])
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},); "
-                                 f"got dtype {mask.dtype} and shape {mask.shape}")
-            if self._needs_reset and not mask.all():
-                raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
+        mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
+        if mask is not None:
             self._reset_envs(np.flatnonzero(mask), group_size)
         else:
             self._reset_envs(np.arange(self.num_envs), group_size)

@@ -48,6 +48,7 @@ from worldsim.envs.vector_env import (
     REWARD_TYPES,
     check_actions,
     parse_autoreset_mode,
+    parse_reset_options,
 )
 
 SUPPORTED_OBS_MODES: tuple[str, ...] = ("state",)
@@ -196,25 +197,13 @@ class MjxVectorEnv(VectorEnv):
         as on the MuJoCo backend. A full reset applies the reset schedule."""
         if seed is not None:
             self._state = self._state._replace(key=core.commit(jax.random.PRNGKey(seed)))
-        options = options or {}
-        unknown = set(options) - {"reset_mask", "group_size"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', 'group_size'")
-        group_size = options.get("group_size", 1)
-        if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-            raise ValueError(f"group_size={group_size!r} must be an int >= 1")
-        mask = np.ones(self.num_envs, bool)
-        if "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"])
-            if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-                raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},); "
-                                 f"got dtype {mask.dtype} and shape {mask.shape}")
-            if self._needs_reset and not mask.all():
-                raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
+        mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
+        partial = mask is not None
+        mask = mask if partial else np.ones(self.num_envs, bool)
         if mask.sum() % group_size:
             raise ValueError(f"group_size={group_size} does not divide the {int(mask.sum())} envs being reset")
         groups = core.commit(jnp.int32(group_size))
-        if "reset_mask" in options:
+        if partial:
             self._state = core.reset_envs(self.params, self._state, core.commit(jnp.asarray(mask)), self._qpos0,
                                           groups)
         else:
