@@ -60,6 +60,20 @@ def _image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+def check_env_arguments(env_class: type, unknown: dict[str, Any], num_envs: Any, what: str) -> int:
+    """Refuse keyword arguments ``env_class`` does not take (``TypeError`` naming the closest
+    allowed one) and a ``num_envs`` outside 1..:data:`MAX_NUM_ENVS`; returns ``num_envs`` as an
+    int. ``what`` names the envs in the message. Shared by every worldsim vector env."""
+    if unknown:
+        allowed = [p for p in inspect.signature(env_class).parameters if p != "unknown"]
+        hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
+        detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+        raise TypeError(f"unknown argument(s) {detail} for {what}; allowed: {', '.join(allowed)}")
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or not 1 <= num_envs <= MAX_NUM_ENVS:
+        raise ValueError(f"num_envs={num_envs!r} is out of range; allowed: an int from 1 to {MAX_NUM_ENVS}")
+    return int(num_envs)
+
+
 def parse_reset_options(options: dict[str, Any] | None, num_envs: int,
                         needs_reset: bool) -> tuple[np.ndarray | None, int]:
     """The checked ``reset_mask`` (None: reset every env) and ``group_size`` of a vector env's
@@ -168,14 +182,8 @@ class TabletopVectorEnv(VectorEnv):
         num_threads: int | None = None,
         **unknown: Any,
     ):
-        if unknown:
-            allowed = [p for p in inspect.signature(TabletopVectorEnv).parameters if p != "unknown"]
-            hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
-            detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
-            raise TypeError(f"unknown argument(s) {detail} for worldsim envs; allowed: {', '.join(allowed)}")
+        check_env_arguments(TabletopVectorEnv, unknown, num_envs, "worldsim envs")
         self.task = task if isinstance(task, TaskSpec) else get_task(task)
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or not 1 <= num_envs <= MAX_NUM_ENVS:
-            raise ValueError(f"num_envs={num_envs!r} is out of range; allowed: an int from 1 to {MAX_NUM_ENVS}")
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(OBS_MODES)}")
         if reward_type not in REWARD_TYPES:

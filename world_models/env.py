@@ -46,8 +46,6 @@ draws and the diffusion noise.
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +65,8 @@ from worldsim.envs.single_env import SingleEnv
 from worldsim.envs.vector_env import (
     ACTION_DIM,
     CONTROL_DT,
-    MAX_NUM_ENVS,
     check_actions,
+    check_env_arguments,
     parse_autoreset_mode,
     parse_reset_options,
 )
@@ -150,17 +148,8 @@ class ImaginedVectorEnv(VectorEnv):
         device: str | torch.device = "auto",
         **unknown: Any,
     ):
-        if unknown:
-            allowed = [p for p in inspect.signature(ImaginedVectorEnv).parameters if p != "unknown"]
-            hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
-            detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                               for k, h in hints.items())
-            raise TypeError(f"unknown argument(s) {detail} for imagined envs; allowed: {', '.join(allowed)}")
+        check_env_arguments(ImaginedVectorEnv, unknown, num_envs, "imagined envs")
         self.task = task if isinstance(task, TaskSpec) else get_task(str(task).removeprefix("Imagined-"))
-        if (isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer))
-                or not 1 <= num_envs <= MAX_NUM_ENVS):
-            raise ValueError(f"num_envs={num_envs!r} is out of range; allowed: an int from 1 to "
-                             f"{MAX_NUM_ENVS}")
         if obs_mode not in IMAGINED_OBS_MODES:
             if obs_mode in OBS_MODES:
                 raise ValueError(f"obs_mode={obs_mode!r}: an imagined env cannot produce the 'state' "

@@ -21,8 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -44,9 +42,9 @@ from worldsim.envs.vector_env import (
     ACTION_DIM,
     CONTROL_DT,
     MAX_CHUNK,
-    MAX_NUM_ENVS,
     REWARD_TYPES,
     check_actions,
+    check_env_arguments,
     parse_autoreset_mode,
     parse_reset_options,
 )
@@ -127,15 +125,8 @@ class MjxVectorEnv(VectorEnv):
         render_mode: str | None = None,
         **unknown: Any,
     ):
-        if unknown:
-            allowed = [p for p in inspect.signature(MjxVectorEnv).parameters if p != "unknown"]
-            hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
-            detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
-            raise TypeError(f"unknown argument(s) {detail} for worldsim envs with backend='mjx'; "
-                            f"allowed: {', '.join(allowed)}")
+        check_env_arguments(MjxVectorEnv, unknown, num_envs, "worldsim envs with backend='mjx'")
         self.task = task if isinstance(task, TaskSpec) else get_task(task)
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or not 1 <= num_envs <= MAX_NUM_ENVS:
-            raise ValueError(f"num_envs={num_envs!r} is out of range; allowed: an int from 1 to {MAX_NUM_ENVS}")
         if obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(OBS_MODES)}")
         if obs_mode not in SUPPORTED_OBS_MODES:
