@@ -18,7 +18,7 @@ One env-step is one control step (5 physics steps, 20 Hz) of one env. For each t
 
 JAX picks the device (a GPU when jax[cuda] is installed); ``jax.devices()`` is reported. The
 issue's batch sizes are 256, 1024, 4096 and 16384; on a CPU-only machine MJX manages a few
-hundred env-steps/s, so the default there is 32 and 256 (16384 envs would take minutes per
+hundred env-steps/s, so the default there is 32 and 256 (16384 envs take about a minute per
 step). Run ``python benchmarks/mjx_throughput.py [--num-envs 256 1024 4096 16384]``; rows are
 printed as they finish, and the last line of stdout is one JSON object with every figure.
 """

@@ -245,3 +245,17 @@ def test_cli_records_features_of_a_checkpoint_and_refuses_the_expert(tmp_path, c
                  "--out", str(tmp_path / "x.h5")]) == 2
     assert "the scripted expert has none" in " ".join(capsys.readouterr().out.split())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "vla.h5"]
+
+
+def test_continue_after_success_records_success_frames_to_the_time_limit(tmp_path):
+    path = tmp_path / "past.h5"
+    collect_episodes(["ReachCube-v0"], expert(), episodes=3, out=path, num_envs=3, seed=0, obs_mode="state",
+                     continue_after_success=True, progress=False)
+    limit = get_task("ReachCube-v0").max_episode_steps
+    with EpisodeReader(path) as reader:
+        assert reader.env_kwargs == {"obs_mode": "state", "terminate_on_success": False}
+        for info in reader.episode_info():
+            episode = reader[info.index]
+            # the expert reaches and holds: the episode runs on past its first success
+            assert episode.num_samples == limit and episode.truncated[-1] and not episode.terminated.any()
+            assert episode.success.sum() > 10 and info.success == episode.success[-1]

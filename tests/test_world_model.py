@@ -18,6 +18,7 @@ import tyro
 from safetensors.torch import load_file
 
 from worldsim.collect import collect_episodes
+from worldsim.datasets import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 from worldsim.train_wm import EvalWM, Imagine, TrainWM
@@ -250,6 +251,13 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert set(report["success_by_horizon"]) == {"8", "16", "32", "full"}
     assert report["success_by_horizon"]["full"] == report["success"]
     assert len(report["success_by_threshold"]) == 9 and len(report["success_episodes"]["real"]) == 6
+    with EpisodeReader(episodes) as reader:
+        infos = reader.episode_info()
+    on_real = report["success_head_on_real_frames"]  # the head judging the real frames
+    assert on_real["frames"] == sum(i.num_samples + 1 for i in infos) and on_real["episode"]["episodes"] == 6
+    assert on_real["success_frames"] == sum(i.success for i in infos) == report["success"]["true_positive"] + \
+        report["success"]["false_negative"]
+    assert 0 <= on_real["frame_false_positive_rate"] <= 1
     for name in ("fidelity.json", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
     EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()

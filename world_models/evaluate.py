@@ -14,7 +14,9 @@ episode's recorded actions one by one, and compare every imagined frame with the
   Accuracy, precision and recall of imagined against real outcomes (World-VLA-Loop's "does
   the model say success exactly when reality does"); also by horizon (replays of only the
   last ``h`` steps of each episode, from the real state there: open-loop drift grows with
-  ``h``) and by threshold;
+  ``h``) and by threshold; and the same head on the real frames
+  (:func:`head_on_real_frames`), which tells the head's share of the disagreement from the
+  dynamics' share;
 - a plot of PSNR and SSIM against the horizon and side-by-side videos (real | imagined).
 """
 
@@ -171,8 +173,37 @@ def success_agreement(run: OpenLoop, threshold: float = 0.5) -> dict[str, float]
     """Episode-level agreement of imagined and real success over full replays (``run`` from
     episode starts to their ends): accuracy, precision, recall, and the counts."""
     scores, real = episode_scores(run)
+    return _agreement(scores >= threshold, real)
+
+
+@torch.no_grad()
+def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
+                        batch_size: int = 256) -> dict[str, Any]:
+    """The success head judging the *real* frames of ``bank``: what the success agreement
+    would be with perfect dynamics. Set against :func:`success_agreement` of the replays, it
+    splits the disagreement between the head (misjudging even real frames) and the dynamics
+    (imagined frames that drift from the real ones). Returns ``episode`` (the agreement dict,
+    an episode succeeding when any of its real frames reaches ``threshold``), ``frame_recall``
+    (over the real success frames), ``frame_false_positive_rate`` (over the other frames) and
+    the frame counts."""
+    task = np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
+                           for e, length in enumerate(bank.lengths)])
+    probs = np.concatenate([
+        model.success_prob(frames_to_latents(torch.from_numpy(bank.images[i:i + batch_size]),
+                                             model.config.patch).to(model.device),
+                           torch.from_numpy(task[i:i + batch_size]).to(model.device)).cpu().numpy()
+        for i in range(0, len(bank.images), batch_size)])
+    fired, success = probs >= threshold, bank.success.astype(bool)
+    per_episode = [slice(start, start + length + 1) for start, length in zip(bank.obs_start, bank.lengths)]
+    return {"episode": _agreement(np.array([fired[s].any() for s in per_episode]),
+                                  np.array([success[s].any() for s in per_episode])),
+            "frame_recall": float(fired[success].mean()) if success.any() else float("nan"),
+            "frame_false_positive_rate": float(fired[~success].mean()) if (~success).any() else float("nan"),
+            "success_frames": int(success.sum()), "frames": len(success)}
+
+
+def _agreement(imagined: np.ndarray, real: np.ndarray) -> dict[str, float]:
     n = len(real)
-    imagined = scores >= threshold
     tp, fp = int((imagined & real).sum()), int((imagined & ~real).sum())
     fn, tn = int((~imagined & real).sum()), int((~imagined & ~real).sum())
     return {"accuracy": (tp + tn) / max(n, 1), "precision": tp / (tp + fp) if tp + fp else float("nan"),
@@ -195,6 +226,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     calibrated one), ``success_by_horizon`` (the same for replays of each episode's last 8,
     16 and 32 steps), ``success_by_threshold`` (accuracy at thresholds 0.1 .. 0.9),
     ``success_episodes`` (per episode: real outcome, highest imagined probability),
+    ``success_head_on_real_frames`` (:func:`head_on_real_frames`),
     ``keyframe_counts``. With ``out``, also writes
     ``fidelity.json``, ``error_growth.png`` and ``videos`` side-by-side videos there.
     """
@@ -253,6 +285,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                   success_by_horizon={**by_horizon, "full": success_agreement(full, threshold)},
                   success_by_threshold={f"{th:.1f}": float(((scores >= th) == real).mean())
                                         for th in np.arange(1, 10) / 10},
+                  success_head_on_real_frames=head_on_real_frames(model, bank, threshold),
                   success_episodes={"real": real.tolist(), "max_prob": scores.round(4).tolist()},
                   keyframe_counts=keys.counts())
     if out is not None:

@@ -278,7 +278,7 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
                      execute_steps: int | None = None, overwrite: bool = False, progress: bool = True,
                      record_features: bool = False, num_samples: int = 8,
                      deterministic: bool = False, world_model: str | Path | None = None,
-                     keyframes: str | Path | None = None) -> CollectStats:
+                     keyframes: str | Path | None = None, continue_after_success: bool = False) -> CollectStats:
     """Collect ``episodes`` complete episodes per task into one episode file ``out``.
 
     Args:
@@ -305,6 +305,12 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         world_model, keyframes: roll out in imagination instead: the task's imagined env
             (``worldsim/Imagined-<task>``, ``obs_mode="pixels"``) with this world model, its
             episodes starting from this keyframe file; each episode records that env id.
+        continue_after_success: run every episode to the time limit instead of ending it at
+            success (the env's ``terminate_on_success=False``, stored in the file's
+            ``env_kwargs``): the file then holds many success frames per successful episode, not
+            one at its end, which a world model's success head needs (the positive frames
+            otherwise all sit at the goal's edge). An episode's outcome stays its final
+            observation's success flag.
 
     Returns per-task episodes, success rate, mean length and steps/s.
     """
@@ -320,7 +326,9 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
             raise ValueError(f"{name}={value!r} must be an int >= 1")
     if obs_mode not in OBS_MODES:
         raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(OBS_MODES)}")
-    env_kwargs = {"obs_mode": obs_mode}
+    env_kwargs: dict[str, Any] = {"obs_mode": obs_mode}
+    if continue_after_success:
+        env_kwargs["terminate_on_success"] = False
     if obs_mode != "state":
         env_kwargs.update(image_size=image_size, wrist_camera=wrist_camera)
     if (world_model is None) != (keyframes is None):
@@ -404,6 +412,9 @@ class Collect:
     (with --keyframes and --obs-mode pixels)."""
     keyframes: Path | None = None
     """Episode file the imagined episodes start from (with --world-model)."""
+    continue_after_success: bool = False
+    """Run episodes to the time limit instead of ending them at success: many success frames
+    per episode for training a world model's success head (see collect_episodes)."""
 
     def run(self) -> None:
         from rich.console import Console
@@ -438,7 +449,7 @@ class Collect:
                                  obs_mode=self.obs_mode, execute_steps=self.execute_steps,
                                  record_features=self.record_features, num_samples=self.num_samples,
                                  deterministic=self.deterministic, world_model=self.world_model,
-                                 keyframes=self.keyframes)
+                                 keyframes=self.keyframes, continue_after_success=self.continue_after_success)
         table = Table(title=f"{self.out} ({stats.file_bytes / 2**20:.1f} MiB, {stats.seconds:.1f} s)")
         for column in ("task", "episodes", "success rate", "mean length", "steps/s"):
             table.add_column(column, justify="left" if column == "task" else "right")
