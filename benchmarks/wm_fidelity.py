@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.2, help="expert random-action rate, training")
     parser.add_argument("--continue-after-success", action="store_true",
                         help="training episodes run to the time limit instead of ending at success (many "
-                             "success frames per episode for the success head); held-out ones still end there")
+                             "success frames per episode); held-out ones still end there")
     parser.add_argument("--val-noise", type=float, default=0.3, help="expert action noise, held-out")
     parser.add_argument("--val-epsilon", type=float, default=0.3, help="expert random-action rate, held-out")
     parser.add_argument("--near-miss", type=float, default=0.04,

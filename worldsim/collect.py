@@ -308,9 +308,9 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         continue_after_success: run every episode to the time limit instead of ending it at
             success (the env's ``terminate_on_success=False``, stored in the file's
             ``env_kwargs``): the file then holds many success frames per successful episode, not
-            one at its end, which a world model's success head needs (the positive frames
-            otherwise all sit at the goal's edge). An episode's outcome stays its final
-            observation's success flag.
+            one at its end (where the cube sits at the goal's edge), and shows what the policy
+            does once it has succeeded. An episode's outcome stays its final observation's
+            success flag.
 
     Returns per-task episodes, success rate, mean length and steps/s.
     """
@@ -414,7 +414,7 @@ class Collect:
     """Episode file the imagined episodes start from (with --world-model)."""
     continue_after_success: bool = False
     """Run episodes to the time limit instead of ending them at success: many success frames
-    per episode for training a world model's success head (see collect_episodes)."""
+    per episode, and what the policy does after succeeding (see collect_episodes)."""
 
     def run(self) -> None:
         from rich.console import Console
