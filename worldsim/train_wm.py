@@ -157,10 +157,11 @@ class EvalWM:
                           f"{part['psnr'][at8]:.2f}", f"{part['psnr'][-1]:.2f}", f"{part['ssim'][at8]:.3f}")
         console = Console()
         console.print(table)
-        s = report["success"]
+        s, on_real = report["success"], report["success_head_on_real_frames"]["episode"]
         console.print(f"success agreement at threshold {report['success_threshold']:.3f}: accuracy "
                       f"{s['accuracy']:.1%}, precision {s['precision']:.1%}, recall {s['recall']:.1%} over "
                       f"{s['episodes']} episodes; accuracy by horizon (last h steps replayed): "
                       + ", ".join(f"{h}: {r['accuracy']:.1%}" for h, r in report["success_by_horizon"].items())
+                      + f"; the head on the real frames: {on_real['accuracy']:.1%}"
                       + f" -> {out}")
         return report
