@@ -194,9 +194,9 @@ def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
                            torch.from_numpy(task[i:i + batch_size]).to(model.device)).cpu().numpy()
         for i in range(0, len(bank.images), batch_size)])
     fired, success = probs >= threshold, bank.success.astype(bool)
-    per_episode = [slice(start, start + length + 1) for start, length in zip(bank.obs_start, bank.lengths)]
-    return {"episode": _agreement(np.array([fired[s].any() for s in per_episode]),
-                                  np.array([success[s].any() for s in per_episode])),
+    fired_per_episode = np.split(fired, bank.obs_start[1:])  # the bank stores episodes back to back
+    return {"episode": _agreement(np.array([f.any() for f in fired_per_episode]),
+                                  np.array([bank.episode(j, "success").any() for j in range(len(bank))])),
             "frame_recall": float(fired[success].mean()) if success.any() else float("nan"),
             "frame_false_positive_rate": float(fired[~success].mean()) if (~success).any() else float("nan"),
             "success_frames": int(success.sum()), "frames": len(success)}
