@@ -12,8 +12,9 @@
    episode-level success agreement (full replays, by horizon and by threshold), and the
    agreement on the failed episodes split into near misses (the task object came within
    ``--near-miss`` metres of the goal in x-y: at 64x64 pixels a near miss and a success can
-   differ by a pixel or two, or only in height) and clear failures; and the success head's
-   agreement on the real frames themselves (what perfect dynamics would give).
+   differ by a pixel or two, or only in height) and clear failures; the success head's
+   agreement on the real frames themselves (what perfect dynamics would give); and the task
+   object's position error in the imagined frames (cm, found by the head's keypoint detector).
 
 Targets: PSNR >= 25 dB after 8 imagined steps, success agreement >= 90%. Prints one JSON
 line last; the run folder (``--out``) keeps the model, metrics, plot and videos.
@@ -118,6 +119,10 @@ def main() -> None:
         "agreement_on_near_misses": float((~imagined[near]).mean()) if near.any() else None,
         "agreement_on_clear_failures": float((~imagined[clear]).mean()) if clear.any() else None,
         "success_accuracy_head_on_real_frames": report["success_head_on_real_frames"]["episode"]["accuracy"],
+        "object_error_cm_at_1": report["object_error"]["imagined_cm"][1],
+        "object_error_cm_at_8": report["object_error"]["imagined_cm"][8],
+        "object_error_cm_final": report["object_error"]["final_imagined_cm"],
+        "object_error_cm_detector_on_real_frames": float(np.median(report["object_error"]["real_cm"])),
         "targets": {"psnr_at_8": 25.0, "success_accuracy": 0.9}}
     (args.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))

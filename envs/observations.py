@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium import spaces
 
 from worldsim.envs.families import TaskFamily
-from worldsim.envs.scene import CUBES, ZONES, Scene
+from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, ZONES, Scene
 
 OBS_MODES: tuple[str, ...] = ("state", "pixels", "pixels+state")
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.'-"
@@ -45,6 +45,21 @@ for _name, _size in [
     STATE_LAYOUT[_name] = slice(_offset, _offset + _size)
     _offset += _size
 STATE_DIM = _offset
+
+# The scene's objects whose image positions the world model's success head learns to find,
+# with the height of the plane each rests on (cube centres, zone and bin floors).
+ENTITIES: tuple[str, ...] = (*(f"{c}_cube" for c in CUBES), *(f"{z}_zone" for z in ZONES), "bin")
+ENTITY_HEIGHTS = np.array([CUBE_HALF] * len(CUBES) + [0.0] * len(ZONES) + [BIN_FLOOR_TOP])
+
+
+def entity_positions(state: np.ndarray) -> np.ndarray:
+    """World positions ``(N, len(ENTITIES), 3)`` of the :data:`ENTITIES` in ``state`` rows
+    ``(N, STATE_DIM)``: cube centres as they are, zones and the bin on their floor planes."""
+    state = np.asarray(state)
+    cubes = [state[:, STATE_LAYOUT[f"{c}_cube_pos"]] for c in CUBES]
+    flat = [np.column_stack([state[:, STATE_LAYOUT[key]], np.full(len(state), z)])
+            for key, z in zip([f"{z}_zone_xy" for z in ZONES] + ["bin_xy"], ENTITY_HEIGHTS[len(CUBES):])]
+    return np.stack(cubes + flat, axis=1).astype(np.float64)
 PROPRIO_DIM = 4
 
 

@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 from worldsim.collect import collect_episodes
 from worldsim.datasets import EpisodeReader
+from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_positions
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 from worldsim.train_wm import EvalWM, Imagine, TrainWM
@@ -34,7 +35,7 @@ from worldsim.world_models import (
     train_world_model,
 )
 from worldsim.world_models.evaluate import OpenLoop, calibrate_threshold, success_agreement
-from worldsim.world_models.model import frames_to_latents, latents_to_frames
+from worldsim.world_models.model import SuccessHead, frames_to_latents, keypoint_loss, latents_to_frames
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
 
@@ -88,6 +89,24 @@ def test_edm_preconditioning_schedule_and_one_step_sampling():
         noise = top * torch.randn((2, 48, 8, 8), generator=torch.Generator().manual_seed(0))
         expected = den.denoise(noise, torch.full((2,), top), context, cond)
     assert torch.allclose(x, expected, atol=1e-5)
+
+
+def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_view():
+    heat = torch.full((1, 2, 8, 8), -20.0)
+    heat[0, 0, 3, 5] = 20.0  # entity 0 peaks at column 5, row 3: pixel centre (5.5, 3.5)
+    heat[0, 1, 0, 0] = 20.0
+    head = SuccessHead(WorldModelConfig(image_size=8, patch=2, channels=(8,), norm_groups=4, success_channels=4))
+    points = head.keypoints(heat)
+    assert torch.allclose(points[0, 0], torch.tensor([5.5, 3.5]), atol=1e-4)
+    target = torch.tensor([[[5.5, 3.5], [-3.0, 4.0]]])  # entity 1 is out of view: left out
+    loss, distance = keypoint_loss(heat, points, target)
+    assert loss.item() < 1e-3 and distance.item() < 1e-3
+    far, distance = keypoint_loss(heat, points, torch.tensor([[[1.5, 3.5], [-3.0, 4.0]]]))
+    assert far.item() > 10 and abs(distance.item() - 4.0) < 1e-3
+    # an untrained head starts at the rare-success prior, not at 50% on every frame
+    torch.manual_seed(0)
+    probs = torch.sigmoid(head(torch.randn(16, 12, 4, 4), torch.zeros(16, dtype=torch.long)))
+    assert probs.max() < 0.1
 
 
 def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path):
@@ -156,6 +175,14 @@ def test_balanced_sampling_yields_the_requested_success_share(episodes):
     assert torch.cat(many).float().mean() >= 0.5
     # the success head's auxiliary target: the goal-minus-object offset of the target frame
     assert batch["goal_offset"].shape == (40, 3) and batch["goal_offset"].dtype == torch.float32
+    # and the scene objects' pixel positions: the red cube sits where the frame is red
+    assert batch["entity_pixels"].shape == (40, len(ENTITIES), 2)
+    frame, (col, row) = bank.images[0], bank.entity_pixels[0, ENTITIES.index("red_cube")]
+    red = (frame[..., 0] > 150) & (frame[..., 1] < 80) & (frame[..., 2] < 80)
+    rows, cols = np.nonzero(red)
+    assert abs(cols.mean() + 0.5 - col) < 1.0 and abs(rows.mean() + 0.5 - row) < 1.0
+    back = bank.camera.unproject(bank.entity_pixels[0], ENTITY_HEIGHTS)  # onto each object's plane
+    assert np.allclose(back, entity_positions(bank.state[:1])[0], atol=1e-5)
     with pytest.raises(ValueError, match="success_fraction=1.5"):
         bank.sample(4, 2, 4, {"PushCube-v0": 0}, generator, success_fraction=1.5)
 
@@ -173,6 +200,7 @@ def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     assert not summary["success_threshold_calibrated"] and summary["success_threshold"] == 0.5
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(np.isfinite(r["train/success_offset"]) for r in rows if "train/loss" in r)
+    assert all(0 <= r["train/keypoint_error_px"] < 64 for r in rows if "train/loss" in r)  # the detector's
     assert [r["step"] for r in rows if "val/loss" in r] == [4, 8]
     assert all(np.isfinite(r["val/psnr_3"]) for r in rows if "val/psnr_3" in r)
     assert (out / "videos" / "step_000008.mp4").stat().st_size > 0 and (out / "curves.png").exists()
@@ -249,7 +277,7 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
     assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
     assert set(report["success_by_horizon"]) == {"8", "16", "32", "full"}
-    assert report["success_by_horizon"]["full"] == report["success"]
+    assert json.dumps(report["success_by_horizon"]["full"]) == json.dumps(report["success"])  # NaN-safe
     assert len(report["success_by_threshold"]) == 9 and len(report["success_episodes"]["real"]) == 6
     with EpisodeReader(episodes) as reader:
         infos = reader.episode_info()
@@ -258,6 +286,10 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert on_real["success_frames"] == sum(i.success for i in infos) == report["success"]["true_positive"] + \
         report["success"]["false_negative"]
     assert 0 <= on_real["frame_false_positive_rate"] <= 1
+    objects = report["object_error"]  # the detector's view of the task object, per step
+    assert len(objects["imagined_cm"]) == len(objects["real_cm"]) == max(i.num_samples for i in infos) + 1
+    assert objects["imagined_cm"][0] == objects["real_cm"][0]  # step 0 is the real frame in both
+    assert objects["final_imagined_cm"] >= 0
     for name in ("fidelity.json", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
     EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()

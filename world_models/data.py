@@ -7,9 +7,9 @@ selected episodes of a worldsim episode file into flat arrays, and serves
 - :meth:`EpisodeBank.sample`: random training windows ``(episode, t)``: the context frames
   ``t-C+1 .. t`` (frame 0 repeated before the start), the episode's first frame, the context
   proprio, action ``t``, frame, proprio and success flag ``t+1`` (and, when the file has
-  ``state``, the task's goal-minus-object offset at ``t+1``, the success head's auxiliary
-  target); a ``success_fraction`` share of the windows is drawn among those whose frame
-  ``t+1`` is a success, the rest uniformly, so the success head sees both classes in a set
+  ``state``, the task's goal-minus-object offset and the scene objects' pixel positions at
+  ``t+1``, the success head's dense targets); a ``success_fraction`` share of the windows is
+  drawn among those whose frame ``t+1`` is a success, the rest uniformly, so the success head sees both classes in a set
   balance (success frames are rare: episodes recorded with success ending them hold one each);
 - :meth:`EpisodeBank.start`: the real state an imagined episode starts from at ``(episode, t)``.
 """
@@ -24,7 +24,11 @@ import numpy as np
 import torch
 
 from worldsim.datasets import EpisodeInfo, EpisodeReader
-from worldsim.envs.observations import STATE_LAYOUT
+from worldsim.envs.camera import PinholeCamera
+from worldsim.envs.observations import STATE_LAYOUT, entity_positions
+from worldsim.envs.scene import Scene
+
+IMAGE_CAMERA = "front"  # the camera of the ``image`` observation
 
 
 @dataclass
@@ -89,6 +93,9 @@ class EpisodeBank:
         self.actions = np.concatenate(arrays["actions"]).astype(np.float32)
         self.success = np.concatenate(arrays["success"]).astype(bool)
         self.state = np.concatenate(arrays["state"]) if self.has_state else None
+        self.camera = PinholeCamera.from_scene(Scene.load().model, IMAGE_CAMERA, *self.image_shape[:2])
+        self.entity_pixels = (self.camera.project(entity_positions(self.state)).astype(np.float32)
+                              if self.state is not None else None)
         self.tasks = list(dict.fromkeys(info.task for info in infos))
         self.instructions = {info.task: info.instruction for info in infos}
         self._transition_episode = np.repeat(np.arange(len(infos)), self.lengths)
@@ -157,4 +164,5 @@ class EpisodeBank:
         if self.state is not None:
             offset = self.state[target][:, STATE_LAYOUT["goal_minus_object"]]
             batch["goal_offset"] = torch.from_numpy(offset.astype(np.float32))
+            batch["entity_pixels"] = torch.from_numpy(self.entity_pixels[target])
         return batch

@@ -31,12 +31,13 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
 - **Proprio head**: an MLP predicts the change of the normalised proprio from the context
   proprio, the action and the task (the gripper pose follows the commands almost exactly);
   its prediction conditions the frame (training feeds the real next proprio: teacher forcing).
-- **Success head**: a CNN on one (space-to-depth, full-resolution) frame and the task, its
-  feature map flattened so that positions count, trained on the dataset's per-observation
-  ``success`` flags (a set share of success frames per batch) and, where the data has
-  ``state``, on regressing the goal-minus-object offset; on the real next frames and on the
-  denoiser's own (detached) estimates of them, so that it judges imagined frames as it judges
-  real ones. The imagined env reads it on every new frame and cuts at the config's
+- **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
+  full-resolution) frame, and an MLP on the keypoints and the task gives the success logit
+  (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
+  (a set share of success frames per batch) and, where the data has ``state``, on the objects'
+  projected pixel positions and the goal-minus-object offset; on the real next frames and on
+  the denoiser's own (detached) estimates of them, so that it judges imagined frames as it
+  judges real ones. The imagined env reads it on every new frame and cuts at the config's
   ``success_threshold``, calibrated by training on validation episodes.
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
@@ -62,6 +63,7 @@ from worldsim.checkpoint import (
     load_pretrained_weights,
     save_pretrained_folder,
 )
+from worldsim.envs.observations import ENTITIES
 from worldsim.run_logging import to_jsonable
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
@@ -70,6 +72,8 @@ ACTION_DIM = 4
 PROPRIO_DIM = 4
 SPATIAL_CHANNELS = 2 + 2 * PROPRIO_DIM  # x and y coordinates, current and next proprio
 OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cross-entropy
+SUCCESS_PRIOR = 0.02  # the success head's initial probability
+KEYPOINT_L1 = 0.1  # the detector's soft-argmax distance (pixels), against its heatmap cross-entropy
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -282,40 +286,84 @@ class Denoiser(nn.Module):
 
 
 class SuccessHead(nn.Module):
-    """Frame-level success classifier on one latent frame and the task.
+    """Frame-level success from where the scene's objects are in the frame.
 
-    The convolutions start at the latent's full resolution (space-to-depth is lossless, so
-    every pixel is seen) and halve it twice; the feature map is then **flattened**, not pooled,
-    so the head knows *where* things are (success is a relation between positions: the cube
-    on the zone). Besides the success logit it regresses the task's goal-minus-object offset
-    (``state``'s ``goal_minus_object``, in decimetres) where the data has it: a dense target on
-    every frame that teaches the features the geometry success is decided by, where the
-    success flag alone gives one positive frame per episode.
+    Success is a relation between object positions (the cube on the zone), decided at the
+    scale of a pixel at 64x64, with one success frame per recorded episode to learn from; so
+    the head first finds the objects, then judges them:
+
+    - a fully convolutional **keypoint detector** over the latent (space-to-depth is lossless,
+      so every pixel is seen) ends in ``patch^2`` logits per latent cell and entity, put back
+      in place by depth-to-space: one heatmap over the full-resolution pixels per scene entity
+      (:data:`~worldsim.envs.observations.ENTITIES`: the cubes, zones and bin); its soft-argmax
+      is the entity's position in pixels. Where the data has ``state``, the entities' projected
+      positions supervise the heatmaps on every frame (a dense target, translation-equivariant
+      by construction: it generalises from a few hundred episodes, where a flattened feature
+      map overfits);
+    - an **MLP on the keypoints** and the task gives the success logit and an estimate of the
+      task's goal-minus-object offset (decimetres; trained where the data has ``state``).
     """
 
     AUX_DIM = 3
 
     def __init__(self, config: WorldModelConfig):
         super().__init__()
-        width = config.success_channels
-        self.convs = nn.Sequential(
+        width, self.patch = config.success_channels, config.patch
+        self.entities = len(ENTITIES)
+        self.detector = nn.Sequential(
             nn.Conv2d(config.latent_channels, width, 3, padding=1), nn.SiLU(),
             nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.SiLU(),
-            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.SiLU())
-        features = 2 * width * (config.latent_size // 4) ** 2
-        self.task_embedding = nn.Embedding(len(config.tasks), config.cond_hidden)
-        self.hidden = nn.Linear(features, config.cond_hidden)
-        self.out = nn.Linear(config.cond_hidden, 1 + self.AUX_DIM)
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, self.entities * config.patch**2, 1))
+        self.num_tasks = len(config.tasks)
+        self.classifier = _mlp(2 * self.entities + self.num_tasks, config.cond_hidden, 1 + self.AUX_DIM)
+        with torch.no_grad():  # success is rare: start at a 2% prior, not at 50% on every frame
+            self.classifier[-1].bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
+        centres = torch.arange(config.image_size, dtype=torch.float32) + 0.5
+        self.register_buffer("pixel_centres", centres, persistent=False)
 
-    def outputs(self, latent: torch.Tensor, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The success logit ``(B,)`` and the goal-offset estimate ``(B, 3)`` (decimetres)."""
-        features = self.hidden(self.convs(latent).flatten(1)) + self.task_embedding(task)
-        out = self.out(F.silu(features))
-        return out[:, 0], out[:, 1:]
+    def heatmaps(self, latent: torch.Tensor) -> torch.Tensor:
+        """Per-entity logits over the pixels ``(B, entities, H, W)``."""
+        return F.pixel_shuffle(self.detector(latent), self.patch)
+
+    def keypoints(self, heatmaps: torch.Tensor) -> torch.Tensor:
+        """Soft-argmax of ``heatmaps``: each entity's expected (column, row) in pixels ``(B, entities, 2)``."""
+        b, n, h, w = heatmaps.shape
+        p = heatmaps.flatten(2).softmax(-1).view(b, n, h, w)
+        return torch.stack([(p.sum(2) * self.pixel_centres[:w]).sum(-1),
+                            (p.sum(3) * self.pixel_centres[:h]).sum(-1)], dim=-1)
+
+    def outputs(self, latent: torch.Tensor, task: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The success logit ``(B,)``, the goal-offset estimate ``(B, 3)`` (decimetres), the
+        heatmaps ``(B, entities, H, W)`` and the keypoints ``(B, entities, 2)`` (pixels)."""
+        heat = self.heatmaps(latent)
+        points = self.keypoints(heat)
+        normalized = points / heat.shape[-1] * 2.0 - 1.0
+        out = self.classifier(torch.cat([normalized.flatten(1), F.one_hot(task, self.num_tasks).float()], dim=1))
+        return out[:, 0], out[:, 1:], heat, points
 
     def forward(self, latent: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
         return self.outputs(latent, task)[0]
+
+
+def keypoint_loss(heatmaps: torch.Tensor, points: torch.Tensor, target: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The detector's loss against target pixel coordinates ``(B, entities, 2)``: cross-entropy
+    of each heatmap against the pixel holding the target, plus ``KEYPOINT_L1`` times the smooth
+    L1 distance of the soft-argmax (sub-pixel precision); entities out of view are left out.
+    Also returns the mean distance in pixels of the entities in view."""
+    b, n, h, w = heatmaps.shape
+    inside = ((target >= 0) & (target < torch.tensor([w, h], device=target.device))).all(-1).flatten()
+    if not inside.any():
+        zero = heatmaps.sum() * 0.0
+        return zero, zero.detach()
+    cell = target.floor().long()
+    index = (cell[..., 1].clamp(0, h - 1) * w + cell[..., 0].clamp(0, w - 1)).flatten()
+    ce = F.cross_entropy(heatmaps.flatten(2).flatten(0, 1)[inside], index[inside])
+    flat_points, flat_target = points.flatten(0, 1)[inside], target.flatten(0, 1)[inside]
+    l1 = F.smooth_l1_loss(flat_points, flat_target, reduction="none").sum(-1).mean()
+    return ce + KEYPOINT_L1 * l1, (flat_points - flat_target).norm(dim=-1).mean().detach()
 
 
 def _randn(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None,
@@ -341,7 +389,8 @@ class WorldModel(nn.Module):
     ``context`` latents ``(B, C, 3p^2, h, w)`` (oldest first), ``first`` ``(B, 3p^2, h, w)``,
     ``proprio`` ``(B, C, 4)`` raw, ``action`` ``(B, 4)``, ``task`` ``(B,)`` long; for training
     also ``target`` ``(B, 3p^2, h, w)``, ``next_proprio`` ``(B, 4)`` and ``success`` ``(B,)``,
-    the success flag of the target frame.
+    the success flag of the target frame, and where the data has ``state``, ``goal_offset``
+    ``(B, 3)`` and ``entity_pixels`` ``(B, entities, 2)`` of the target frame.
     """
 
     def __init__(self, config: WorldModelConfig):
@@ -408,8 +457,9 @@ class WorldModel(nn.Module):
         """Total training loss and its named terms: denoising + proprio + ``success_weight``
         times the success head's (binary cross-entropy of the success flag, plus, when the batch
         has ``goal_offset`` ``(B, 3)`` in metres, the squared error of its offset estimate in
-        decimetres). The head judges both the real next frame and the denoiser's own detached
-        estimate of it, so it learns to judge imagined frames as it judges real ones."""
+        decimetres, and when it has ``entity_pixels``, the detector's :func:`keypoint_loss`).
+        The head judges both the real next frame and the denoiser's own detached estimate of
+        it, so it learns to judge imagined frames as it judges real ones."""
         context = batch["context"]
         b = len(context)
         level = self.config.context_noise * torch.rand(b, generator=generator, device=context.device)
@@ -422,13 +472,17 @@ class WorldModel(nn.Module):
         denoise, estimate = self.denoiser.loss(batch["target"] - anchor, context_stack, cond, generator)
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
-        logits, offsets = self.success_head.outputs(frames, batch["task"].repeat(2))
+        logits, offsets, heatmaps, points = self.success_head.outputs(frames, batch["task"].repeat(2))
         success = F.binary_cross_entropy_with_logits(logits, labels)
         terms = {"denoise": denoise.item(), "proprio": proprio.item(), "success_bce": success.item()}
         if "goal_offset" in batch:
             offset = F.mse_loss(offsets, 10.0 * batch["goal_offset"].repeat(2, 1))
             terms["success_offset"] = offset.item()
             success = success + OFFSET_WEIGHT * offset
+        if "entity_pixels" in batch:
+            detector, distance = keypoint_loss(heatmaps, points, batch["entity_pixels"].repeat(2, 1, 1))
+            terms["success_keypoints"], terms["keypoint_error_px"] = detector.item(), distance.item()
+            success = success + detector
         with torch.no_grad():
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean().item()
         return denoise + proprio + success_weight * success, terms

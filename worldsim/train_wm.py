@@ -164,4 +164,10 @@ class EvalWM:
                       + ", ".join(f"{h}: {r['accuracy']:.1%}" for h, r in report["success_by_horizon"].items())
                       + f"; the head on the real frames: {on_real['accuracy']:.1%}"
                       + f" -> {out}")
+        objects = report["object_error"]
+        if objects is not None:
+            console.print("task object position error (median, cm on the table): imagined "
+                          f"{objects['imagined_cm'][1]:.1f} at step 1, {objects['final_imagined_cm']:.1f} at "
+                          "the episode's end; the detector on the real frames: "
+                          f"{np.median(objects['real_cm']):.1f}")
         return report
