@@ -39,7 +39,6 @@ from tqdm.auto import tqdm
 from worldsim.atomic import atomic_path
 from worldsim.datasets import EpisodeReader
 from worldsim.envs.observations import ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
-from worldsim.envs.scene import CUBES
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.run_logging import write_json
@@ -214,8 +213,8 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
                  starts: np.ndarray, batch_size: int = 256) -> dict[str, Any] | None:
     """How far the task's object is, in the imagined frames of ``run`` (replays of bank
     episodes ``episodes`` from steps ``starts``), from where it really was: the success head's
-    keypoint detector finds the object in every frame, the camera puts it back on the table
-    plane, and the distance (cm, in the table plane) to the real position (``state``) is taken.
+    keypoint detector finds the object in every frame and the distance to its real position
+    (``state``, projected into the frame) is measured in cm on the plane the object rests on.
     PSNR is dominated by the static scene; this is the error of what the task is about.
 
     Returns ``imagined_cm`` and ``real_cm`` (the detector on the real frames: its own floor),
@@ -224,8 +223,8 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     if bank.state is None:
         return None
     task_object = bank.state[:, STATE_LAYOUT["object_pos"]]
-    cubes = entity_positions(bank.state)[:, :len(CUBES)]
-    which = np.abs(cubes - task_object[:, None]).sum(-1).argmin(-1)  # the entity the task acts on
+    # the entity the task acts on: the one nearest the task object in x-y (a cube, or a zone to reach)
+    which = np.linalg.norm(entity_positions(bank.state)[..., :2] - task_object[:, None, :2], axis=-1).argmin(-1)
     steps_t = np.arange(run.real.shape[1])[None] + starts[:, None]
     rows = bank.obs_start[episodes][:, None] + np.minimum(steps_t, bank.lengths[episodes][:, None])
     entity = which[rows]
@@ -236,11 +235,13 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
             model.success_head.keypoints(model.success_head.heatmaps(frames_to_latents(
                 torch.from_numpy(flat[i:i + batch_size]), model.config.patch).to(model.device))).cpu().numpy()
             for i in range(0, len(flat), batch_size)]).reshape(*frames.shape[:2], -1, 2)
-        chosen = np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
-        return bank.camera.unproject(chosen, ENTITY_HEIGHTS[entity])[..., :2]
+        return np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
 
-    truth = task_object[rows][..., :2]
-    errors = {name: 100 * np.linalg.norm(located(frames) - truth, axis=-1)
+    def on_table(pixels: np.ndarray) -> np.ndarray:  # a lifted object is measured on its resting plane
+        return bank.camera.unproject(pixels, ENTITY_HEIGHTS[entity])[..., :2]
+
+    truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
+    errors = {name: 100 * np.linalg.norm(on_table(located(frames)) - truth, axis=-1)
               for name, frames in (("imagined", run.imagined), ("real", run.real))}
     curve = {f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
                             for k in range(e.shape[1])] for name, e in errors.items()}

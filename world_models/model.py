@@ -116,7 +116,7 @@ class WorldModelConfig:
     context_noise: float = 0.1
     """Training: the largest std of the Gaussian noise added to context frames (0: none)."""
     success_channels: int = 32
-    """Width of the success classifier's convolutions."""
+    """Width of the success head's keypoint-detector convolutions."""
     success_threshold: float = 0.5
     """Success probability at or above which a frame counts as a success (the imagined env's
     cut); ``train-wm`` calibrates it on its validation episodes."""
@@ -146,9 +146,6 @@ class WorldModelConfig:
             raise ValueError(f"need 0 < sigma_min < sigma_max; got {self.sigma_min}, {self.sigma_max}")
         if self.context_noise < 0:
             raise ValueError(f"context_noise={self.context_noise!r} must be >= 0")
-        if cells % 4:
-            raise ValueError(f"the {cells}x{cells} latent (image_size / patch) must be divisible by 4 "
-                             "(the success head halves it twice)")
         if not 0.0 < self.success_threshold < 1.0:
             raise ValueError(f"success_threshold={self.success_threshold!r} must be in (0, 1)")
 
