@@ -105,7 +105,7 @@ def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_
     assert far.item() > 10 and abs(distance.item() - 4.0) < 1e-3
     # an untrained head starts at the rare-success prior, not at 50% on every frame
     torch.manual_seed(0)
-    probs = torch.sigmoid(head(torch.randn(16, 12, 4, 4), torch.zeros(16, dtype=torch.long)))
+    probs = torch.sigmoid(head(torch.randn(16, 12, 4, 4), torch.zeros(16, dtype=torch.long), torch.randn(16, 4)))
     assert probs.max() < 0.1
 
 
@@ -362,8 +362,10 @@ def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcom
                      data, num_envs=4, image_size=32, progress=False)
     bank = EpisodeBank(data)
     assert 0 < sum(info.success for info in bank.infos) < len(bank)
-    torch.manual_seed(0)
+    torch.manual_seed(1)
     model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    with torch.no_grad():  # untrained scores around 0.5, not at the 2% prior: a cut inside [0.1, 0.9]
+        model.success_head.classifier[-1].bias.zero_()
     assert calibrate_success_threshold(model, bank, torch.Generator().manual_seed(0))
     run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), int(bank.lengths.max()),
                     generator=torch.Generator().manual_seed(0))

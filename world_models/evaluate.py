@@ -91,7 +91,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         out.real[rows], out.valid[rows] = bank.images[real_rows], valid
         out.success[rows] = bank.success[real_rows]
         out.imagined[rows, 0] = bank.images[real_rows[:, 0]]
-        out.success_prob[rows, 0] = model.success_prob(context[:, -1], task).cpu().numpy()
+        out.success_prob[rows, 0] = model.success_prob(context[:, -1], task, proprio[:, -1]).cpu().numpy()
         queue = None if policy is None else ChunkQueue(policy, len(j), deterministic=True)
         if queue is not None:
             out.valid[rows] = True
@@ -197,7 +197,8 @@ def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
     probs = np.concatenate([
         model.success_prob(frames_to_latents(torch.from_numpy(bank.images[i:i + batch_size]),
                                              model.config.patch).to(model.device),
-                           torch.from_numpy(task[i:i + batch_size]).to(model.device)).cpu().numpy()
+                           torch.from_numpy(task[i:i + batch_size]).to(model.device),
+                           torch.from_numpy(bank.proprio[i:i + batch_size]).to(model.device)).cpu().numpy()
         for i in range(0, len(bank.images), batch_size)])
     fired, success = probs >= threshold, bank.success.astype(bool)
     fired_per_episode = np.split(fired, bank.obs_start[1:])  # the bank stores episodes back to back

@@ -32,8 +32,8 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   proprio, the action and the task (the gripper pose follows the commands almost exactly);
   its prediction conditions the frame (training feeds the real next proprio: teacher forcing).
 - **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
-  full-resolution) frame, and an MLP on the keypoints and the task gives the success logit
-  (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
+  full-resolution) frame, and an MLP on the keypoints, the proprio and the task gives the
+  success logit (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
   (a set share of success frames per batch) and, where the data has ``state``, on the objects'
   projected pixel positions and the goal-minus-object offset; on the real next frames and on
   the denoiser's own (detached) estimates of them, so that it judges imagined frames as it
@@ -297,8 +297,11 @@ class SuccessHead(nn.Module):
       positions supervise the heatmaps on every frame (a dense target, translation-equivariant
       by construction: it generalises from a few hundred episodes, where a flattened feature
       map overfits);
-    - an **MLP on the keypoints** and the task gives the success logit and an estimate of the
-      task's goal-minus-object offset (decimetres; trained where the data has ``state``).
+    - an **MLP on the keypoints, the proprio and the task** gives the success logit and an
+      estimate of the task's goal-minus-object offset (decimetres; trained where the data has
+      ``state``). The proprio (the gripper's position and opening, normalised) is what reaching,
+      placing and stacking are judged by besides the objects, and imagination predicts it
+      almost exactly.
     """
 
     AUX_DIM = 3
@@ -313,7 +316,8 @@ class SuccessHead(nn.Module):
             nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
             nn.Conv2d(width, self.entities * config.patch**2, 1))
         self.num_tasks = len(config.tasks)
-        self.classifier = _mlp(2 * self.entities + self.num_tasks, config.cond_hidden, 1 + self.AUX_DIM)
+        self.classifier = _mlp(2 * self.entities + PROPRIO_DIM + self.num_tasks, config.cond_hidden,
+                               1 + self.AUX_DIM)
         with torch.no_grad():  # success is rare: start at a 2% prior, not at 50% on every frame
             self.classifier[-1].bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
         centres = torch.arange(config.image_size, dtype=torch.float32) + 0.5
@@ -330,18 +334,20 @@ class SuccessHead(nn.Module):
         return torch.stack([(p.sum(2) * self.pixel_centres[:w]).sum(-1),
                             (p.sum(3) * self.pixel_centres[:h]).sum(-1)], dim=-1)
 
-    def outputs(self, latent: torch.Tensor, task: torch.Tensor
+    def outputs(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The success logit ``(B,)``, the goal-offset estimate ``(B, 3)`` (decimetres), the
-        heatmaps ``(B, entities, H, W)`` and the keypoints ``(B, entities, 2)`` (pixels)."""
+        """For latent frames, tasks ``(B,)`` and normalised proprio ``(B, 4)``: the success logit
+        ``(B,)``, the goal-offset estimate ``(B, 3)`` (decimetres), the heatmaps
+        ``(B, entities, H, W)`` and the keypoints ``(B, entities, 2)`` (pixels)."""
         heat = self.heatmaps(latent)
         points = self.keypoints(heat)
         normalized = points / heat.shape[-1] * 2.0 - 1.0
-        out = self.classifier(torch.cat([normalized.flatten(1), F.one_hot(task, self.num_tasks).float()], dim=1))
+        features = [normalized.flatten(1), proprio, F.one_hot(task, self.num_tasks).float()]
+        out = self.classifier(torch.cat(features, dim=1))
         return out[:, 0], out[:, 1:], heat, points
 
-    def forward(self, latent: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        return self.outputs(latent, task)[0]
+    def forward(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+        return self.outputs(latent, task, proprio)[0]
 
 
 def keypoint_loss(heatmaps: torch.Tensor, points: torch.Tensor, target: torch.Tensor
@@ -469,7 +475,8 @@ class WorldModel(nn.Module):
         denoise, estimate = self.denoiser.loss(batch["target"] - anchor, context_stack, cond, generator)
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
-        logits, offsets, heatmaps, points = self.success_head.outputs(frames, batch["task"].repeat(2))
+        logits, offsets, heatmaps, points = self.success_head.outputs(frames, batch["task"].repeat(2),
+                                                                      wanted.repeat(2, 1))
         success = F.binary_cross_entropy_with_logits(logits, labels)
         terms = {"denoise": denoise.item(), "proprio": proprio.item(), "success_bce": success.item()}
         if "goal_offset" in batch:
@@ -498,13 +505,13 @@ class WorldModel(nn.Module):
         change = self.denoiser.sample(inputs, cond, steps, generator)
         latent = (context[:, -1] + change).clamp(-1.0, 1.0)
         next_proprio = norm * self.proprio_std + self.proprio_mean
-        success_prob = torch.sigmoid(self.success_head(latent, task))
+        success_prob = torch.sigmoid(self.success_head(latent, task, norm))
         return Prediction(latent, next_proprio, success_prob)
 
     @torch.no_grad()
-    def success_prob(self, latent: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        """Success probability of latent frames ``(B, 3p^2, h, w)``."""
-        return torch.sigmoid(self.success_head(latent, task))
+    def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+        """Success probability of latent frames ``(B, 3p^2, h, w)`` with their raw proprio ``(B, 4)``."""
+        return torch.sigmoid(self.success_head(latent, task, self._normalized_proprio(proprio)))
 
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, path: str | Path) -> Path:
