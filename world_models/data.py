@@ -16,6 +16,7 @@ selected episodes of a worldsim episode file into flat arrays, and serves
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,13 @@ from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene
 
 IMAGE_CAMERA = "front"  # the camera of the ``image`` observation
+
+
+@functools.lru_cache(maxsize=8)
+def image_camera(height: int, width: int) -> PinholeCamera:
+    """The camera of the ``image`` observation at this size (the scene is parsed once per size,
+    not once per bank)."""
+    return PinholeCamera.from_scene(Scene.load().model, IMAGE_CAMERA, height, width)
 
 
 @dataclass
@@ -93,7 +101,7 @@ class EpisodeBank:
         self.actions = np.concatenate(arrays["actions"]).astype(np.float32)
         self.success = np.concatenate(arrays["success"]).astype(bool)
         self.state = np.concatenate(arrays["state"]) if self.has_state else None
-        self.camera = PinholeCamera.from_scene(Scene.load().model, IMAGE_CAMERA, *self.image_shape[:2])
+        self.camera = image_camera(*self.image_shape[:2])
         self.entity_pixels = (self.camera.project(entity_positions(self.state)).astype(np.float32)
                               if self.state is not None else None)
         self.tasks = list(dict.fromkeys(info.task for info in infos))
