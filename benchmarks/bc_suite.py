@@ -16,8 +16,8 @@ from pathlib import Path
 
 import tyro
 
-from worldsim.bc import BCConfig, train_bc
-from worldsim.collect import collect_episodes
+from worldsim.training.bc import BCConfig, train_bc
+from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 

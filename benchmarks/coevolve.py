@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from worldsim.coevolve import CoevolveConfig, coevolve
+from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 
 VARIANTS = {"coevolve": {}, "no-keyframes": {"keyframe_ratio": 0.0}, "frozen": {"frozen_world_model": True},
             "ppo": {"algo": "ppo"}, "direct-rl": {"mode": "direct-rl"}}

@@ -31,7 +31,7 @@ import torch
 import tyro
 from rich.console import Console
 
-from worldsim.collect import collect_episodes
+from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite
 from worldsim.failure import DetectorWrapper, load_detector
 from worldsim.failure.detect import ALL, Detect, parse_detectors

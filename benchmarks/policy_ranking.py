@@ -4,7 +4,7 @@ success rates do? (Ctrl-World; issue 7 target: Spearman >= 0.9 over >= 5 checkpo
 Checkpoints with a spread of quality come from behaviour cloning stopped early: ``--bc-steps``
 runs of TinyVLA on ``--demos`` (each reusing the folder if it exists), plus any ``--policies``
 given (e.g. the co-evolution benchmark's policies). Each is evaluated in physics and in the
-world model (:class:`worldsim.rank.RankPolicies`). Prints one JSON line last.
+world model (:class:`worldsim.evaluation.rank.RankPolicies`). Prints one JSON line last.
 
     python benchmarks/policy_ranking.py --world-model runs/bench_coevolve/coevolve_s0/round_1/wm \\
         --keyframes runs/bench_coevolve/coevolve_s0/round_1/data.h5 --demos runs/bench_bc/demos.h5 \\
@@ -17,8 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from worldsim.bc import BCConfig, train_bc
-from worldsim.rank import RankPolicies
+from worldsim.training.bc import BCConfig, train_bc
+from worldsim.evaluation.rank import RankPolicies
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
     python benchmarks/ppo_learning.py                    # reach (3 min budget) and push (20 min)
     python benchmarks/ppo_learning.py --tasks ReachCube-v0 --budgets 180
 
-Each task trains with its family's tuned defaults (``worldsim.ppo.PPO_DEFAULTS``) under a
+Each task trains with its family's tuned defaults (``worldsim.training.ppo.PPO_DEFAULTS``) under a
 wall-clock budget, evaluating the deterministic policy every few iterations. Targets: reach
 >= 95% success within 3 minutes, push >= 80% within 20 minutes (final evaluation, 200
 episodes). Prints a table, then one JSON line: per task the env steps and seconds at which
@@ -20,9 +20,9 @@ import tyro
 from rich.console import Console
 from worldsim.policies import load_policy
 
-from worldsim.ppo import PPOConfig, train_ppo
-from worldsim.rl import evaluate
-from worldsim.run_logging import read_metrics
+from worldsim.training.ppo import PPOConfig, train_ppo
+from worldsim.training.rl import evaluate
+from worldsim.runtime.run_logging import read_metrics
 
 TARGETS = {"ReachCube-v0": 0.95, "PushCube-v0": 0.80}
 

@@ -30,8 +30,8 @@ import numpy as np
 import tyro
 from rich.console import Console
 
-from worldsim.ppo import PPOConfig, train_ppo
-from worldsim.run_logging import read_metrics, write_json
+from worldsim.training.ppo import PPOConfig, train_ppo
+from worldsim.runtime.run_logging import read_metrics, write_json
 
 SCHEDULES = ("synchronous", "staggered")
 
@@ -84,7 +84,7 @@ def plot(curves: dict, grid: np.ndarray, rollout_steps: tuple[int, ...], path: P
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from worldsim.atomic import atomic_path
+    from worldsim.runtime.atomic import atomic_path
 
     metrics = (("episode/success_rate", "rollout success"), ("episode/return", "episode return"))
     fig, axes = plt.subplots(2, len(rollout_steps), figsize=(4 * len(rollout_steps), 6), squeeze=False)

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from worldsim.collect import collect_episodes
+from worldsim.data.collect import collect_episodes
 from worldsim.envs.observations import STATE_LAYOUT
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import EpisodeBank, TrainWMConfig, evaluate_world_model, train_world_model

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 import worldsim  # noqa: F401  (registers the envs)
-from worldsim.collect import collect_episodes
-from worldsim.datasets import EpisodeReader
+from worldsim.data.collect import collect_episodes
+from worldsim.data.datasets import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import WorldModel, preset
 from worldsim.world_models.env import resolve_device

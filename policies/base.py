@@ -31,13 +31,13 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from worldsim.checkpoint import (
+from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
     load_pretrained_weights,
     save_pretrained_folder,
 )
-from worldsim.run_logging import to_jsonable
+from worldsim.runtime.run_logging import to_jsonable
 
 Batch = dict[str, torch.Tensor]
 """A processed observation batch: tensor per key, batch axis first."""

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from worldsim.bc import BCConfig, random_shift, train_bc
-from worldsim.cli import main
-from worldsim.collect import collect_episodes
+from worldsim.training.bc import BCConfig, random_shift, train_bc
+from worldsim.commands.cli import main
+from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
 from worldsim.policies.tinyvla import TinyVLA
 

@@ -1,6 +1,6 @@
 import imageio.v3 as iio
 
-from worldsim.cli import main
+from worldsim.commands.cli import main
 
 
 def test_list_envs_prints_every_task_and_the_suites(capsys):

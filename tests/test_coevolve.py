@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from worldsim.coevolve import CoevolveConfig, coevolve, guard
+from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, guard
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
 INSTRUCTION = "push the red cube onto the blue square"
@@ -90,7 +90,7 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
 
 
 def test_quickstart_refuses_bad_values_before_running(tmp_path):
-    from worldsim.cli import main
+    from worldsim.commands.cli import main
 
     assert main(["quickstart", "--demos", "0", "--out", str(tmp_path / "q")]) == 2
     (tmp_path / "q").mkdir()

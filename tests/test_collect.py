@@ -8,9 +8,9 @@ import torch
 from worldsim.envs.tasks import get_task
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, TinyVLA, TinyVLAConfig
 
-from worldsim.cli import main
-from worldsim.collect import collect_episodes
-from worldsim.datasets import EpisodeReader
+from worldsim.commands.cli import main
+from worldsim.data.collect import collect_episodes
+from worldsim.data.datasets import EpisodeReader
 
 
 def expert(noise: float = 0.0):

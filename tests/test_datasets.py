@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from worldsim.datasets import Episode, EpisodeReader, EpisodeWriter, WindowDataset, dataset_statistics
+from worldsim.data.datasets import Episode, EpisodeReader, EpisodeWriter, WindowDataset, dataset_statistics
 
 
 def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: bool = True,

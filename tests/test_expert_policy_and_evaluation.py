@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from worldsim.cli import main
+from worldsim.commands.cli import main
 from worldsim.envs.observations import qpos_from_state
-from worldsim.evaluation import evaluate_policy, wilson_interval
+from worldsim.evaluation.evaluate import evaluate_policy, wilson_interval
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
 from worldsim.policies.runner import ChunkQueue
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from worldsim.cli import main
-from worldsim.collect import collect_episodes
-from worldsim.datasets import EpisodeReader, EpisodeWriter
+from worldsim.commands.cli import main
+from worldsim.data.collect import collect_episodes
+from worldsim.data.datasets import EpisodeReader, EpisodeWriter
 from worldsim.failure import DetectorWrapper, Rollout, load_detector, load_rollouts, make_detector
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
 

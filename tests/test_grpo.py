@@ -10,9 +10,9 @@ import pytest
 import torch
 from worldsim.policies import MLPPolicy, load_policy
 
-from worldsim.grpo import GRPOConfig, first_episode_mask, group_advantages, success_mask, train_grpo
-from worldsim.rl import clipped_surrogate
-from worldsim.run_logging import read_metrics
+from worldsim.training.grpo import GRPOConfig, first_episode_mask, group_advantages, success_mask, train_grpo
+from worldsim.training.rl import clipped_surrogate
+from worldsim.runtime.run_logging import read_metrics
 
 
 def test_group_advantages_subtract_the_group_mean():
@@ -79,7 +79,7 @@ def test_grpo_trains_and_resumes_exactly(tmp_path):
 
 
 def test_train_rl_cli_runs_grpo(tmp_path):
-    from worldsim.cli import main
+    from worldsim.commands.cli import main
 
     out = tmp_path / "grpo"
     code = main(["train-rl", "--algo", "grpo", "--task", "ReachCube-v0", "--num-envs", "8",

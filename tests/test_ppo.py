@@ -16,8 +16,8 @@ import torch
 import torch.multiprocessing as mp
 from worldsim.policies import MLPPolicy, MLPPolicyConfig, load_policy
 
-from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint
-from worldsim.ppo import (
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.training.ppo import (
     FINETUNE_DEFAULTS,
     PPO_DEFAULTS,
     PPOConfig,
@@ -26,8 +26,8 @@ from worldsim.ppo import (
     train_ppo,
     value_loss,
 )
-from worldsim.rl import weights_digest
-from worldsim.run_logging import read_metrics
+from worldsim.training.rl import weights_digest
+from worldsim.runtime.run_logging import read_metrics
 
 
 def tiny(tmp_path, **overrides) -> PPOConfig:
@@ -245,7 +245,7 @@ def test_resume_is_exact(tmp_path):
 KILLED_RUN = """
 import sys
 from pathlib import Path
-from worldsim.ppo import PPOConfig, train_ppo
+from worldsim.training.ppo import PPOConfig, train_ppo
 train_ppo(PPOConfig(task="ReachCube-v0", num_envs=8, num_steps=8, total_env_steps=8 * 8 * 40,
                     num_minibatches=2, update_epochs=2, hidden=(32, 32), eval_every=0, eval_episodes=4,
                     checkpoint_every=1,
@@ -362,7 +362,7 @@ def test_fine_tuning_refuses_a_task_the_policy_was_not_trained_on(tmp_path):
 
 
 def test_value_warmup_needs_a_value_head(tmp_path):
-    from worldsim.ppo import value_parameter_names
+    from worldsim.training.ppo import value_parameter_names
 
     assert value_parameter_names(MLPPolicy(MLPPolicyConfig(hidden=(8,)))) == {
         "critic.0.weight", "critic.0.bias", "critic.2.weight", "critic.2.bias"}
@@ -372,7 +372,7 @@ def test_value_warmup_needs_a_value_head(tmp_path):
 
 # ---------------------------------------------------------------------------- CLI
 def test_train_rl_cli_writes_a_complete_run(tmp_path):
-    from worldsim.cli import main
+    from worldsim.commands.cli import main
 
     out = tmp_path / "ppo_reach"
     code = main(["train-rl", "--task", "ReachCube-v0", "--obs-mode", "state", "--algo", "ppo",
@@ -393,7 +393,7 @@ def test_train_rl_cli_writes_a_complete_run(tmp_path):
 
 
 def test_train_rl_cli_rejects_an_option_of_the_other_algorithm(tmp_path, capsys):
-    from worldsim.cli import main
+    from worldsim.commands.cli import main
 
     code = main(["train-rl", "--algo", "grpo", "--gae-lambda", "0.9", "--out", str(tmp_path)])
     assert code == 2

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from worldsim.cli import main
-from worldsim.collect import collect_episodes
+from worldsim.commands.cli import main
+from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.rank import rank_agreement
+from worldsim.evaluation.rank import rank_agreement
 from worldsim.world_models import WorldModel, WorldModelConfig
 
 INSTRUCTION = "push the red cube onto the blue square"

@@ -17,12 +17,12 @@ import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each f
 import tyro
 from safetensors.torch import load_file
 
-from worldsim.collect import collect_episodes
-from worldsim.datasets import EpisodeReader
+from worldsim.data.collect import collect_episodes
+from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_positions
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.train_wm import EvalWM, Imagine, TrainWM
+from worldsim.commands.world_model import EvalWM, Imagine, TrainWM
 from worldsim.world_models import (
     EpisodeBank,
     KeyframeRule,
@@ -188,7 +188,7 @@ def test_balanced_sampling_yields_the_requested_success_share(episodes):
 
 
 def test_importing_the_command_line_does_not_import_diffusers():
-    code = "import sys, worldsim.cli; print('diffusers' in sys.modules)"
+    code = "import sys, worldsim.commands.cli; print('diffusers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

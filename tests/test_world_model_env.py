@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-import worldsim.grpo
-import worldsim.ppo
-from worldsim.collect import collect_episodes
-from worldsim.datasets import EpisodeReader
+import worldsim.training.grpo
+import worldsim.training.ppo
+from worldsim.data.collect import collect_episodes
+from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.wrappers import ActionChunk
-from worldsim.evaluation import Imagination, evaluate_policy
+from worldsim.evaluation.evaluate import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
@@ -202,21 +202,21 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files[0]),
                   keyframes=str(files[1]), num_envs=4, num_minibatches=2, update_epochs=1, eval_every=0,
                   eval_episodes=1, checkpoint_every=0, progress=False, device="cpu")
-    summary = worldsim.ppo.train_ppo(worldsim.ppo.PPOConfig(
+    summary = worldsim.training.ppo.train_ppo(worldsim.training.ppo.PPOConfig(
         num_steps=2, total_env_steps=2 * 4 * 4 * 2, value_warmup_iters=0, out=tmp_path / "ppo", **common))
     assert summary["iterations"] == 2 and summary["global_step"] == 64
     state = torch.load(tmp_path / "ppo" / "checkpoint.pt", weights_only=False)
     assert "context" in state["env"]  # the imagined env's snapshot went into the checkpoint
     assert summary["eval"]["per_task"]["PushCube-v0"]["episodes"] == 1
-    config = worldsim.ppo.PPOConfig(out=tmp_path / "x", **common)
+    config = worldsim.training.ppo.PPOConfig(out=tmp_path / "x", **common)
     assert config.reset_schedule == "keyframe"
-    summary = worldsim.grpo.train_grpo(worldsim.grpo.GRPOConfig(
+    summary = worldsim.training.grpo.train_grpo(worldsim.training.grpo.GRPOConfig(
         group_size=2, total_env_steps=1, imagined_horizon=3, keyframe_ratio=0.0, out=tmp_path / "grpo", **common))
     assert summary["iterations"] == 1 and summary["eval"]["episodes"] == 1
     with pytest.raises(ValueError, match="both world_model and keyframes"):
-        worldsim.ppo.PPOConfig(**{**common, "keyframes": None})
+        worldsim.training.ppo.PPOConfig(**{**common, "keyframes": None})
     with pytest.raises(ValueError, match="imagined envs observe pixels only"):
-        worldsim.ppo.PPOConfig(**{**common, "obs_mode": "state"})
+        worldsim.training.ppo.PPOConfig(**{**common, "obs_mode": "state"})
 
 
 def test_policies_are_evaluated_in_imagination(files):

@@ -56,7 +56,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from worldsim.datasets import EpisodeReader
+from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.observations import OBS_MODES, observation_space
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule

@@ -36,12 +36,12 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from tqdm.auto import tqdm
 
-from worldsim.atomic import atomic_path
-from worldsim.datasets import EpisodeReader
+from worldsim.runtime.atomic import atomic_path
+from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.observations import ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
-from worldsim.run_logging import write_json
+from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
 from worldsim.world_models.model import WorldModel, frames_to_latents, latents_to_frames
@@ -340,7 +340,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                   success_episodes={"real": real.tolist(), "max_prob": scores.round(4).tolist()},
                   keyframe_counts=keys.counts())
     if out is not None:
-        from worldsim.video import write_video
+        from worldsim.runtime.video import write_video
 
         out = Path(out)
         write_json(out / "fidelity.json", report)

@@ -57,14 +57,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.checkpoint import (
+from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
     load_pretrained_weights,
     save_pretrained_folder,
 )
 from worldsim.envs.observations import ENTITIES
-from worldsim.run_logging import to_jsonable
+from worldsim.runtime.run_logging import to_jsonable
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"

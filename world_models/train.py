@@ -38,10 +38,10 @@ import torch
 import tyro
 from tqdm.auto import tqdm
 
-from worldsim.bc import split_episodes
-from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
-from worldsim.datasets import EpisodeReader
-from worldsim.distributed import (
+from worldsim.training.bc import split_episodes
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.data.datasets import EpisodeReader
+from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,
     broadcast_module,
@@ -50,7 +50,7 @@ from worldsim.distributed import (
     shutdown,
 )
 from worldsim.envs.tasks import get_task
-from worldsim.run_logging import RunLogger, to_jsonable, write_json
+from worldsim.runtime.run_logging import RunLogger, to_jsonable, write_json
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import PRESETS, WorldModel, preset
 
@@ -178,7 +178,7 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
 def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     """Train (or fine-tune) a world model; returns the final figures (also ``out/summary.json``)."""
     from worldsim.world_models.evaluate import open_loop, psnr_curve, side_by_side
-    from worldsim.video import write_video
+    from worldsim.runtime.video import write_video
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)

@@ -2,6 +2,6 @@
 
 import sys
 
-from worldsim.cli import main
+from worldsim.commands.cli import main
 
 sys.exit(main())

@@ -19,13 +19,13 @@ import tyro
 from rich.console import Console
 from tqdm.auto import tqdm
 
-from worldsim.datasets import EpisodeReader
+from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.failure.detectors import DETECTORS
 from worldsim.failure.protocol import DEFAULT_SWEEP, DetectorResult, ProtocolConfig, evaluate_detector
 from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown, results_table
 from worldsim.failure.rollouts import load_rollouts
-from worldsim.run_logging import to_jsonable, write_json
+from worldsim.runtime.run_logging import to_jsonable, write_json
 
 ALL = ",".join(DETECTORS)
 

@@ -11,10 +11,10 @@ import numpy as np
 from PIL import Image, ImageDraw
 from rich.table import Table
 
-from worldsim.atomic import atomic_path
-from worldsim.datasets import EpisodeReader
+from worldsim.runtime.atomic import atomic_path
+from worldsim.data.datasets import EpisodeReader
 from worldsim.failure.protocol import DetectorResult
-from worldsim.video import write_video
+from worldsim.runtime.video import write_video
 
 COLUMNS = (
     ("roc_auc", "ROC-AUC"),

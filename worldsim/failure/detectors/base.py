@@ -33,10 +33,10 @@ from typing import Any, ClassVar
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 from worldsim.failure.conformal import Threshold, calibrate_components, check_alpha
 from worldsim.failure.rollouts import Rollout
-from worldsim.run_logging import to_jsonable
+from worldsim.runtime.run_logging import to_jsonable
 
 BATCH_ROLLOUTS = 256
 """Rollouts scored side by side offline."""

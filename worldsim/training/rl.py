@@ -1,7 +1,7 @@
 """What PPO and GRPO share: the clipped surrogate, episode bookkeeping, the training env and
 policy, evaluation, and the per-rank training checkpoint.
 
-The algorithms themselves live in :mod:`worldsim.ppo` and :mod:`worldsim.grpo`; this module
+The algorithms themselves live in :mod:`worldsim.training.ppo` and :mod:`worldsim.training.grpo`; this module
 holds only the pieces that are the same thing in both.
 """
 
@@ -19,15 +19,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint
-from worldsim.distributed import DistInfo
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
-from worldsim.run_logging import RunLogger, write_json
+from worldsim.runtime.run_logging import RunLogger, write_json
 
 
 # ---------------------------------------------------------------------------- losses
@@ -295,8 +295,8 @@ def env_actions(actions: torch.Tensor) -> np.ndarray:
 def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int) -> dict[str, Any]:
     """Deterministic evaluation in physics on fresh envs, ``episodes`` per task (the tasks' own
     episode rules: success ends an episode); the JSON document of
-    :meth:`worldsim.evaluation.EvalResults.to_json`."""
-    from worldsim.evaluation import evaluate_policy
+    :meth:`worldsim.evaluation.evaluate.EvalResults.to_json`."""
+    from worldsim.evaluation.evaluate import evaluate_policy
 
     was_training = policy.training
     policy.eval()

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 
 if TYPE_CHECKING:
-    from worldsim.coevolve import CoevolveConfig
+    from worldsim.pipelines.coevolve import CoevolveConfig
 
 
 def plot_rounds(results: dict[str, Any], path: Path) -> Path:
@@ -55,9 +55,9 @@ def side_by_side_videos(policy_path: Path, world_model: Path, config: CoevolveCo
     starts: one mp4 per task, real on the left."""
     import torch
 
-    from worldsim.collect import collect_episodes
+    from worldsim.data.collect import collect_episodes
     from worldsim.policies import load_policy
-    from worldsim.video import write_video
+    from worldsim.runtime.video import write_video
     from worldsim.world_models import EpisodeBank, WorldModel
     from worldsim.world_models.evaluate import open_loop, side_by_side
 

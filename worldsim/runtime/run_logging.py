@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 
 
 def to_jsonable(value: Any) -> Any:

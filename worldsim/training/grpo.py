@@ -5,12 +5,12 @@ Each iteration resets the envs in groups of ``group_size`` consecutive envs that
 layout (``env.reset(options={"group_size": G})``) and runs one episode per env. An episode's
 advantage is its return minus the mean return of its group (divided by the group's standard
 deviation if ``norm_std``), the same for each of its decisions. The policy loss is PPO's
-clipped surrogate (:func:`worldsim.rl.clipped_surrogate`), averaged only over the decisions
+clipped surrogate (:func:`worldsim.training.rl.clipped_surrogate`), averaged only over the decisions
 up to and including the first success, so what a policy does after solving the task is
 neither rewarded nor punished.
 
 Episodes run with ``terminate_on_success=False`` by default for the same reason as in
-:mod:`worldsim.ppo`: each step spent in success earns the top reward, so an earlier success
+:mod:`worldsim.training.ppo`: each step spent in success earns the top reward, so an earlier success
 means a larger return. Autoreset is ``SameStep`` and whatever follows an env's first episode
 is masked out (``Disabled`` would forbid stepping the batch once any env finished).
 """
@@ -28,11 +28,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from worldsim.checkpoint import save_checkpoint
-from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
+from worldsim.runtime.checkpoint import save_checkpoint
+from worldsim.runtime.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
-from worldsim.rl import (
+from worldsim.training.rl import (
     any_rank,
     build_policy,
     RLRunConfig,
@@ -50,7 +50,7 @@ from worldsim.rl import (
     stack_batches,
     weights_digest,
 )
-from worldsim.run_logging import RunLogger, to_jsonable
+from worldsim.runtime.run_logging import RunLogger, to_jsonable
 
 RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
                  "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
@@ -123,7 +123,7 @@ def success_mask(success: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------- training
 def train_grpo(config: GRPOConfig) -> dict[str, Any]:
-    """Train with GRPO as ``config`` says; returns a summary like :func:`worldsim.ppo.train_ppo`."""
+    """Train with GRPO as ``config`` says; returns a summary like :func:`worldsim.training.ppo.train_ppo`."""
     cfg = config
     info_dist = init_distributed(cfg.device)
     device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size

@@ -54,7 +54,7 @@ from typing import Any, Callable, Literal
 from rich.console import Console
 
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.run_logging import to_jsonable, write_json
+from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
 STATE_FILE = "state.json"
@@ -249,7 +249,7 @@ def _moved(value: Any, source: Path, target: Path) -> Any:
 # ---------------------------------------------------------------------------- the stages
 def collect_real(config: CoevolveConfig, policy_path: Path, out: Path, seed: int) -> dict[str, Any]:
     """``config.real_episodes`` real episodes of ``policy_path`` (pixels + state, for keyframes)."""
-    from worldsim.collect import collect_episodes
+    from worldsim.data.collect import collect_episodes
     from worldsim.policies import load_policy
 
     policy = load_policy(policy_path).eval()
@@ -276,8 +276,8 @@ def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, s
 
 def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path | None, keyframes: Path | None,
                   real: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Real and imagined success of one policy (:func:`worldsim.rank.evaluate_real_and_imagined`)."""
-    from worldsim.rank import evaluate_real_and_imagined
+    """Real and imagined success of one policy (:func:`worldsim.evaluation.rank.evaluate_real_and_imagined`)."""
+    from worldsim.evaluation.rank import evaluate_real_and_imagined
 
     return evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
                                       imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
@@ -290,8 +290,8 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     """One RL run from ``policy_path``: in imagination with ``world_model``, else in physics. Its
     final evaluation (``config.seed``: the same real episodes as every round's) is the round's
     real evaluation."""
-    from worldsim.grpo import GRPOConfig, train_grpo
-    from worldsim.ppo import PPOConfig, train_ppo
+    from worldsim.training.grpo import GRPOConfig, train_grpo
+    from worldsim.training.ppo import PPOConfig, train_ppo
 
     common = dict(policy=str(policy_path), obs_mode="pixels", num_envs=config.rl_num_envs, lr=config.lr,
                   total_env_steps=total_env_steps, time_budget=config.rl_time_budget, eval_every=0,
@@ -330,7 +330,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     """Run co-evolution (or the direct-RL baseline) as ``config`` says; returns ``results.json``."""
     import torch
 
-    from worldsim.datasets import merge_episode_files
+    from worldsim.data.datasets import merge_episode_files
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
@@ -413,7 +413,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
            run_start: float) -> dict[str, Any]:
     """Write ``results.json``, ``report.md``, ``success.png`` and the final policy's videos. The
     final policy is the last accepted one."""
-    from worldsim.coevolve_report import plot_rounds, side_by_side_videos, write_report
+    from worldsim.pipelines.coevolve_report import plot_rounds, side_by_side_videos, write_report
 
     final = _last_accepted(rounds)
     final_policy = Path(final["policy"])

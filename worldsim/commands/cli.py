@@ -11,16 +11,16 @@ import tyro
 from rich.console import Console
 from rich.table import Table
 
-from worldsim.bc import BCConfig
-from worldsim.coevolve import Coevolve
-from worldsim.collect import Collect
-from worldsim.datasets import DatasetInfo
+from worldsim.training.bc import BCConfig
+from worldsim.pipelines.coevolve import Coevolve
+from worldsim.data.collect import Collect
+from worldsim.data.datasets import DatasetInfo
 from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
 from worldsim.failure.detect import Detect
-from worldsim.quickstart import Quickstart
-from worldsim.rank import RankPolicies
-from worldsim.train_rl import TrainRL
-from worldsim.train_wm import EvalWM, Imagine, TrainWM
+from worldsim.pipelines.quickstart import Quickstart
+from worldsim.evaluation.rank import RankPolicies
+from worldsim.commands.train_rl import TrainRL
+from worldsim.commands.world_model import EvalWM, Imagine, TrainWM
 
 console = Console()
 
@@ -68,8 +68,8 @@ class Render:
     """Show the wrist camera beside the front camera."""
 
     def run(self) -> None:
-        from worldsim.render import expert_episodes
-        from worldsim.video import check_video_path, write_video
+        from worldsim.evaluation.render import expert_episodes
+        from worldsim.runtime.video import check_video_path, write_video
 
         spec = get_task(self.task)
         check_video_path(self.out)
@@ -127,9 +127,9 @@ class Evaluate:
     """Write the results (success_rate, per-task rates, intervals, episode count) here."""
 
     def run(self) -> None:
-        from worldsim.evaluation import EvalResults, results_table
+        from worldsim.evaluation.evaluate import EvalResults, results_table
         from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
-        from worldsim.run_logging import write_json
+        from worldsim.runtime.run_logging import write_json
 
         if self.episodes < 1 or self.num_envs < 1:
             raise ValueError(f"--episodes ({self.episodes}) and --num-envs ({self.num_envs}) must be >= 1")
@@ -152,7 +152,7 @@ class Evaluate:
             console.print(f"results -> {self.json}")
 
     def _evaluate(self, policy, tasks: list[str], seed: int):
-        from worldsim.evaluation import evaluate_policy
+        from worldsim.evaluation.evaluate import evaluate_policy
 
         video_dir = self.video_dir or (self.json.parent / "videos" if self.json else Path("eval_videos"))
         return evaluate_policy(policy, tasks, self.episodes, num_envs=self.num_envs, seed=seed,
@@ -165,7 +165,7 @@ class TrainBC(BCConfig):
     """Train TinyVLA by behaviour cloning on recorded episodes (runs under torchrun too)."""
 
     def run(self) -> None:
-        from worldsim.bc import train_bc
+        from worldsim.training.bc import train_bc
 
         summary = train_bc(self)
         console.print({k: v for k, v in summary.items() if k != "per_task_success"})

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -69,7 +69,7 @@ def save_pretrained_folder(path: str | Path, module: torch.nn.Module, document: 
 
     from safetensors.torch import save_file
 
-    from worldsim.atomic import atomic_path
+    from worldsim.runtime.atomic import atomic_path
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)

@@ -43,11 +43,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from worldsim.checkpoint import save_checkpoint
-from worldsim.distributed import average_gradients, broadcast_module, init_distributed, shutdown
+from worldsim.runtime.checkpoint import save_checkpoint
+from worldsim.runtime.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.rl import (
+from worldsim.training.rl import (
     EpisodeTracker,
     any_rank,
     build_policy,
@@ -67,7 +67,7 @@ from worldsim.rl import (
     stack_batches,
     weights_digest,
 )
-from worldsim.run_logging import RunLogger, to_jsonable
+from worldsim.runtime.run_logging import RunLogger, to_jsonable
 
 # Tuned on this repo's 2-core CPU with benchmarks/ppo_learning.py (state obs, MLP from scratch).
 # Reach: 90% deterministic success after ~106k env steps (28 s), 100% by 3 minutes. Push: 80%

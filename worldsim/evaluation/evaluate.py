@@ -111,7 +111,7 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
 
     ``videos`` > 0 records the first that many episodes (front camera, 128 px in physics, the
     model's frames in imagination) into ``video_dir/<task>_<k>.mp4``."""
-    from worldsim.video import write_video
+    from worldsim.runtime.video import write_video
 
     spec = get_task(task)
     policy.check_task(spec.instruction)

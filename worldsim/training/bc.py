@@ -2,7 +2,7 @@
 
 Read top to bottom, :func:`train_bc` is the whole recipe:
 
-1. load the episodes (:class:`~worldsim.datasets.WindowDataset`: the current frame, proprio and
+1. load the episodes (:class:`~worldsim.data.datasets.WindowDataset`: the current frame, proprio and
    instruction, and the next ``chunk_size`` actions with a mask past the episode end), split
    them by episode into train and validation sets;
 2. build a :class:`~worldsim.policies.tinyvla.TinyVLA` that knows the dataset's instructions,
@@ -32,8 +32,8 @@ import torch.nn.functional as F
 import tyro
 from tqdm.auto import tqdm
 
-from worldsim.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
-from worldsim.distributed import (
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,
     broadcast_module,
@@ -42,7 +42,7 @@ from worldsim.distributed import (
     shutdown,
 )
 from worldsim.envs.tasks import get_task
-from worldsim.run_logging import RunLogger, write_json
+from worldsim.runtime.run_logging import RunLogger, write_json
 
 
 @dataclass
@@ -144,7 +144,7 @@ def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
 
 def train_bc(config: BCConfig) -> dict:
     """Train TinyVLA by behaviour cloning; returns the final metrics (also in ``out/summary.json``)."""
-    from worldsim.datasets import EpisodeReader, WindowDataset, dataset_statistics
+    from worldsim.data.datasets import EpisodeReader, WindowDataset, dataset_statistics
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
     if config.torch_threads:
@@ -253,7 +253,7 @@ def train_bc(config: BCConfig) -> dict:
 
     # 5. roll out
     if config.eval_episodes and dist_info.is_main:
-        from worldsim.evaluation import evaluate_policy
+        from worldsim.evaluation.evaluate import evaluate_policy
 
         policy.eval()
         results = evaluate_policy(policy, list(dataset.tasks), config.eval_episodes, seed=config.seed + 10_000,

@@ -67,9 +67,9 @@ class Imagine:
     def run(self) -> Path:
         from rich.console import Console
 
-        from worldsim.datasets import EpisodeReader
+        from worldsim.data.datasets import EpisodeReader
         from worldsim.policies import load_policy
-        from worldsim.video import check_video_path, write_video
+        from worldsim.runtime.video import check_video_path, write_video
         from worldsim.world_models import EpisodeBank, WorldModel
         from worldsim.world_models.evaluate import open_loop, side_by_side
 

@@ -2,7 +2,7 @@
 
 1. **demonstrations**: the scripted expert (with action noise) records ``demos`` episodes;
 2. **behaviour cloning**: TinyVLA learns from them (``bc_steps``);
-3. **co-evolution, one round** (:mod:`worldsim.coevolve`): the BC policy collects
+3. **co-evolution, one round** (:mod:`worldsim.pipelines.coevolve`): the BC policy collects
    ``real_episodes`` real episodes (with its features, for step 5); a world model trains on
    them and the demonstrations; GRPO post-trains the policy in imagination; the BC and the
    post-trained policy are evaluated in physics and in imagination;
@@ -26,10 +26,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from worldsim.atomic import atomic_path
-from worldsim.checkpoint import CHECKPOINT_FILE
+from worldsim.runtime.atomic import atomic_path
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE
 from worldsim.envs.tasks import get_task
-from worldsim.run_logging import write_json
+from worldsim.runtime.run_logging import write_json
 
 console = Console()
 
@@ -75,9 +75,9 @@ class Quickstart:
     def run(self) -> dict[str, Any]:
         import torch
 
-        from worldsim.bc import BCConfig, train_bc
-        from worldsim.coevolve import CoevolveConfig, coevolve
-        from worldsim.collect import collect_episodes
+        from worldsim.training.bc import BCConfig, train_bc
+        from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
+        from worldsim.data.collect import collect_episodes
         from worldsim.failure.detect import Detect
         from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import imageio.v2 as imageio
 import numpy as np
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
 

@@ -18,15 +18,15 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.run_logging import write_json
+from worldsim.runtime.run_logging import write_json
 
 console = Console()
 
 
 def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
-    """The success part of an :meth:`~worldsim.evaluation.EvalResults.to_json` document."""
+    """The success part of an :meth:`~worldsim.evaluation.evaluate.EvalResults.to_json` document."""
     return {"success_rate": evaluation["success_rate"], "episodes": evaluation["episodes"],
             "per_task": {task: {"success_rate": r["success_rate"], "ci95": r["ci95"], "episodes": r["episodes"]}
                          for task, r in evaluation["per_task"].items()}}
@@ -40,9 +40,9 @@ def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, epi
     the RL trainers' evaluation protocol; pass an existing result to skip it) and ``imagined`` in
     ``world_model`` from the real episode starts of ``keyframes`` (seed ``seed + 20000``; left
     out without a world model)."""
-    from worldsim.evaluation import Imagination, evaluate_policy
+    from worldsim.evaluation.evaluate import Imagination, evaluate_policy
     from worldsim.policies import load_policy
-    from worldsim.rl import evaluate
+    from worldsim.training.rl import evaluate
 
     policy = load_policy(policy_path).eval()
     if real is None:

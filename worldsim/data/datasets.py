@@ -54,7 +54,7 @@ import torch
 import tyro
 from torch.utils.data import Dataset
 
-from worldsim.atomic import atomic_path
+from worldsim.runtime.atomic import atomic_path
 
 if TYPE_CHECKING:
     from typing_extensions import Self

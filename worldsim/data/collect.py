@@ -4,7 +4,7 @@
 so the final observation of an episode arrives in ``info["final_obs"]`` while the env already
 starts the next one), serves the policy one action per step through
 :class:`~worldsim.policies.runner.ChunkQueue`, and writes every finished episode through
-:class:`~worldsim.datasets.EpisodeWriter` (the file appears only when all tasks are done).
+:class:`~worldsim.data.datasets.EpisodeWriter` (the file appears only when all tasks are done).
 
 Episodes are counted without bias towards short ones: with ``N`` episodes wanted from ``M``
 parallel envs, the first ``N`` episodes *started* are recorded, each to its end (episodes
@@ -14,7 +14,7 @@ episodes, and fast episodes are mostly successes.
 With ``record_features=True`` each episode also carries what failure detectors read, so that
 they can be fitted and scored offline: at every observation an action was taken at, the
 policy's ``features`` ``(D,)`` and ``num_samples`` sampled action chunks ``(S, K, A)`` (stored
-as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.datasets`). This
+as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.data.datasets`). This
 needs a learned policy; the scripted expert is refused.
 
 Randomness flows from ``seed``: task ``k`` (in the order given) runs its envs with seed
@@ -40,13 +40,13 @@ import torch
 import tyro
 from tqdm.auto import tqdm
 
-from worldsim.datasets import Episode, EpisodeWriter
+from worldsim.data.datasets import Episode, EpisodeWriter
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.policies.expert import ScriptedExpert
 from worldsim.policies.runner import ChunkQueue
-from worldsim.run_logging import to_jsonable
+from worldsim.runtime.run_logging import to_jsonable
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``worldsim train-rl``: one command for both RL algorithms (``--algo ppo`` or ``--algo grpo``).
 
 Every hyperparameter left unset takes the chosen algorithm's default (for PPO, the task
-family's tuned value in :data:`worldsim.ppo.PPO_DEFAULTS`); an option the chosen algorithm
+family's tuned value in :data:`worldsim.training.ppo.PPO_DEFAULTS`); an option the chosen algorithm
 does not have is an error rather than silently ignored.
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from worldsim.grpo import GRPOConfig, train_grpo
-from worldsim.ppo import PPOConfig, train_ppo
+from worldsim.training.grpo import GRPOConfig, train_grpo
+from worldsim.training.ppo import PPOConfig, train_ppo
 
 # Options always passed on, whatever their value (both configs have them).
 ALWAYS = ("task", "obs_mode", "terminate_on_success", "norm_obs", "seed", "resume", "device", "torch_threads",

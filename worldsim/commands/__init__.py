@@ -1,0 +1,1 @@
+"""The ``worldsim`` command line: thin commands over the library's functions."""

@@ -1,0 +1,1 @@
+"""Runtime plumbing every stage uses: atomic writes, checkpoints, run logs, torchrun, videos."""

@@ -1,0 +1,1 @@
+"""Policy training: behaviour cloning, PPO and GRPO, in physics or in imagination."""
