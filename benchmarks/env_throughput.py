@@ -62,7 +62,8 @@ import mujoco
 from mujoco import rollout
 # isort: on
 
-from worldsim.envs.vector_env import ACTION_DIM, TabletopVectorEnv
+from worldsim.envs.arrays import ACTION_DIM
+from worldsim.envs.vector_env import TabletopVectorEnv
 
 MEASUREMENTS: tuple[str, ...] = (
     "worldsim_state", "sync_vector", "raw_rollout", "raw_rollout_long", "worldsim_pixels",

@@ -27,7 +27,7 @@ from worldsim.data.collect import collect_episodes
 from worldsim.data.datasets import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import WorldModel, preset
-from worldsim.world_models.env import resolve_device
+from worldsim.runtime.device import resolve_device
 
 
 def frames_per_second(env: gym.vector.VectorEnv, steps: int, seed: int = 0) -> float:

@@ -25,6 +25,10 @@ FINGER_OPEN = 0.045
 TABLE_LIMIT = 0.4  # an object further than this from the centre has left the table
 EE_LOW = np.array([-0.3, -0.3, 0.012])
 EE_HIGH = np.array([0.3, 0.3, 0.32])
+# Control: one env step holds its action for CONTROL_DT seconds (the physics' frame skip is
+# derived from the scene's timestep); an action of 1 asks the end effector to move ACTION_SCALE.
+CONTROL_DT = 0.05  # seconds per env step (20 Hz)
+ACTION_SCALE = 0.03  # metres per env step at full action
 
 
 def scene_xml_path() -> str:

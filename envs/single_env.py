@@ -14,7 +14,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from worldsim.envs.tasks import TaskSpec
-from worldsim.envs.vector_env import ACTION_DIM, CONTROL_DT, TabletopVectorEnv
+from worldsim.envs.arrays import ACTION_DIM
+from worldsim.envs.scene import CONTROL_DT
+from worldsim.envs.vector_env import TabletopVectorEnv
 
 
 class SingleEnv(gym.Env):

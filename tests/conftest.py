@@ -16,6 +16,24 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def mjx_compiled(tmp_path_factory, worker_id):
+    """Under pytest-xdist each worker would compile the MJX step (about a minute on a CPU) for
+    the 4-env batches the tests use: the first compiles it into a JAX compilation cache in this
+    run's own temporary folder (fresh every run), under a lock, and the others load it."""
+    import jax
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker_id != "master" else root
+    jax.config.update("jax_compilation_cache_dir", str(root / "jax-cache"))
+    with FileLock(str(root / "mjx-compile.lock")):
+        env = gym.make_vec("worldsim/ReachCube-v0", num_envs=4, backend="mjx")
+        env.reset(seed=0)
+        jax.block_until_ready(env.step(np.zeros((4, 4), np.float32)))
+        env.close()
+
+
 @pytest.fixture
 def make_vec():
     """gym.make_vec that closes what it made."""

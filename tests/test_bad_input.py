@@ -73,7 +73,7 @@ def test_unknown_kwargs_are_named_with_a_suggestion():
         ({"autoreset_mode": "later"}, "autoreset_mode='later' is not a mode; allowed: 'NextStep'"),
         ({"image_size": 4, "obs_mode": "pixels"}, r"image_size=4 must be"),
         ({"render_mode": "human"}, "allowed: None, 'rgb_array'"),
-        ({"max_episode_steps": -1}, "max_episode_steps=-1 must be >= 1"),
+        ({"max_episode_steps": -1}, "max_episode_steps=-1 must be an int >= 1"),
     ],
 )
 def test_bad_constructor_values(kwargs, match):

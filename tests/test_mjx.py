@@ -1,8 +1,8 @@
-"""The MJX (JAX) backend: equivalence with the MuJoCo backend, shared vector-env semantics,
-array interop and bad input.
+"""The MJX (JAX) backend: equivalence with the MuJoCo backend, array interop and bad input (the
+shared vector-env contract is test_conformance.py's).
 
 Every MJX env here has 4 envs, so the whole module shares one compiled physics step, compiled
-once per test run (:func:`compile_once`).
+once per test run (the ``mjx_compiled`` fixture).
 """
 
 import importlib.util
@@ -13,30 +13,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from filelock import FileLock
 from worldsim.envs.observations import STATE_LAYOUT
 
 N = 4
-BACKENDS = ["mujoco", "mjx"]
 # The parts of the state observation compared between backends: positions and velocities.
 # Cube quaternions are left out: under a pushing paddle a cube's yaw is the first thing the two
 # contact pipelines disagree on (see test_mjx_matches_mujoco_over_a_short_horizon).
 POSITIONS = [n for n in STATE_LAYOUT if not n.endswith("_quat") and not n.endswith("_vel")]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compile_once(tmp_path_factory, worker_id):
-    """Under pytest-xdist each worker would compile the MJX step (about a minute on a CPU):
-    the first compiles it into a JAX compilation cache in this run's own temporary folder
-    (fresh every run), under a lock, and the other worker loads it from there."""
-    root = tmp_path_factory.getbasetemp()
-    root = root.parent if worker_id != "master" else root
-    jax.config.update("jax_compilation_cache_dir", str(root / "jax-cache"))
-    with FileLock(str(root / "mjx-compile.lock")):
-        env = gym.make_vec("worldsim/ReachCube-v0", num_envs=N, backend="mjx")
-        env.reset(seed=0)
-        jax.block_until_ready(env.step(np.zeros((N, 4), np.float32)))
-        env.close()
+@pytest.fixture(autouse=True)
+def compiled(mjx_compiled):
+    """Every MJX env here has 4 envs: one compiled physics step for the module."""
 
 
 @pytest.fixture
@@ -129,113 +117,10 @@ def test_jax_layouts_follow_the_mujoco_backends_rules(make):
     assert len(np.unique(cubes[:, 0, 0])) == len(cubes)
 
 
-# ------------------------------------------------------------------ shared vector semantics
-def run_until_done(env, limit=40):
-    for _ in range(limit):
-        out = host(env.step(env.unwrapped.expert_action()))
-        if (out[2] | out[3]).any():
-            return out
-    raise AssertionError("no env finished")
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_info_keys_spaces_and_dtypes_agree(make, backend):
-    env = make("PushCube-v0", backend=backend)
-    obs, info = env.reset(seed=0)
-    assert env.observation_space.shape == (N, 56) and env.action_space.shape == (N, 4)
-    assert np.asarray(obs).dtype == np.float32 and np.asarray(obs) in env.observation_space
-    assert sorted(info) == ["episode_step", "failure", "reward_terms", "success"]
-    assert sorted(info["reward_terms"]) == ["place", "reach"]
-    obs, _reward, terminated, truncated, info = env.step(np.zeros((N, 4), np.float32))
-    assert sorted(k for k in info if not k.startswith("_") and "final" not in k) == sorted(
-        ["episode_step", "failure", "reward_terms", "success"])
-    assert host(terminated).dtype == bool and host(truncated).dtype == bool
-    assert host(info["episode_step"]).tolist() == [1] * N
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_time_limit_truncates_and_same_step_reports_final_info(make, backend):
-    env = make("PushCube-v0", backend=backend, max_episode_steps=3, autoreset_mode="SameStep")
-    env.reset(seed=0)
-    for step in range(1, 4):
-        obs, _reward, terminated, truncated, info = host(env.step(np.zeros((N, 4), np.float32)))
-        assert not terminated.any() and truncated.all() == (step == 3)
-    assert (info["episode_step"] == 0).all()
-    assert (info["final_info"]["episode_step"] == 3).all() and info["_final_info"].all()
-    assert info["_final_obs"].all()
-    for i in range(N):
-        assert not np.array_equal(info["final_obs"][i], obs[i])  # the last obs, not the new start
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_success_terminates_rewards_one_and_same_step_resets_in_place(make, backend):
-    env = make("ReachCube-v0", backend=backend, autoreset_mode="SameStep")
-    env.reset(seed=0)
-    _obs, reward, terminated, truncated, info = run_until_done(env)
-    done = terminated | truncated
-    np.testing.assert_array_equal(info["_final_obs"], done)
-    assert (reward[terminated] == 1.0).all() and (reward[~terminated] < 1.0).all()
-    for i in np.flatnonzero(done):
-        assert info["final_info"]["success"][i] and not info["success"][i]
-        assert info["episode_step"][i] == 0
-        assert np.linalg.norm(info["final_obs"][i][STATE_LAYOUT["tcp_pos"]] - info["final_obs"][i][
-            STATE_LAYOUT["goal_pos"]]) < 0.025
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_next_step_resets_on_the_following_step_and_ignores_its_action(make, backend):
-    env = make("ReachCube-v0", backend=backend)
-    env.reset(seed=0)
-    _obs, _reward, terminated, truncated, info = run_until_done(env)
-    done = terminated | truncated
-    assert "final_obs" not in info
-    _obs2, reward2, terminated2, truncated2, info2 = host(env.step(np.ones((N, 4), np.float32)))
-    assert (reward2[done] == 0.0).all() and not (terminated2[done] | truncated2[done]).any()
-    assert (info2["episode_step"][done] == 0).all()
-    assert (info2["episode_step"][~done] == info["episode_step"][~done] + 1).all()
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_disabled_mode_refuses_finished_envs_until_a_masked_reset(make, backend):
-    env = make("ReachCube-v0", backend=backend, autoreset_mode="Disabled")
-    env.reset(seed=0)
-    obs, _reward, terminated, truncated, _info = run_until_done(env)
-    done = terminated | truncated
-    with pytest.raises(RuntimeError, match=r"reset\(options=\{'reset_mask'"):
-        env.step(np.zeros((N, 4), np.float32))
-    obs2, info2 = host(env.reset(options={"reset_mask": done}))
-    np.testing.assert_array_equal(obs2[~done], obs[~done])  # untouched
-    assert not np.array_equal(obs2[done], obs[done])
-    assert (info2["episode_step"][done] == 0).all() and (info2["episode_step"][~done] > 0).all()
-    env.step(np.zeros((N, 4), np.float32))  # usable again
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_chunks_execute_open_loop_and_count_steps(make, backend):
-    env = make("PushCube-v0", backend=backend, max_episode_steps=4)
-    env.reset(seed=0)
-    env.step(np.zeros((N, 4), np.float32))
-    _obs, reward, _terminated, truncated, info = host(env.step(np.zeros((N, 5, 4), np.float32)))
-    assert info["chunk_steps"].tolist() == [3] * N  # the time limit ends the episode inside the chunk
-    assert truncated.all() and (info["episode_step"] == 4).all()
-    assert (reward > 0).all()
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_staggered_schedule_spreads_phases_and_group_resets_share_layouts(make, backend):
-    env = make("PushCube-v0", backend=backend, max_episode_steps=40, reset_schedule="staggered")
-    _, info = env.reset(seed=0)
-    assert sorted(host(info["episode_step"]).tolist()) == [0, 10, 20, 30]
-    obs, _ = env.reset(seed=1, options={"group_size": 2})
-    obs = host(obs)
-    np.testing.assert_array_equal(obs[0], obs[1])
-    assert not np.array_equal(obs[0], obs[2])
-    with pytest.raises(ValueError, match="group_size=3 does not divide"):
-        env.reset(options={"group_size": 3})
-
-
-def test_staggered_warmup_moves_the_physical_state(make):
-    env = make("ReachCube-v0", max_episode_steps=20, reset_schedule="staggered-warmup")
+# ------------------------------------------------------------------ backend-specific semantics
+@pytest.mark.parametrize("backend", ["mujoco", "mjx"])
+def test_staggered_warmup_moves_the_physical_state(make, backend):
+    env = make("ReachCube-v0", backend=backend, max_episode_steps=20, reset_schedule="staggered-warmup")
     obs, info = host(env.reset(seed=0))
     steps = info["episode_step"]
     assert steps.max() > 0
@@ -260,19 +145,6 @@ def test_numpy_jax_and_torch_actions_give_the_same_step(make):
         np.testing.assert_array_equal(reward, results[0][1])
     # DLPack the other way: observations into torch without a copy
     assert torch.from_dlpack(env.step(actions)[0]).shape == (N, 56)
-
-
-def test_get_state_set_state_resumes_exactly(make):
-    env = make("PushCube-v0", autoreset_mode="SameStep", max_episode_steps=3)
-    env.reset(seed=0)
-    snapshot = env.unwrapped.get_state()
-    actions = np.full((N, 4), 0.5, np.float32)
-    first = [host(env.step(actions)[:2]) for _ in range(4)]  # crosses an autoreset
-    env.unwrapped.set_state(snapshot)
-    second = [host(env.step(actions)[:2]) for _ in range(4)]
-    for (o1, r1), (o2, r2) in zip(first, second):
-        np.testing.assert_array_equal(o1, o2)
-        np.testing.assert_array_equal(r1, r2)
 
 
 # ------------------------------------------------------------------ bad input

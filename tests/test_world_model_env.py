@@ -1,5 +1,5 @@
-"""The imagined env: the physics env's contract (spaces, info keys, autoreset modes, chunks, seeding,
-snapshots), keyframe starts, rewards, bad input, and PPO running on it unchanged."""
+"""The imagined env beyond the shared contract (test_conformance.py): the same spaces as the physics
+env, keyframe starts, the transition reward, its own bad input, and the trainers running on it."""
 
 import gymnasium as gym
 import numpy as np
@@ -10,7 +10,6 @@ import worldsim.training.grpo
 import worldsim.training.ppo
 from worldsim.data.collect import collect_episodes
 from worldsim.data.datasets import EpisodeReader
-from worldsim.envs.wrappers import ActionChunk
 from worldsim.evaluation.evaluate import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
@@ -99,35 +98,6 @@ def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, file
     _, info = staggered.reset(seed=0)
     assert len(set(info["episode_step"].tolist())) == 8  # counters spread over the horizon, as in physics
     _, info = make(6, reset_schedule="synchronous").reset(seed=0, options={"group_size": 3})
-
-
-def test_autoreset_modes_and_time_limit_match_the_physics_semantics(make):
-    same = make(2, autoreset_mode="SameStep", reset_schedule="synchronous", horizon=2)
-    same.reset(seed=0)
-    same.step(np.zeros((2, 4), np.float32))
-    obs, _, terminated, truncated, info = same.step(np.zeros((2, 4), np.float32))
-    assert truncated.all() and not terminated.any() and info["_final_obs"].all()
-    assert info["final_obs"][0]["image"].shape == (32, 32, 3) and (info["episode_step"] == 0).all()
-
-    nxt = make(2, reset_schedule="synchronous", max_episode_steps=1)
-    nxt.reset(seed=0)
-    _, _, _, truncated, info = nxt.step(np.zeros((2, 4), np.float32))
-    assert truncated.all() and (info["episode_step"] == 1).all()
-    _, reward, terminated, truncated, info = nxt.step(np.ones((2, 4), np.float32))  # ignored: restarts
-    assert (info["episode_step"] == 0).all() and not (terminated | truncated).any() and (reward == 0).all()
-
-    off = make(2, autoreset_mode="Disabled", reset_schedule="synchronous", max_episode_steps=1)
-    off.reset(seed=0)
-    off.step(np.zeros((2, 4), np.float32))
-    with pytest.raises(RuntimeError, match="reset_mask"):
-        off.step(np.zeros((2, 4), np.float32))
-    _, info = off.reset(options={"reset_mask": np.array([True, True])})
-    off.step(np.zeros((2, 4), np.float32))
-
-    chunked = ActionChunk(make(2, reset_schedule="synchronous", max_episode_steps=3), 4)
-    chunked.reset(seed=0)
-    _, _, _, truncated, info = chunked.step(np.zeros((2, 4, 4), np.float32))
-    assert truncated.all() and (info["chunk_steps"] == 3).all() and (info["episode_step"] == 3).all()
 
 
 def test_success_terminates_and_rewards_the_transition(make):

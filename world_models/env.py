@@ -49,50 +49,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.utils import seeding
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector import AutoresetMode
 
 from worldsim.data.datasets import EpisodeReader
-from worldsim.envs.observations import OBS_MODES, observation_space
+from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
-from worldsim.envs.tasks import TaskSpec, get_task
 from worldsim.envs.single_env import SingleEnv
-from worldsim.envs.vector_env import (
-    ACTION_DIM,
-    CONTROL_DT,
-    check_actions,
-    check_env_arguments,
-    parse_autoreset_mode,
-    parse_reset_options,
-)
+from worldsim.envs.tasks import TaskSpec
+from worldsim.runtime.device import resolve_device
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
 from worldsim.world_models.model import WorldModel, frames_to_latents, latents_to_frames
 
 REWARD_TYPES = ("transition", "sparse")
-IMAGINED_OBS_MODES = ("pixels",)
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))
 
 
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or a torch device."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device={device!r}; allowed: 'auto', 'cpu', 'cuda'")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but torch sees no CUDA device")
-    return torch.device(device)
-
-
-class ImaginedVectorEnv(VectorEnv):
+class ImaginedVectorEnv(BatchedEnv):
     """``num_envs`` imagined episodes of one task, stepped together by a world model.
 
     Args:
@@ -122,8 +98,9 @@ class ImaginedVectorEnv(VectorEnv):
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": int(1 / CONTROL_DT),
-                "autoreset_mode": AutoresetMode.NEXT_STEP}
+    obs_modes = ("pixels",)
+    obs_mode_refusal = ("by an imagined env, which cannot produce the 'state' observation (cube poses and "
+                        "velocities are not imagined)")
 
     def __init__(
         self,
@@ -148,46 +125,43 @@ class ImaginedVectorEnv(VectorEnv):
         device: str | torch.device = "auto",
         **unknown: Any,
     ):
-        check_env_arguments(ImaginedVectorEnv, unknown, num_envs, "imagined envs")
-        self.task = task if isinstance(task, TaskSpec) else get_task(str(task).removeprefix("Imagined-"))
-        if obs_mode not in IMAGINED_OBS_MODES:
-            if obs_mode in OBS_MODES:
-                raise ValueError(f"obs_mode={obs_mode!r}: an imagined env cannot produce the 'state' "
-                                 f"observation (cube poses and velocities are not imagined); allowed: "
-                                 f"{', '.join(map(repr, IMAGINED_OBS_MODES))} "
-                                 "(image + proprio + instruction)")
-            raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(IMAGINED_OBS_MODES)}")
+        num_envs = check_env_arguments(ImaginedVectorEnv, unknown, num_envs, "imagined envs")
         if wrist_camera:
             raise ValueError("wrist_camera=True: the world model imagines the front camera only; "
                              "allowed: wrist_camera=False")
-        if reward_type not in REWARD_TYPES:
-            extra = " (the dense reward needs the physical state)" if reward_type == "dense" else ""
-            raise ValueError(f"reward_type={reward_type!r}{extra}; allowed: {', '.join(REWARD_TYPES)}")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode={render_mode!r}; allowed: None, 'rgb_array'")
         if world_model is None or keyframes is None:
             raise TypeError("an imagined env needs world_model= (a world model folder) and keyframes= (an "
                             "episode file of real start states)")
         if success_threshold is not None and not 0.0 < success_threshold < 1.0:
             raise ValueError(f"success_threshold={success_threshold!r} must be in (0, 1)")
-        for name, value in (("max_episode_steps", max_episode_steps), ("horizon", horizon)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                      or value < 1):
-                raise ValueError(f"{name}={value!r} must be an int >= 1 (or None)")
-        self.max_episode_steps = int(max_episode_steps or self.task.max_episode_steps)
-        self.horizon = None if horizon is None else int(horizon)
+        if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer))
+                                    or horizon < 1):
+            raise ValueError(f"horizon={horizon!r} must be an int >= 1 (or None)")
+        if isinstance(reset_schedule, str) and reset_schedule == "keyframe":
+            schedule = None
+        else:
+            schedule = ResetSchedule.parse(reset_schedule)
+            if schedule.physical:
+                raise ValueError(f"reset_schedule={schedule.kind!r} advances the physics; allowed for "
+                                 f"imagined envs: {', '.join(RESET_SCHEDULES)}")
 
         self.device = resolve_device(device)
         self.model = (world_model if isinstance(world_model, WorldModel)
                       else WorldModel.from_pretrained(world_model)).to(self.device).eval()
         cfg = self.model.config
-        self._task_id = self.model.task_index(self.task.name)
         if image_size is not None and int(image_size) != cfg.image_size:
             raise ValueError(f"image_size={image_size!r} does not match the world model, which imagines "
                              f"{cfg.image_size}x{cfg.image_size} frames; allowed: {cfg.image_size}")
+        super().__init__(task, num_envs, obs_mode=obs_mode, image_size=cfg.image_size, wrist_camera=False,
+                         reward_type=reward_type, reward_types=REWARD_TYPES, reset_schedule=schedule,
+                         autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps,
+                         terminate_on_success=terminate_on_success, render_mode=render_mode)
+        self.horizon = None if horizon is None else int(horizon)
+        self._task_id = self.model.task_index(self.task.name)
         self.sampling_steps = cfg.sampling_steps if sampling_steps is None else int(sampling_steps)
         if not 1 <= self.sampling_steps <= 50:
             raise ValueError(f"sampling_steps={sampling_steps!r} must be in [1, 50]")
+        self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
 
         self.bank = (keyframes if isinstance(keyframes, EpisodeBank)
                      else EpisodeBank(keyframes, tasks=[self.task.name], argument="keyframes"))
@@ -200,34 +174,12 @@ class ImaginedVectorEnv(VectorEnv):
         if len(self._bank_episodes) == 0:
             raise ValueError(f"keyframes={str(self.bank.path)!r} holds no episodes of {self.task.name} "
                              f"(it has {', '.join(self.bank.tasks)})")
-        if isinstance(reset_schedule, str) and reset_schedule == "keyframe":
-            self.reset_schedule: ResetSchedule | None = None
-        else:
-            schedule = ResetSchedule.parse(reset_schedule)
-            if schedule.physical:
-                raise ValueError(f"reset_schedule={schedule.kind!r} advances the physics; allowed for "
-                                 f"imagined envs: {', '.join(RESET_SCHEDULES)}")
-            self.reset_schedule = schedule
         rule = keyframe_rule if keyframe_rule is None or isinstance(keyframe_rule, KeyframeRule) \
             else KeyframeRule(**keyframe_rule)
         self.keyframe_rule = rule or KeyframeRule()
         keys = select_keyframes(self.bank, self.keyframe_rule)
         mine = np.isin(keys.episode, self._bank_episodes)
         self.keyframes = Keyframes(keys.episode[mine], keys.step[mine], keys.weight[mine], keys.kind[mine])
-
-        self.num_envs = int(num_envs)
-        self.obs_mode = obs_mode
-        self.reward_type = reward_type
-        self.terminate_on_success = terminate_on_success
-        self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
-        self.render_mode = render_mode
-        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
-        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
-        self.image_shape = (cfg.image_size, cfg.image_size)
-        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.single_observation_space = observation_space("pixels", self.image_shape, False)
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
         n, c, s = self.num_envs, cfg.latent_channels, cfg.latent_size
         self._context = torch.zeros(n, cfg.context, c, s, s, device=self.device)
@@ -237,150 +189,20 @@ class ImaginedVectorEnv(VectorEnv):
         self._frames = np.zeros((n, *self.image_shape, 3), np.uint8)
         self._success = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
-        self._elapsed = np.zeros(n, np.int64)
-        self._imagined = np.zeros(n, np.int64)
-        self._pending_reset = np.zeros(n, bool)
-        self._finished = np.zeros(n, bool)
-        self._needs_reset = True
-        self._np_random, self._np_random_seed = seeding.np_random(None)
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self._np_random.integers(2**62)))
 
-    # ------------------------------------------------------------------ public API
-    @property
-    def instruction(self) -> str:
-        return self.task.instruction
+    # ------------------------------------------------------------------ backend hooks
+    def _seed_backend(self, seed: int) -> None:
+        self._generator.manual_seed(int(self._np_random.integers(2**62)))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        """Reset all envs, or those in ``options["reset_mask"]`` (bool array, num_envs), to real
-        start states. ``options["group_size"] = G`` gives each run of G consecutive reset envs
-        the same start (GRPO's groups); the number of reset envs must be a multiple of G."""
-        if seed is not None:
-            self._np_random, self._np_random_seed = seeding.np_random(seed)
-            self._generator.manual_seed(int(self._np_random.integers(2**62)))
-        mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
-        if mask is not None:
-            self._reset_envs(np.flatnonzero(mask), group_size)
-        else:
-            self._reset_envs(np.arange(self.num_envs), group_size)
-            if self.reset_schedule is not None:
-                self._elapsed[:] = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps,
-                                                               self._np_random)
-        self._needs_reset = False
-        return self._observe(), self._info(np.zeros(self.num_envs, bool))
-
-    def step(self, actions):
-        if self._needs_reset:
-            raise RuntimeError("step() called before reset(); call reset() first")
-        actions = self._check_actions(actions)
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._finished.any():
-            raise RuntimeError(
-                f"envs {np.flatnonzero(self._finished).tolist()} have finished their episode and "
-                "autoreset_mode is Disabled: call reset(options={'reset_mask': mask}) for them first")
-
-        restarting = np.flatnonzero(self._pending_reset)
-        chunk = actions if actions.ndim == 3 else actions[:, None]
-        active = ~self._pending_reset
-        reward = np.zeros(self.num_envs)
-        steps = np.zeros(self.num_envs, np.int64)
-        for k in range(chunk.shape[1]):
-            index = np.flatnonzero(active)
-            if len(index) == 0:
-                break
-            before = self._success.copy()
-            self._imagine(chunk[:, k], index)
-            self._elapsed[index] += 1
-            self._imagined[index] += 1
-            steps[index] += 1
-            gained = self._success if self.reward_type == "sparse" else self._success & ~before
-            reward[index] += gained[index]
-            terminated, truncated = self._ended()
-            active &= ~(terminated | truncated)  # an env that ends inside a chunk stays still
-        if len(restarting) == self.num_envs:  # every env restarts: nothing was imagined
-            terminated, truncated = self._ended()
-        info = self._info(np.zeros(self.num_envs, bool))
-        if actions.ndim == 3:
-            info["chunk_steps"] = steps
-
-        if len(restarting):  # NEXT_STEP: these envs start over now; their action was ignored
-            self._restart(restarting, info)
-            reward[restarting] = 0.0
-            terminated[restarting] = truncated[restarting] = False
-        obs = self._observe()
-
-        done = terminated | truncated
-        if self.autoreset_mode == AutoresetMode.SAME_STEP and done.any():
-            ended = np.flatnonzero(done)
-            info["final_obs"] = np.full(self.num_envs, None, dtype=object)
-            for i in ended:
-                info["final_obs"][i] = {k: (v[i] if k == "instruction" else v[i].copy())
-                                        for k, v in obs.items()}
-            info["_final_obs"] = done.copy()
-            info["final_info"] = self._info(np.zeros(self.num_envs, bool))
-            info["_final_info"] = done.copy()
-            self._restart(ended, info)
-            obs = self._observe()
-        elif self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            self._pending_reset = done
-        elif self.autoreset_mode == AutoresetMode.DISABLED:
-            self._finished |= done
-        return obs, reward, terminated, truncated, info
-
-    def render(self) -> np.ndarray | None:
-        """The current imagined frames of every env, (num_envs, H, W, 3) uint8."""
-        if self.render_mode is None:
-            gym.logger.warn("render() called with render_mode=None; pass render_mode='rgb_array'")
-            return None
-        return self._frames.copy()
-
-    def get_state(self) -> dict[str, Any]:
-        """A snapshot of the whole batch (imagined frames, counters, autoreset flags, RNGs) from
-        which :meth:`set_state` continues exactly; training checkpoints store it."""
-        return {"context": self._context.cpu().clone(), "first": self._first.cpu().clone(),
-                "proprio": self._proprio.cpu().clone(), "frames": self._frames.copy(),
-                "success": self._success.copy(), "success_prob": self._success_prob.copy(),
-                "elapsed": self._elapsed.copy(), "imagined": self._imagined.copy(),
-                "pending_reset": self._pending_reset.copy(), "finished": self._finished.copy(),
-                "needs_reset": self._needs_reset, "rng": self._np_random.bit_generator.state,
-                "torch_rng": self._generator.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`get_state` snapshot taken from an imagined env of the same size."""
-        if tuple(state["context"].shape) != tuple(self._context.shape):
-            raise ValueError(f"the snapshot holds context of shape {tuple(state['context'].shape)}; this env "
-                             f"has {tuple(self._context.shape)} (num_envs={self.num_envs})")
-        self._context.copy_(state["context"])
-        self._first.copy_(state["first"])
-        self._proprio.copy_(state["proprio"])
-        for name in ("frames", "success", "success_prob", "elapsed", "imagined", "pending_reset", "finished"):
-            getattr(self, f"_{name}")[:] = state[name]
-        self._needs_reset = bool(state["needs_reset"])
-        self._np_random = np.random.Generator(np.random.PCG64())
-        self._np_random.bit_generator.state = state["rng"]
-        self._generator.set_state(state["torch_rng"])
-
-    # ------------------------------------------------------------------ internals
-    def _check_actions(self, actions) -> np.ndarray:
-        return check_actions(actions, self.num_envs).astype(np.float32)
-
-    def _draw_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Bank episode and step of ``count`` new starts: keyframes with probability ``ratio``
-        under the keyframe schedule (when there are any), else episode starts."""
-        episodes = self._bank_episodes[self._np_random.integers(0, len(self._bank_episodes), count)]
-        steps = np.zeros(count, np.int64)
-        if self.reset_schedule is None and len(self.keyframes):
-            use = self._np_random.random(count) < self.keyframe_rule.ratio
-            if use.any():
-                p = self.keyframes.weight / self.keyframes.weight.sum()
-                pick = self._np_random.choice(len(self.keyframes), int(use.sum()), p=p)
-                episodes[use], steps[use] = self.keyframes.episode[pick], self.keyframes.step[pick]
-        return episodes, steps
-
-    def _reset_envs(self, index: np.ndarray, group_size: int = 1) -> None:
+    def _reset_rows(self, mask: np.ndarray, group_size: int) -> np.ndarray:
+        """Real start states: episode starts, or keyframes (their real step) with probability
+        ``ratio`` under the keyframe schedule, with their real preceding frames as context."""
+        start = np.zeros(self.num_envs, np.int64)
+        index = np.flatnonzero(mask)
         if len(index) == 0:
-            return
-        if len(index) % group_size:
-            raise ValueError(f"group_size={group_size} does not divide the {len(index)} envs being reset")
+            return start
         episodes, steps = self._draw_starts(len(index) // group_size)
         episodes, steps = np.repeat(episodes, group_size), np.repeat(steps, group_size)
         bank, cfg = self.bank, self.model.config
@@ -394,18 +216,58 @@ class ImaginedVectorEnv(VectorEnv):
         self._frames[index] = bank.images[rows[:, -1]]
         self._success[index] = bank.success[rows[:, -1]]
         self._success_prob[index] = self._success[index]
-        self._elapsed[index] = steps
-        self._imagined[index] = 0
-        self._pending_reset[index] = False
-        self._finished[index] = False
+        start[index] = steps
+        return start
 
-    def _restart(self, index: np.ndarray, info: dict[str, Any]) -> None:
-        """Reset the envs in ``index`` and rewrite their rows of ``info`` for the new episode."""
-        self._reset_envs(index)
-        info["success"][index] = self._success[index]
-        info["failure"][index] = False
-        info["episode_step"][index] = self._elapsed[index]
-        info["reward_terms"]["success_prob"][index] = self._success_prob[index]
+    def _advance(self, actions: np.ndarray, active: np.ndarray) -> Outcome:
+        before = self._success.copy()
+        self._imagine(actions.astype(np.float32), np.flatnonzero(active))
+        gained = self._success if self.reward_type == "sparse" else self._success & ~before
+        return self._outcome(gained.astype(float))
+
+    def _outcome(self, reward: np.ndarray | None = None) -> Outcome:
+        no = np.zeros(self.num_envs, bool)
+        return Outcome(self._success.copy(), no, np.zeros(self.num_envs) if reward is None else reward,
+                       {"success_prob": self._success_prob.copy()})
+
+    def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
+        return {"image": self._frames.copy(),
+                "proprio": self._proprio[:, -1].cpu().numpy().astype(np.float32),
+                "instruction": (self.task.instruction,) * self.num_envs}
+
+    def _render(self) -> np.ndarray:
+        return self._frames.copy()
+
+    def _backend_state(self) -> dict[str, Any]:
+        return {"context": self._context.cpu().clone(), "first": self._first.cpu().clone(),
+                "proprio": self._proprio.cpu().clone(), "frames": self._frames.copy(),
+                "success": self._success.copy(), "success_prob": self._success_prob.copy(),
+                "torch_rng": self._generator.get_state()}
+
+    def _set_backend_state(self, state: dict[str, Any]) -> None:
+        if tuple(state["context"].shape) != tuple(self._context.shape):
+            raise ValueError(f"the snapshot holds context of shape {tuple(state['context'].shape)}; this env "
+                             f"has {tuple(self._context.shape)} (num_envs={self.num_envs})")
+        self._context.copy_(state["context"])
+        self._first.copy_(state["first"])
+        self._proprio.copy_(state["proprio"])
+        for name in ("frames", "success", "success_prob"):
+            getattr(self, f"_{name}")[:] = state[name]
+        self._generator.set_state(state["torch_rng"])
+
+    # ------------------------------------------------------------------ internals
+    def _draw_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bank episode and step of ``count`` new starts: keyframes with probability ``ratio``
+        under the keyframe schedule (when there are any), else episode starts."""
+        episodes = self._bank_episodes[self._np_random.integers(0, len(self._bank_episodes), count)]
+        steps = np.zeros(count, np.int64)
+        if self.reset_schedule is None and len(self.keyframes):
+            use = self._np_random.random(count) < self.keyframe_rule.ratio
+            if use.any():
+                p = self.keyframes.weight / self.keyframes.weight.sum()
+                pick = self._np_random.choice(len(self.keyframes), int(use.sum()), p=p)
+                episodes[use], steps[use] = self.keyframes.episode[pick], self.keyframes.step[pick]
+        return episodes, steps
 
     @torch.inference_mode()
     def _imagine(self, actions: np.ndarray, index: np.ndarray) -> None:
@@ -422,22 +284,6 @@ class ImaginedVectorEnv(VectorEnv):
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob
         self._success[index] = prob >= self.success_threshold
-
-    def _ended(self) -> tuple[np.ndarray, np.ndarray]:
-        terminated = self._success & self.terminate_on_success
-        limit = self._elapsed >= self.max_episode_steps
-        if self.horizon is not None:
-            limit |= self._imagined >= self.horizon
-        return terminated, limit & ~terminated
-
-    def _info(self, failure: np.ndarray) -> dict[str, Any]:
-        return {"success": self._success.copy(), "episode_step": self._elapsed.copy(),
-                "failure": failure.copy(), "reward_terms": {"success_prob": self._success_prob.copy()}}
-
-    def _observe(self) -> dict[str, Any]:
-        return {"image": self._frames.copy(),
-                "proprio": self._proprio[:, -1].cpu().numpy().astype(np.float32),
-                "instruction": (self.task.instruction,) * self.num_envs}
 
 
 class ImaginedEnv(SingleEnv):

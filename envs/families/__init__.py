@@ -1,6 +1,6 @@
 """Task families: success, reward terms and a scripted expert for each kind of task."""
 
-from worldsim.envs.families.base import ACTION_SCALE, Evaluation, TaskFamily
+from worldsim.envs.families.base import Evaluation, TaskFamily
 from worldsim.envs.families.pick_place import PickPlace
 from worldsim.envs.families.push import Push
 from worldsim.envs.families.reach import Reach
@@ -18,4 +18,4 @@ def make_family(spec: TaskSpec, scene: Scene) -> TaskFamily:
     return _FAMILIES[spec.family](spec, scene)
 
 
-__all__ = ["ACTION_SCALE", "Evaluation", "TaskFamily", "make_family"]
+__all__ = ["Evaluation", "TaskFamily", "make_family"]

@@ -13,11 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worldsim.envs.scene import Scene
+from worldsim.envs.scene import ACTION_SCALE, Scene
 from worldsim.envs.tasks import TaskSpec
-
-# Largest end-effector displacement one action can ask for (metres per control step).
-ACTION_SCALE = 0.03
 
 
 @dataclass(frozen=True)

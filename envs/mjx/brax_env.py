@@ -28,7 +28,8 @@ from worldsim.envs.mjx.state import FAMILY_TERMS, task_params
 from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import TaskSpec, get_task
-from worldsim.envs.vector_env import ACTION_DIM, REWARD_TYPES
+from worldsim.envs.arrays import ACTION_DIM
+from worldsim.envs.vector_env import REWARD_TYPES
 
 _FREE_SPACE = int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
 
@@ -62,8 +63,7 @@ class TabletopBraxEnv(Env):
             raise ValueError(f"reward_type={reward_type!r}; allowed: {', '.join(REWARD_TYPES)}")
         self.task = task if isinstance(task, TaskSpec) else get_task(task)
         self.max_episode_steps = self.task.max_episode_steps
-        self.params = task_params(self.task, max_episode_steps=self.max_episode_steps, reward_type=reward_type,
-                                  terminate_on_success=terminate_on_success)
+        self.params = task_params(self.task, reward_type=reward_type, terminate_on_success=terminate_on_success)
         model = mj_model()
         if not contacts:
             model = copy.copy(model)

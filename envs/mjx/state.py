@@ -2,8 +2,8 @@
 
 Both are plain :class:`typing.NamedTuple` s of arrays, so ``jax.jit``, ``jax.vmap`` and
 ``jax.lax.scan`` take them as they are. The env state holds only what the next step needs
-(joint positions and velocities, the solver's warm start, counters, autoreset flags and the
-RNG key); everything else MuJoCo XLA computes (contacts, Jacobians) is rebuilt inside each
+(joint positions and velocities, the solver's warm start and the RNG key; episode counters and
+autoreset flags are the shared env core's); everything else MuJoCo XLA computes (contacts, Jacobians) is rebuilt inside each
 step, so a state of 4096 envs is a few megabytes.
 """
 
@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from worldsim.envs.scene import CUBES, ZONES
 from worldsim.envs.tasks import FAMILIES, TaskSpec
 
@@ -32,18 +31,12 @@ class EnvState(NamedTuple):
         qpos: joint positions, (N, nq) float32, laid out as the scene's ``qpos``.
         qvel: joint velocities, (N, nv) float32.
         warmstart: the constraint solver's warm start (``qacc_warmstart``), (N, nv).
-        elapsed: elapsed steps of the current episode, (N,) int32.
-        pending_reset: NextStep autoreset: the env restarts at the next step, (N,) bool.
-        finished: Disabled autoreset: the env must be reset by the user, (N,) bool.
-        key: the batch's PRNG key (new layouts, schedule offsets), a raw ``uint32[2]`` key.
+        key: the batch's PRNG key (new layouts), a raw ``uint32[2]`` key.
     """
 
     qpos: jax.Array
     qvel: jax.Array
     warmstart: jax.Array
-    elapsed: jax.Array
-    pending_reset: jax.Array
-    finished: jax.Array
     key: jax.Array
 
 
@@ -58,7 +51,6 @@ class TaskParams(NamedTuple):
         reach_zone: reach a zone rather than a cube.
         goal_is_bin: pick-and-place into the bin rather than onto a zone.
         row_layout: the ``row`` initial-state distribution rather than ``scattered``.
-        max_episode_steps: the time limit.
         sparse: sparse reward (1 on success, else 0) rather than dense.
         terminate_on_success: success ends the episode.
     """
@@ -70,14 +62,12 @@ class TaskParams(NamedTuple):
     reach_zone: jax.Array
     goal_is_bin: jax.Array
     row_layout: jax.Array
-    max_episode_steps: jax.Array
     sparse: jax.Array
     terminate_on_success: jax.Array
 
 
-def task_params(spec: TaskSpec, *, max_episode_steps: int, reward_type: str = "dense",
-                terminate_on_success: bool = True) -> TaskParams:
-    """The :class:`TaskParams` of ``spec`` with the env's time limit and reward settings."""
+def task_params(spec: TaskSpec, *, reward_type: str = "dense", terminate_on_success: bool = True) -> TaskParams:
+    """The :class:`TaskParams` of ``spec`` with the env's reward settings."""
     obj = CUBES.index(spec.obj) if spec.obj is not None else 0
     goal_zone = ZONES.index(spec.goal) if spec.goal in ZONES else 0
     goal_cube = CUBES.index(spec.goal) if spec.goal in CUBES else 0
@@ -86,11 +76,6 @@ def task_params(spec: TaskSpec, *, max_episode_steps: int, reward_type: str = "d
         goal_zone=jnp.int32(goal_zone), goal_cube=jnp.int32(goal_cube),
         reach_zone=jnp.bool_(spec.family == "reach" and spec.obj is None),
         goal_is_bin=jnp.bool_(spec.goal == "bin"), row_layout=jnp.bool_(spec.layout == "row"),
-        max_episode_steps=jnp.int32(max_episode_steps), sparse=jnp.bool_(reward_type == "sparse"),
+        sparse=jnp.bool_(reward_type == "sparse"),
         terminate_on_success=jnp.bool_(terminate_on_success),
     )
-
-
-def state_to_numpy(state: EnvState) -> dict[str, np.ndarray]:
-    """A host copy of ``state`` as a dict of numpy arrays (for snapshots)."""
-    return {name: np.asarray(value).copy() for name, value in state._asdict().items()}

@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from worldsim.runtime.device import resolve_device
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -35,11 +37,7 @@ class DistInfo:
 def init_distributed(device: str = "auto") -> DistInfo:
     """Join the ``torchrun`` process group if there is one (NCCL on GPUs, gloo on CPU) and pick
     this rank's device. ``device`` is ``"auto"``, ``"cpu"`` or ``"cuda"``."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device={device!r}; allowed: 'auto', 'cpu', 'cuda'")
-    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but torch sees no CUDA device")
+    use_cuda = resolve_device(device).type == "cuda"
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

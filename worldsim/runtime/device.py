@@ -1,0 +1,24 @@
+"""Where torch runs: the one ``device`` choice every command and library function takes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+Device = Literal["auto", "cpu", "cuda"]
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or a torch device as it is;
+    ``ValueError`` for other names and for ``"cuda"`` where torch sees no CUDA device."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r}; allowed: {', '.join(map(repr, DEVICES))}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but torch sees no CUDA device")
+    return torch.device(device)
