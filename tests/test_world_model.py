@@ -35,7 +35,8 @@ from worldsim.world_models import (
     train_world_model,
 )
 from worldsim.world_models.evaluate import OpenLoop, calibrate_threshold, success_agreement
-from worldsim.world_models.model import SuccessHead, frames_to_latents, keypoint_loss, latents_to_frames
+from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
 

@@ -147,7 +147,7 @@ class EpisodeBank:
         """A random training batch (see the module docstring) as tensors, latents already
         space-to-depth; ``round(success_fraction * batch_size)`` windows end in a success frame
         (none when the bank has no success)."""
-        from worldsim.world_models.model import frames_to_latents
+        from worldsim.world_models.latents import frames_to_latents
 
         if not 0.0 <= success_fraction <= 1.0:
             raise ValueError(f"success_fraction={success_fraction!r} must be in [0, 1]")

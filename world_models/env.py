@@ -62,7 +62,8 @@ from worldsim.envs.tasks import TaskSpec
 from worldsim.runtime.device import resolve_device
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
-from worldsim.world_models.model import WorldModel, frames_to_latents, latents_to_frames
+from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.model import WorldModel
 
 REWARD_TYPES = ("transition", "sparse")
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))

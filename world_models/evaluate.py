@@ -44,7 +44,8 @@ from worldsim.policies.runner import ChunkQueue
 from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
-from worldsim.world_models.model import WorldModel, frames_to_latents, latents_to_frames
+from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.model import WorldModel
 
 
 @dataclass

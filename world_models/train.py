@@ -52,7 +52,8 @@ from worldsim.runtime.distributed import (
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.run_logging import RunLogger, to_jsonable, write_json
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.model import PRESETS, WorldModel, preset
+from worldsim.world_models.config import PRESETS, preset
+from worldsim.world_models.model import WorldModel
 
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100

@@ -1,0 +1,113 @@
+"""The world model's architecture: :class:`WorldModelConfig` and the ``tiny``/``base`` presets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+ACTION_DIM = 4
+PROPRIO_DIM = 4
+SPATIAL_CHANNELS = 2 + 2 * PROPRIO_DIM  # x and y coordinates, current and next proprio
+OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cross-entropy
+SUCCESS_PRIOR = 0.02  # the success head's initial probability
+KEYPOINT_L1 = 0.1  # the detector's soft-argmax distance (pixels), against its heatmap cross-entropy
+
+@dataclass
+class WorldModelConfig:
+    """Architecture of a :class:`WorldModel`; the tasks and image size come from the data."""
+
+    tasks: tuple[str, ...] = ("PushCube-v0",)
+    """Task names the model was trained on (index = task id in the conditioning)."""
+    instructions: tuple[str, ...] = ("push the red cube onto the blue square",)
+    """The instruction of each task, in the order of ``tasks``."""
+    image_size: int = 64
+    """Side of the square ``image`` observation, in pixels."""
+    patch: int = 4
+    """Space-to-depth factor: the UNet works on (image_size / patch)^2 cells of 3 * patch^2 channels."""
+    context: int = 4
+    """Latest frames the model sees (C), besides the episode's first frame."""
+    channels: tuple[int, ...] = (32, 64, 64)
+    """UNet block widths; each block but the last halves the resolution."""
+    layers_per_block: int = 1
+    """ResNet layers per UNet block."""
+    norm_groups: int = 16
+    """Group-norm groups (must divide every width)."""
+    cond_hidden: int = 128
+    """Hidden width of the conditioning and proprio MLPs."""
+    sigma_data: float = 0.1
+    """EDM: standard deviation of the data (the frame-to-frame change, in [-1, 1] units)."""
+    sigma_min: float = 2e-3
+    """EDM sampling: the last noise level."""
+    sigma_max: float = 2.0
+    """EDM sampling: the first noise level."""
+    rho: float = 7.0
+    """EDM sampling: the schedule's curvature."""
+    p_mean: float = -1.2
+    """EDM training: mean of log(sigma)."""
+    p_std: float = 1.2
+    """EDM training: std of log(sigma)."""
+    sampling_steps: int = 1
+    """Euler denoising steps per imagined frame (1-5)."""
+    context_noise: float = 0.1
+    """Training: the largest std of the Gaussian noise added to context frames (0: none)."""
+    success_channels: int = 32
+    """Width of the success head's keypoint-detector convolutions."""
+    success_threshold: float = 0.5
+    """Success probability at or above which a frame counts as a success (the imagined env's
+    cut); ``train-wm`` calibrates it on its validation episodes."""
+
+    def __post_init__(self) -> None:
+        self.tasks, self.instructions = tuple(self.tasks), tuple(self.instructions)
+        self.channels = tuple(int(c) for c in self.channels)
+        if not self.tasks or len(self.tasks) != len(self.instructions):
+            raise ValueError(f"tasks={self.tasks!r} and instructions={self.instructions!r} must be non-empty "
+                             "and of equal length")
+        if self.patch < 1 or self.image_size % self.patch:
+            raise ValueError(f"patch={self.patch} must be >= 1 and divide image_size={self.image_size}")
+        cells = self.image_size // self.patch
+        if cells % 2 ** (len(self.channels) - 1):
+            raise ValueError(f"channels={self.channels}: {len(self.channels) - 1} halvings do not divide "
+                             f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
+                             "smaller patch")
+        for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
+        if any(c % self.norm_groups for c in self.channels):
+            raise ValueError(f"norm_groups={self.norm_groups} must divide every width of "
+                             f"channels={self.channels}")
+        if not 1 <= self.sampling_steps <= 50:
+            raise ValueError(f"sampling_steps={self.sampling_steps!r} must be in [1, 50] (1-5 is the design)")
+        if not 0 < self.sigma_min < self.sigma_max:
+            raise ValueError(f"need 0 < sigma_min < sigma_max; got {self.sigma_min}, {self.sigma_max}")
+        if self.context_noise < 0:
+            raise ValueError(f"context_noise={self.context_noise!r} must be >= 0")
+        if not 0.0 < self.success_threshold < 1.0:
+            raise ValueError(f"success_threshold={self.success_threshold!r} must be in (0, 1)")
+
+    @property
+    def latent_channels(self) -> int:
+        return 3 * self.patch**2
+
+    @property
+    def latent_size(self) -> int:
+        return self.image_size // self.patch
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step.
+    "tiny": {"channels": (32, 64, 64), "layers_per_block": 1, "norm_groups": 16, "cond_hidden": 128,
+             "sampling_steps": 1},
+    # GPU: wider and deeper, three denoising steps (DIAMOND's count).
+    "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
+             "sampling_steps": 3, "success_channels": 64},
+}
+
+
+def preset(name: str, **fields: Any) -> WorldModelConfig:
+    """The ``tiny`` (CPU) or ``base`` (GPU) architecture, with data-given ``fields`` (tasks,
+    instructions, image_size) and any overrides."""
+    if name not in PRESETS:
+        raise ValueError(f"config={name!r} is not a preset; allowed: {', '.join(PRESETS)}")
+    return WorldModelConfig(**{**PRESETS[name], **fields})
+
+

@@ -1,0 +1,93 @@
+"""The EDM denoiser of the next frame's change (Karras et al. 2022), around a diffusers UNet."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from worldsim.world_models.config import SPATIAL_CHANNELS, WorldModelConfig
+from worldsim.world_models.layers import randn
+
+
+class Denoiser(nn.Module):
+    """EDM denoiser ``D(x; sigma, context, cond)`` around a diffusers ``UNet2DModel``."""
+
+    def __init__(self, config: WorldModelConfig):
+        from diffusers import UNet2DModel  # here, not at import: diffusers costs seconds to import
+
+        super().__init__()
+        self.config = config
+        c = config.latent_channels
+        blocks = len(config.channels)
+        self.embed_dim = 4 * config.channels[0]  # UNet2DModel's time-embedding width
+        self.unet = UNet2DModel(
+            sample_size=config.latent_size, in_channels=c * (config.context + 2) + SPATIAL_CHANNELS,
+            out_channels=c,
+            block_out_channels=config.channels, layers_per_block=config.layers_per_block,
+            down_block_types=("DownBlock2D",) * blocks, up_block_types=("UpBlock2D",) * blocks,
+            norm_num_groups=config.norm_groups, class_embed_type="identity",
+            resnet_time_scale_shift="scale_shift", add_attention=False)
+
+    # Karras et al. 2022, Table 1 (EDM column): one method per preconditioning equation.
+    def c_skip(self, sigma: torch.Tensor) -> torch.Tensor:
+        return self.config.sigma_data**2 / (sigma**2 + self.config.sigma_data**2)
+
+    def c_out(self, sigma: torch.Tensor) -> torch.Tensor:
+        return sigma * self.config.sigma_data / (sigma**2 + self.config.sigma_data**2).sqrt()
+
+    def c_in(self, sigma: torch.Tensor) -> torch.Tensor:
+        return 1.0 / (sigma**2 + self.config.sigma_data**2).sqrt()
+
+    def c_noise(self, sigma: torch.Tensor) -> torch.Tensor:
+        # ln(sigma)/4 as in EDM, scaled so the UNet's sinusoidal (DDPM-style) embedding resolves it
+        return 250.0 * sigma.log()
+
+    def network(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor,
+                cond: torch.Tensor) -> torch.Tensor:
+        """``F(c_in x; c_noise, context, cond)``: the raw UNet output."""
+        scale = self.c_in(sigma)[:, None, None, None]
+        return self.unet(torch.cat([x_noisy * scale, context], dim=1), self.c_noise(sigma),
+                         class_labels=cond).sample
+
+    def denoise(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor,
+                cond: torch.Tensor) -> torch.Tensor:
+        """``D(x; sigma) = c_skip x + c_out F(c_in x; c_noise)``."""
+        s = sigma[:, None, None, None]
+        return self.c_skip(s) * x_noisy + self.c_out(s) * self.network(x_noisy, sigma, context, cond)
+
+    def loss(self, target: torch.Tensor, context: torch.Tensor, cond: torch.Tensor,
+             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """EDM training loss: sigma ~ logN(p_mean, p_std^2), the network regresses the
+        preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss).
+        Also returns the detached estimate ``D(x; sigma)`` of ``x0``."""
+        b = len(target)
+        log_sigma = self.config.p_mean + self.config.p_std * randn((b,), generator, target)
+        sigma = log_sigma.exp()
+        s = sigma[:, None, None, None]
+        x_noisy = target + s * randn(target.shape, generator, target)
+        wanted = (target - self.c_skip(s) * x_noisy) / self.c_out(s)
+        output = self.network(x_noisy, sigma, context, cond)
+        with torch.no_grad():
+            estimate = self.c_skip(s) * x_noisy + self.c_out(s) * output
+        return F.mse_loss(output, wanted), estimate
+
+    def sigmas(self, steps: int, device: torch.device) -> torch.Tensor:
+        """The Karras schedule from sigma_max down to sigma_min in ``steps`` levels, then 0."""
+        cfg = self.config
+        ramp = torch.linspace(0, 1, steps, device=device)
+        inv = 1.0 / cfg.rho
+        levels = (cfg.sigma_max**inv + ramp * (cfg.sigma_min**inv - cfg.sigma_max**inv)) ** cfg.rho
+        return torch.cat([levels, torch.zeros(1, device=device)])
+
+    def sample(self, context: torch.Tensor, cond: torch.Tensor, steps: int,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+        """Euler sampling of the probability-flow ODE over :meth:`sigmas`."""
+        b = len(context)
+        shape = (b, self.config.latent_channels, self.config.latent_size, self.config.latent_size)
+        sigmas = self.sigmas(steps, context.device)
+        x = sigmas[0] * randn(shape, generator, context)
+        for sigma, following in zip(sigmas[:-1], sigmas[1:]):
+            denoised = self.denoise(x, sigma.expand(b), context, cond)
+            x = x + (following - sigma) * (x - denoised) / sigma  # dx/dsigma = (x - D) / sigma
+        return x

@@ -1,0 +1,100 @@
+"""The success head: a keypoint detector that finds the scene's objects, and an MLP that judges them."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from worldsim.envs.observations import ENTITIES
+from worldsim.world_models.config import KEYPOINT_L1, PROPRIO_DIM, SUCCESS_PRIOR, WorldModelConfig
+from worldsim.world_models.layers import mlp
+
+
+class SuccessHead(nn.Module):
+    """Frame-level success from where the scene's objects are in the frame.
+
+    Success is a relation between object positions (the cube on the zone), decided at the
+    scale of a pixel at 64x64, with one success frame per recorded episode to learn from; so
+    the head first finds the objects, then judges them:
+
+    - a fully convolutional **keypoint detector** over the latent (space-to-depth is lossless,
+      so every pixel is seen) ends in ``patch^2`` logits per latent cell and entity, put back
+      in place by depth-to-space: one heatmap over the full-resolution pixels per scene entity
+      (:data:`~worldsim.envs.observations.ENTITIES`: the cubes, zones and bin); its soft-argmax
+      is the entity's position in pixels. Where the data has ``state``, the entities' projected
+      positions supervise the heatmaps on every frame (a dense target, translation-equivariant
+      by construction: it generalises from a few hundred episodes, where a flattened feature
+      map overfits);
+    - an **MLP on the keypoints, the proprio and the task** gives the success logit and an
+      estimate of the task's goal-minus-object offset (decimetres; trained where the data has
+      ``state``). The proprio (the gripper's position and opening, normalised) is what reaching,
+      placing and stacking are judged by besides the objects, and imagination predicts it
+      almost exactly.
+    """
+
+    AUX_DIM = 3
+
+    def __init__(self, config: WorldModelConfig):
+        super().__init__()
+        width, self.patch = config.success_channels, config.patch
+        self.entities = len(ENTITIES)
+        self.detector = nn.Sequential(
+            nn.Conv2d(config.latent_channels, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
+            nn.Conv2d(width, self.entities * config.patch**2, 1))
+        self.num_tasks = len(config.tasks)
+        self.classifier = mlp(2 * self.entities + PROPRIO_DIM + self.num_tasks, config.cond_hidden,
+                               1 + self.AUX_DIM)
+        with torch.no_grad():  # success is rare: start at a 2% prior, not at 50% on every frame
+            self.classifier[-1].bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
+        centres = torch.arange(config.image_size, dtype=torch.float32) + 0.5
+        self.register_buffer("pixel_centres", centres, persistent=False)
+
+    def heatmaps(self, latent: torch.Tensor) -> torch.Tensor:
+        """Per-entity logits over the pixels ``(B, entities, H, W)``."""
+        return F.pixel_shuffle(self.detector(latent), self.patch)
+
+    def keypoints(self, heatmaps: torch.Tensor) -> torch.Tensor:
+        """Soft-argmax of ``heatmaps``: each entity's expected (column, row) in pixels ``(B, entities, 2)``."""
+        b, n, h, w = heatmaps.shape
+        p = heatmaps.flatten(2).softmax(-1).view(b, n, h, w)
+        return torch.stack([(p.sum(2) * self.pixel_centres[:w]).sum(-1),
+                            (p.sum(3) * self.pixel_centres[:h]).sum(-1)], dim=-1)
+
+    def outputs(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For latent frames, tasks ``(B,)`` and normalised proprio ``(B, 4)``: the success logit
+        ``(B,)``, the goal-offset estimate ``(B, 3)`` (decimetres), the heatmaps
+        ``(B, entities, H, W)`` and the keypoints ``(B, entities, 2)`` (pixels)."""
+        heat = self.heatmaps(latent)
+        points = self.keypoints(heat)
+        normalized = points / heat.shape[-1] * 2.0 - 1.0
+        features = [normalized.flatten(1), proprio, F.one_hot(task, self.num_tasks).float()]
+        out = self.classifier(torch.cat(features, dim=1))
+        return out[:, 0], out[:, 1:], heat, points
+
+    def forward(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+        return self.outputs(latent, task, proprio)[0]
+
+
+def keypoint_loss(heatmaps: torch.Tensor, points: torch.Tensor, target: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The detector's loss against target pixel coordinates ``(B, entities, 2)``: cross-entropy
+    of each heatmap against the pixel holding the target, plus ``KEYPOINT_L1`` times the smooth
+    L1 distance of the soft-argmax (sub-pixel precision); entities out of view are left out.
+    Also returns the mean distance in pixels of the entities in view."""
+    b, n, h, w = heatmaps.shape
+    inside = ((target >= 0) & (target < torch.tensor([w, h], device=target.device))).all(-1).flatten()
+    if not inside.any():
+        zero = heatmaps.sum() * 0.0
+        return zero, zero.detach()
+    cell = target.floor().long()
+    index = (cell[..., 1].clamp(0, h - 1) * w + cell[..., 0].clamp(0, w - 1)).flatten()
+    ce = F.cross_entropy(heatmaps.flatten(2).flatten(0, 1)[inside], index[inside])
+    flat_points, flat_target = points.flatten(0, 1)[inside], target.flatten(0, 1)[inside]
+    l1 = F.smooth_l1_loss(flat_points, flat_target, reduction="none").sum(-1).mean()
+    return ce + KEYPOINT_L1 * l1, (flat_points - flat_target).norm(dim=-1).mean().detach()
