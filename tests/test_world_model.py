@@ -34,7 +34,9 @@ from worldsim.world_models import (
     select_keyframes,
     train_world_model,
 )
-from worldsim.world_models.evaluate import OpenLoop, calibrate_threshold, success_agreement
+from worldsim.world_models.evaluate import held_out_bank
+from worldsim.world_models.metrics import agreement, calibrate_threshold, success_agreement
+from worldsim.world_models.replay import OpenLoop
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
@@ -271,15 +273,51 @@ def test_success_agreement_counts_episodes():
     assert s["accuracy"] == 0.5 and s["precision"] == 0.5 and s["recall"] == 0.5
 
 
+def test_agreement_reports_the_base_rate_and_balanced_accuracy():
+    real = np.array([1, 1, 1, 0], bool)
+    always = agreement(np.ones(4, bool), real)  # always answering "success"
+    assert always["accuracy"] == 0.75 == always["base_rate"] == always["majority_accuracy"]
+    assert always["balanced_accuracy"] == 0.5 and always["specificity"] == 0.0
+    exact = agreement(real, real)
+    assert exact["accuracy"] == exact["balanced_accuracy"] == 1.0
+
+
+def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
+    mixed = tmp_path / "mixed.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=1.0, epsilon=0.5)), 10,
+                     mixed, num_envs=10, image_size=32, progress=False)
+    model = WorldModel(WorldModelConfig(**SMALL))
+    with EpisodeReader(mixed) as reader:
+        outcomes = [i.success for i in reader.episode_info()]
+    wins, losses = sum(outcomes), len(outcomes) - sum(outcomes)
+    assert wins and losses
+    held = held_out_bank(model, mixed, balance=True, seed=0)
+    assert held.summary()["successes"] == held.summary()["failures"] == min(wins, losses)
+    assert held.summary()["base_rate"] == 0.5 and len(held.bank) == 2 * min(wins, losses)
+    assert (held.near_miss <= ~held.success).all()  # near misses are failures
+    everything = held_out_bank(model, mixed)
+    assert len(everything.bank) == 10 and everything.summary()["balanced"] is False
+
+
 def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path):
     out, _ = trained
-    report = evaluate_world_model(out, episodes, horizon=4, out=tmp_path / "eval", videos=1, progress=False)
+    report = evaluate_world_model(out, episodes, horizon=4, rl_horizons=(2, 4), contact_horizon=3,
+                                  out=tmp_path / "eval", videos=1, progress=False)
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
+    held = report["held_out"]
+    assert held["episodes"] == 6 and held["base_rate"] == held["successes"] / 6
     assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
-    assert set(report["success_by_horizon"]) == {"8", "16", "32", "full"}
+    assert set(report["success_by_horizon"]) == {"keyframe_2", "keyframe_4", "full"}
+    for name, a in report["success_by_horizon"].items():
+        assert a["majority_accuracy"] >= 0.5 and 0 <= a["accuracy"] <= 1, name
     assert json.dumps(report["success_by_horizon"]["full"]) == json.dumps(report["success"])  # NaN-safe
-    assert len(report["success_by_threshold"]) == 9 and len(report["success_episodes"]["real"]) == 6
+    assert len(report["success_by_threshold"]) == 9 and len(report["confusion"]) == 6
+    assert sum(row["real"] for row in report["confusion"]) == held["successes"]
+    contact = report["object_error_after_contact"]  # from the step before the cube first moves
+    assert len(contact["imagined_cm"]) == len(contact["real_cm"]) == 4 and contact["replays"] > 0
+    assert contact["imagined_cm"][0] == contact["real_cm"][0] and contact["at_horizon_cm"] >= 0
+    assert "base rate" in (tmp_path / "eval" / "confusion.md").read_text()
     with EpisodeReader(episodes) as reader:
         infos = reader.episode_info()
     on_real = report["success_head_on_real_frames"]  # the head judging the real frames
@@ -291,10 +329,10 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert len(objects["imagined_cm"]) == len(objects["real_cm"]) == max(i.num_samples for i in infos) + 1
     assert objects["imagined_cm"][0] == objects["real_cm"][0]  # step 0 is the real frame in both
     assert objects["final_imagined_cm"] >= 0
-    for name in ("fidelity.json", "error_growth.png", "replay_0.mp4"):
+    for name in ("fidelity.json", "confusion.md", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
     EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()
-    assert json.loads((tmp_path / "cli" / "fidelity.json").read_text())["episodes"] == 2
+    assert json.loads((tmp_path / "cli" / "fidelity.json").read_text())["held_out"]["episodes"] == 2
     path = Imagine(world_model=out, data=episodes, episodes=2, horizon=5, out=tmp_path / "imagined.mp4").run()
     assert path.stat().st_size > 0
     with pytest.raises(ValueError, match="must end in"):
@@ -355,7 +393,8 @@ def test_multi_task_data_trains_one_model_that_imagines_each_task(tmp_path):
 
 
 def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcomes(tmp_path):
-    from worldsim.world_models.evaluate import episode_scores, open_loop
+    from worldsim.world_models.metrics import episode_scores
+    from worldsim.world_models.replay import open_loop
     from worldsim.world_models.train import calibrate_success_threshold
 
     data = tmp_path / "mixed.h5"

@@ -13,7 +13,8 @@
 
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.env import ImaginedEnv, ImaginedVectorEnv
-from worldsim.world_models.evaluate import evaluate_world_model, open_loop
+from worldsim.world_models.evaluate import evaluate_world_model
+from worldsim.world_models.replay import open_loop
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
 from worldsim.world_models.config import PRESETS, WorldModelConfig, preset
 from worldsim.world_models.model import WorldModel

@@ -178,7 +178,8 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
 
 def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     """Train (or fine-tune) a world model; returns the final figures (also ``out/summary.json``)."""
-    from worldsim.world_models.evaluate import open_loop, psnr_curve, side_by_side
+    from worldsim.world_models.metrics import psnr_curve
+    from worldsim.world_models.replay import open_loop, side_by_side
     from worldsim.runtime.video import write_video
 
     if config.torch_threads:
@@ -323,7 +324,8 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
     outcome, or when the best cut lies outside [0.1, 0.9]: the head then does not separate the
     imagined outcomes (a cut at 1e-6 would call nearly every imagined frame a success), and a
     probability of 0.5 stays the honest default."""
-    from worldsim.world_models.evaluate import calibrate_threshold, episode_scores, open_loop
+    from worldsim.world_models.metrics import calibrate_threshold, episode_scores
+    from worldsim.world_models.replay import open_loop
 
     training = model.training
     model.eval()

@@ -71,7 +71,7 @@ class Imagine:
         from worldsim.policies import load_policy
         from worldsim.runtime.video import check_video_path, write_video
         from worldsim.world_models import EpisodeBank, WorldModel
-        from worldsim.world_models.evaluate import open_loop, side_by_side
+        from worldsim.world_models.replay import open_loop, side_by_side
 
         if self.torch_threads:
             torch.set_num_threads(self.torch_threads)
@@ -145,29 +145,29 @@ class EvalWM:
                                       horizon=self.horizon, success_threshold=self.success_threshold,
                                       sampling_steps=self.sampling_steps, seed=self.seed, out=out,
                                       videos=self.videos)
-        table = Table(title=f"{self.world_model} on {self.data} ({report['episodes']} episodes)")
+        table = Table(title=f"{self.world_model} on {self.data} ({report['held_out']['episodes']} episodes)")
         for column in ("start", "replays", "PSNR@1", "PSNR@8", f"PSNR@{self.horizon}", "SSIM@8"):
             table.add_column(column, justify="left" if column == "start" else "right")
         for name in ("episode_start", "keyframe"):
             part = report[name]
             if not part["replays"]:
                 continue
-            at8 = min(8, self.horizon) - 1
+            at8 = min(8, len(part["psnr"])) - 1
             table.add_row(name.replace("_", " "), str(part["replays"]), f"{part['psnr'][0]:.2f}",
                           f"{part['psnr'][at8]:.2f}", f"{part['psnr'][-1]:.2f}", f"{part['ssim'][at8]:.3f}")
         console = Console()
         console.print(table)
         s, on_real = report["success"], report["success_head_on_real_frames"]["episode"]
-        console.print(f"success agreement at threshold {report['success_threshold']:.3f}: accuracy "
-                      f"{s['accuracy']:.1%}, precision {s['precision']:.1%}, recall {s['recall']:.1%} over "
-                      f"{s['episodes']} episodes; accuracy by horizon (last h steps replayed): "
-                      + ", ".join(f"{h}: {r['accuracy']:.1%}" for h, r in report["success_by_horizon"].items())
-                      + f"; the head on the real frames: {on_real['accuracy']:.1%}"
-                      + f" -> {out}")
-        objects = report["object_error"]
-        if objects is not None:
-            console.print("task object position error (median, cm on the table): imagined "
-                          f"{objects['imagined_cm'][1]:.1f} at step 1, {objects['final_imagined_cm']:.1f} at "
-                          "the episode's end; the detector on the real frames: "
-                          f"{np.median(objects['real_cm']):.1f}")
+        console.print(f"success agreement at threshold {report['success_threshold']:.3f} (base rate "
+                      f"{s['base_rate']:.0%}): accuracy {s['accuracy']:.1%}, balanced {s['balanced_accuracy']:.1%} "
+                      f"over {s['episodes']} full replays; from keyframes: "
+                      + ", ".join(f"{h}: {r['accuracy']:.1%} (base {r['base_rate']:.0%})"
+                                  for h, r in report["success_by_horizon"].items() if r and h != "full")
+                      + f"; the head on the real frames: {on_real['accuracy']:.1%} -> {out}")
+        contact = report["object_error_after_contact"]
+        if contact is not None:
+            console.print(f"task object position error after first contact (median of {contact['replays']}, "
+                          f"cm on the table): {contact['at_horizon_cm']:.1f} at step "
+                          f"{len(contact['imagined_cm']) - 1}; the detector on the real frames: "
+                          f"{np.nanmedian(contact['real_cm']):.1f}")
         return report

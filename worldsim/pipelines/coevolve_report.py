@@ -59,7 +59,7 @@ def side_by_side_videos(policy_path: Path, world_model: Path, config: CoevolveCo
     from worldsim.policies import load_policy
     from worldsim.runtime.video import write_video
     from worldsim.world_models import EpisodeBank, WorldModel
-    from worldsim.world_models.evaluate import open_loop, side_by_side
+    from worldsim.world_models.replay import open_loop, side_by_side
 
     policy = load_policy(policy_path).eval()
     model = WorldModel.from_pretrained(world_model)

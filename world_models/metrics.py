@@ -1,0 +1,177 @@
+"""What a world model's open-loop replays are scored by.
+
+- **image fidelity**: PSNR and SSIM per imagined step (scikit-image, on the 8-bit RGB frames);
+- **outcome agreement**: does the imagined episode succeed exactly when the real one did
+  (World-VLA-Loop's test)? Reported with the real episodes' base rate and the balanced
+  accuracy, since on a set of mostly successes, always answering "success" scores high;
+- **the task object's position error** after contact: where the success head's keypoint
+  detector finds the object in the imagined frames against where it really was, in cm on the
+  table (PSNR is dominated by the static scene; this is what the task is about);
+- **the head on real frames**: the success head judging the real frames, which splits the
+  disagreement between the head and the dynamics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
+from worldsim.envs.observations import ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
+from worldsim.world_models.data import EpisodeBank
+from worldsim.world_models.latents import frames_to_latents
+from worldsim.world_models.model import WorldModel
+from worldsim.world_models.replay import OpenLoop
+
+
+def psnr_curve(run: OpenLoop) -> np.ndarray:
+    """Mean PSNR (dB) over the valid replays at each step 1..H (identical frames count as 100 dB)."""
+    return _curve(run, _psnr)
+
+
+def ssim_curve(run: OpenLoop) -> np.ndarray:
+    """Mean SSIM over the valid replays at each step 1..H."""
+    return _curve(run, _ssim)
+
+
+def _psnr(real: np.ndarray, imagined: np.ndarray) -> float:
+    if np.array_equal(real, imagined):
+        return 100.0
+    return float(peak_signal_noise_ratio(real, imagined, data_range=255))
+
+
+def _ssim(real: np.ndarray, imagined: np.ndarray) -> float:
+    return float(structural_similarity(real, imagined, channel_axis=-1, data_range=255))
+
+
+def _curve(run: OpenLoop, metric: Any) -> np.ndarray:
+    values = []
+    for k in range(1, run.real.shape[1]):
+        rows = np.flatnonzero(run.valid[:, k])
+        scores = [metric(run.real[i, k], run.imagined[i, k]) for i in rows]
+        values.append(np.mean(scores) if scores else np.nan)
+    return np.array(values)
+
+
+def episode_scores(run: OpenLoop) -> tuple[np.ndarray, np.ndarray]:
+    """Per replay: the highest imagined success probability over its valid imagined steps (the
+    start, a real frame, is not judged: the imagined episode succeeds iff this reaches the
+    threshold) and whether the real episode succeeded on one of those steps."""
+    valid = run.valid[:, 1:]
+    scores = np.where(valid, run.success_prob[:, 1:], -np.inf).max(axis=1)
+    return scores, (run.success[:, 1:] & valid).any(axis=1)
+
+
+def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold ``th`` that maximises the accuracy of ``scores >= th`` against boolean
+    ``labels``: candidates are the midpoints between neighbouring distinct scores (and points
+    beyond both ends, kept inside (0, 1)); among equally accurate ones the middle one is taken,
+    the widest margin on both sides. ``ValueError`` when the labels are all of one class (any
+    threshold past the scores would do; nothing is learned from them)."""
+    scores, labels = np.asarray(scores, np.float64), np.asarray(labels, bool)
+    if scores.shape != labels.shape or scores.ndim != 1 or not len(scores):
+        raise ValueError(f"scores {scores.shape} and labels {labels.shape} must be equal-length 1-d arrays")
+    if labels.all() or not labels.any():
+        raise ValueError(f"all {len(labels)} labels are {bool(labels[0])}: a threshold needs both classes")
+    levels = np.unique(np.clip(scores, 1e-6, 1 - 1e-6))
+    candidates = np.concatenate([[levels[0] / 2], (levels[:-1] + levels[1:]) / 2, [(levels[-1] + 1) / 2]])
+    accuracy = ((scores[None] >= candidates[:, None]) == labels[None]).mean(axis=1)
+    best = np.flatnonzero(accuracy == accuracy.max())
+    return float(candidates[best[len(best) // 2]])
+
+
+def agreement(imagined: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    """Imagined against real outcomes (boolean arrays): accuracy beside the real base rate and
+    the accuracy of always answering the majority outcome, balanced accuracy (mean of recall
+    and specificity, 0.5 for any constant answer), precision, recall, and the confusion counts."""
+    imagined, real = np.asarray(imagined, bool), np.asarray(real, bool)
+    n = len(real)
+    tp, fp = int((imagined & real).sum()), int((imagined & ~real).sum())
+    fn, tn = int((~imagined & real).sum()), int((~imagined & ~real).sum())
+    recall = tp / (tp + fn) if tp + fn else float("nan")
+    specificity = tn / (tn + fp) if tn + fp else float("nan")
+    base_rate = float(real.mean()) if n else float("nan")
+    return {"accuracy": (tp + tn) / n if n else float("nan"), "base_rate": base_rate,
+            "majority_accuracy": max(base_rate, 1 - base_rate) if n else float("nan"),
+            "balanced_accuracy": float(np.nanmean([recall, specificity])) if n else float("nan"),
+            "precision": tp / (tp + fp) if tp + fp else float("nan"), "recall": recall,
+            "specificity": specificity, "true_positive": tp, "false_positive": fp, "false_negative": fn,
+            "true_negative": tn, "episodes": n}
+
+
+def success_agreement(run: OpenLoop, threshold: float = 0.5) -> dict[str, Any]:
+    """:func:`agreement` of the replays' outcomes: imagined success when the head reaches
+    ``threshold`` on any valid imagined frame, real success when any valid real frame succeeds."""
+    scores, real = episode_scores(run)
+    return agreement(scores >= threshold, real)
+
+
+@torch.no_grad()
+def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
+                        batch_size: int = 256) -> dict[str, Any]:
+    """The success head judging the *real* frames of ``bank``: what the success agreement
+    would be with perfect dynamics. Set against :func:`success_agreement` of the replays, it
+    splits the disagreement between the head (misjudging even real frames) and the dynamics
+    (imagined frames that drift from the real ones). Returns ``episode`` (the agreement dict,
+    an episode succeeding when any of its real frames reaches ``threshold``), ``frame_recall``
+    (over the real success frames), ``frame_false_positive_rate`` (over the other frames) and
+    the frame counts."""
+    task = np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
+                           for e, length in enumerate(bank.lengths)])
+    probs = np.concatenate([
+        model.success_prob(frames_to_latents(torch.from_numpy(bank.images[i:i + batch_size]),
+                                             model.config.patch).to(model.device),
+                           torch.from_numpy(task[i:i + batch_size]).to(model.device),
+                           torch.from_numpy(bank.proprio[i:i + batch_size]).to(model.device)).cpu().numpy()
+        for i in range(0, len(bank.images), batch_size)])
+    fired, success = probs >= threshold, bank.success.astype(bool)
+    fired_per_episode = np.split(fired, bank.obs_start[1:])  # the bank stores episodes back to back
+    return {"episode": agreement(np.array([f.any() for f in fired_per_episode]),
+                                  np.array([bank.episode(j, "success").any() for j in range(len(bank))])),
+            "frame_recall": float(fired[success].mean()) if success.any() else float("nan"),
+            "frame_false_positive_rate": float(fired[~success].mean()) if (~success).any() else float("nan"),
+            "success_frames": int(success.sum()), "frames": len(success)}
+
+
+@torch.no_grad()
+def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: np.ndarray,
+                 starts: np.ndarray, batch_size: int = 256) -> dict[str, Any] | None:
+    """How far the task's object is, in the imagined frames of ``run`` (replays of bank
+    episodes ``episodes`` from steps ``starts``), from where it really was: the success head's
+    keypoint detector finds the object in every frame and the distance to its real position
+    (``state``, projected into the frame) is measured in cm on the plane the object rests on.
+    PSNR is dominated by the static scene; this is the error of what the task is about.
+
+    Returns ``imagined_cm`` and ``real_cm`` (the detector on the real frames: its own floor),
+    medians over the valid replays at each step 0..H, and ``final_imagined_cm``, the median at
+    each replay's last valid step; ``None`` when the bank has no ``state``."""
+    if bank.state is None:
+        return None
+    task_object = bank.state[:, STATE_LAYOUT["object_pos"]]
+    # the entity the task acts on: the one nearest the task object in x-y (a cube, or a zone to reach)
+    which = np.linalg.norm(entity_positions(bank.state)[..., :2] - task_object[:, None, :2], axis=-1).argmin(-1)
+    steps_t = np.arange(run.real.shape[1])[None] + starts[:, None]
+    rows = bank.obs_start[episodes][:, None] + np.minimum(steps_t, bank.lengths[episodes][:, None])
+    entity = which[rows]
+
+    def located(frames: np.ndarray) -> np.ndarray:
+        flat = frames.reshape(-1, *frames.shape[2:])
+        points = np.concatenate([
+            model.success_head.keypoints(model.success_head.heatmaps(frames_to_latents(
+                torch.from_numpy(flat[i:i + batch_size]), model.config.patch).to(model.device))).cpu().numpy()
+            for i in range(0, len(flat), batch_size)]).reshape(*frames.shape[:2], -1, 2)
+        return np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
+
+    def on_table(pixels: np.ndarray) -> np.ndarray:  # a lifted object is measured on its resting plane
+        return bank.camera.unproject(pixels, ENTITY_HEIGHTS[entity])[..., :2]
+
+    truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
+    errors = {name: 100 * np.linalg.norm(on_table(located(frames)) - truth, axis=-1)
+              for name, frames in (("imagined", run.imagined), ("real", run.real))}
+    curve = {f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
+                            for k in range(e.shape[1])] for name, e in errors.items()}
+    last = run.valid.shape[1] - 1 - np.argmax(run.valid[:, ::-1], axis=1)
+    curve["final_imagined_cm"] = float(np.median(errors["imagined"][np.arange(len(last)), last]))
+    return curve
