@@ -273,6 +273,33 @@ def test_success_agreement_counts_episodes():
     assert s["accuracy"] == 0.5 and s["precision"] == 0.5 and s["recall"] == 0.5
 
 
+def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(episodes, tmp_path, monkeypatch):
+    """On a GPU the first validation used to pass a CPU generator with CUDA tensors: every loss
+    call now gets a generator on its batch's device (checked here on the CPU path)."""
+    seen = []
+    real_loss = WorldModel.loss
+
+    def spy(self, batch, generator=None, success_weight=1.0):
+        seen.append((generator.device, batch["target"].device))
+        return real_loss(self, batch, generator, success_weight)
+
+    monkeypatch.setattr(WorldModel, "loss", spy)
+    train_world_model(config(episodes, tmp_path / "run", steps=4, val_every=2, video_every=0))
+    assert len(seen) == 4 + 3 * 4  # 4 training steps; validation at steps 2 and 4, and at the end
+    assert all(g == d for g, d in seen)
+
+
+def test_bank_batches_are_gathered_on_the_device_from_one_copy(episodes):
+    bank = EpisodeBank(episodes)
+    tensors = bank.tensors("cpu")
+    assert tensors is bank.tensors("cpu") and tensors["image"].data_ptr() == bank.images.__array_interface__["data"][0]
+    batch = bank.sample(8, 2, 4, {"PushCube-v0": 0}, torch.Generator().manual_seed(0), 0.5)
+    again = bank.sample(8, 2, 4, {"PushCube-v0": 0}, torch.Generator().manual_seed(0), 0.5)
+    assert all(torch.equal(batch[k], again[k]) for k in batch)
+    assert batch["context"].shape == (8, 2, 48, 8, 8) and batch["success"][:4].all()  # half end in a success
+    assert set(batch) >= {"goal_offset", "entity_pixels"}
+
+
 def test_agreement_reports_the_base_rate_and_balanced_accuracy():
     real = np.array([1, 1, 1, 0], bool)
     always = agreement(np.ones(4, bool), real)  # always answering "success"

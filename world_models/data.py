@@ -28,6 +28,7 @@ from worldsim.data.datasets import EpisodeInfo, EpisodeReader
 from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene
+from worldsim.world_models.latents import frames_to_latents
 
 IMAGE_CAMERA = "front"  # the camera of the ``image`` observation
 
@@ -110,6 +111,7 @@ class EpisodeBank:
         self._transition_step = np.concatenate([np.arange(n) for n in self.lengths])
         targets = self.obs_start[self._transition_episode] + self._transition_step + 1
         self._success_transitions = np.flatnonzero(self.success[targets])
+        self._tensors: dict[torch.device, dict[str, torch.Tensor]] = {}
 
     def __len__(self) -> int:
         return len(self.infos)
@@ -142,13 +144,26 @@ class EpisodeBank:
         return Start(self.images[rows], self.images[self.obs_start[j]], self.proprio[rows], int(t),
                      bool(self.success[self.obs_start[j] + t]))
 
-    def sample(self, batch_size: int, context: int, patch: int, task_ids: dict[str, int],
-               generator: torch.Generator, success_fraction: float = 0.25) -> dict[str, torch.Tensor]:
-        """A random training batch (see the module docstring) as tensors, latents already
-        space-to-depth; ``round(success_fraction * batch_size)`` windows end in a success frame
-        (none when the bank has no success)."""
-        from worldsim.world_models.latents import frames_to_latents
+    def tensors(self, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """The bank's arrays as tensors on ``device``, made once per device (on the CPU they share
+        the numpy arrays' memory; on a GPU the whole bank is copied there once, so training
+        batches are gathered on the device and the host does not starve it)."""
+        device = torch.device(device)
+        if device not in self._tensors:
+            arrays = {"image": self.images, "proprio": self.proprio, "actions": self.actions,
+                      "success": self.success}
+            if self.state is not None:
+                arrays["goal_offset"] = self.state[:, STATE_LAYOUT["goal_minus_object"]].astype(np.float32)
+                arrays["entity_pixels"] = self.entity_pixels
+            self._tensors[device] = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}
+        return self._tensors[device]
 
+    def sample(self, batch_size: int, context: int, patch: int, task_ids: dict[str, int],
+               generator: torch.Generator, success_fraction: float = 0.25,
+               device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """A random training batch (see the module docstring) as tensors on ``device``, latents
+        already space-to-depth; ``round(success_fraction * batch_size)`` windows end in a success
+        frame (none when the bank has no success). ``generator`` (a CPU one) draws the windows."""
         if not 0.0 <= success_fraction <= 1.0:
             raise ValueError(f"success_fraction={success_fraction!r} must be in [0, 1]")
         n_pos = round(success_fraction * batch_size) if len(self._success_transitions) else 0
@@ -156,21 +171,25 @@ class EpisodeBank:
         uniform = torch.randint(0, self.num_transitions, (batch_size - n_pos,), generator=generator)
         pick = np.concatenate([self._success_transitions[positive.numpy()], uniform.numpy()])
         j, t = self._transition_episode[pick], self._transition_step[pick]
-        rows = self.context_rows(j, t, context)
-        target = self.obs_start[j] + t + 1
-        task = np.array([task_ids[self.infos[e].task] for e in j])
+        bank = self.tensors(device)
+        on = bank["image"].device
+
+        def rows(index: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(index).to(on)
+
+        context_rows, target = rows(self.context_rows(j, t, context)), rows(self.obs_start[j] + t + 1)
+        task = torch.tensor([task_ids[self.infos[e].task] for e in j], dtype=torch.long, device=on)
         batch = {
-            "context": frames_to_latents(torch.from_numpy(self.images[rows]), patch),
-            "first": frames_to_latents(torch.from_numpy(self.images[self.obs_start[j]]), patch),
-            "proprio": torch.from_numpy(self.proprio[rows]),
-            "action": torch.from_numpy(self.actions[self.step_start[j] + t]),
-            "task": torch.from_numpy(task).long(),
-            "target": frames_to_latents(torch.from_numpy(self.images[target]), patch),
-            "next_proprio": torch.from_numpy(self.proprio[target]),
-            "success": torch.from_numpy(self.success[target]),
+            "context": frames_to_latents(bank["image"][context_rows], patch),
+            "first": frames_to_latents(bank["image"][rows(self.obs_start[j])], patch),
+            "proprio": bank["proprio"][context_rows],
+            "action": bank["actions"][rows(self.step_start[j] + t)],
+            "task": task,
+            "target": frames_to_latents(bank["image"][target], patch),
+            "next_proprio": bank["proprio"][target],
+            "success": bank["success"][target],
         }
         if self.state is not None:
-            offset = self.state[target][:, STATE_LAYOUT["goal_minus_object"]]
-            batch["goal_offset"] = torch.from_numpy(offset.astype(np.float32))
-            batch["entity_pixels"] = torch.from_numpy(self.entity_pixels[target])
+            batch["goal_offset"] = bank["goal_offset"][target]
+            batch["entity_pixels"] = bank["entity_pixels"][target]
         return batch

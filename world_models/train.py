@@ -20,8 +20,10 @@ Read top to bottom, :func:`train_world_model` is the recipe:
    (:func:`~worldsim.world_models.evaluate.calibrate_threshold`); it is saved with the model.
    Without validation episodes of both outcomes the threshold stays as it was.
 
-Each minibatch is drawn from a generator seeded by (seed, rank, step), so a resumed run draws
-the same batches as an uninterrupted one and ranks under ``torchrun`` draw different ones;
+Each minibatch is drawn, and its noise sampled, from generators seeded by (seed, rank, step) (the
+noise's lives on the training device), so a resumed run draws the same batches as an
+uninterrupted one and ranks under ``torchrun`` draw different ones; batches are gathered on the
+device from a copy of the episodes there (:meth:`EpisodeBank.tensors`);
 gradients are averaged across ranks before every step (DistributedDataParallel's recipe).
 """
 
@@ -241,9 +243,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     @torch.no_grad()
     def validate() -> dict[str, float]:
         model.eval()
-        generator = torch.Generator().manual_seed(config.seed + 1)
-        losses = [model.loss(_to(val.sample(config.batch_size, model.config.context, model.config.patch,
-                                            task_ids, generator, config.success_fraction), device), generator,
+        windows, noise = generators(config.seed + 1, device)
+        losses = [model.loss(val.sample(config.batch_size, model.config.context, model.config.patch, task_ids,
+                                        windows, config.success_fraction, device), noise,
                              config.success_weight)[0].item()
                   for _ in range(4)]
         run = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
@@ -266,10 +268,10 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     model.train()
     stopped_early = False
     while step < config.steps:
-        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + dist_info.rank * 7919 + step)
-        batch = _to(train.sample(config.batch_size, model.config.context, model.config.patch, task_ids,
-                                 generator, config.success_fraction), device)
-        loss, logs = model.loss(batch, generator if device.type == "cpu" else None, config.success_weight)
+        windows, noise = generators(config.seed * 1_000_003 + dist_info.rank * 7919 + step, device)
+        batch = train.sample(config.batch_size, model.config.context, model.config.patch, task_ids, windows,
+                             config.success_fraction, device)
+        loss, logs = model.loss(batch, noise, config.success_weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
@@ -342,5 +344,7 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
     return True
 
 
-def _to(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device) for k, v in batch.items()}
+def generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:
+    """A CPU generator that draws a batch's windows and one on ``device`` for its noise, both
+    seeded by ``seed``: noise drawn on the data's device needs a generator there."""
+    return torch.Generator().manual_seed(seed), torch.Generator(device).manual_seed(seed)
