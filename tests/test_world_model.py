@@ -112,17 +112,20 @@ def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_
     assert probs.max() < 0.1
 
 
-def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path):
-    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+@pytest.mark.parametrize("object_pathway", [False, True])
+def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=object_pathway)).eval()
     model.set_normalization(np.array([0.1, 0.2, 0.3, 0.04]), np.array([0.5, 0.5, 0.5, 0.01]))
     model.save_pretrained(tmp_path / "wm")
     loaded = WorldModel.from_pretrained(tmp_path / "wm")
     assert loaded.config == model.config and torch.equal(loaded.proprio_std, model.proprio_std)
-    batch = (torch.rand(3, 2, 48, 8, 8), torch.rand(3, 48, 8, 8), torch.rand(3, 2, 4), torch.rand(3, 4),
-             torch.zeros(3, dtype=torch.long))
-    a = model.predict(*batch, generator=torch.Generator().manual_seed(1))
-    b = loaded.predict(*batch, generator=torch.Generator().manual_seed(1))
+    frames = torch.randint(0, 256, (3, 2, 32, 32, 3), dtype=torch.uint8)
+    start = (frames, frames[:, 0], torch.rand(3, 2, 4))
+    action, task = torch.rand(3, 4), torch.zeros(3, dtype=torch.long)
+    a = model.predict(model.start(*start), action, task, generator=torch.Generator().manual_seed(1))
+    b = loaded.predict(loaded.start(*start), action, task, generator=torch.Generator().manual_seed(1))
     assert torch.equal(a.latent, b.latent) and torch.equal(a.proprio, b.proprio)
+    assert (a.points is not None) == object_pathway
     with pytest.raises(FileNotFoundError, match="config.json is missing"):
         WorldModel.from_pretrained(tmp_path)
     document = json.loads((tmp_path / "wm" / "config.json").read_text())

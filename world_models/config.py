@@ -52,6 +52,14 @@ class WorldModelConfig:
     """Training: the largest std of the Gaussian noise added to context frames (0: none)."""
     success_channels: int = 32
     """Width of the success head's keypoint-detector convolutions."""
+    object_pathway: bool = False
+    """Predict where the scene's objects go first and draw the frame there
+    (:mod:`~worldsim.world_models.objects`); needs ``state`` in the training data."""
+    object_hidden: int = 256
+    """Width of the object pathway's MLP."""
+    change_weight: float = 0.0
+    """Extra weight of the denoising loss on the pixels that change from the last context frame
+    (1 + change_weight there, 1 elsewhere): most of a frame is static scene."""
     success_threshold: float = 0.5
     """Success probability at or above which a frame counts as a success (the imagined env's
     cut); ``train-wm`` calibrates it on its validation episodes."""
@@ -69,7 +77,8 @@ class WorldModelConfig:
             raise ValueError(f"channels={self.channels}: {len(self.channels) - 1} halvings do not divide "
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
-        for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels"):
+        for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
+                     "object_hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         if any(c % self.norm_groups for c in self.channels):
@@ -79,6 +88,8 @@ class WorldModelConfig:
             raise ValueError(f"sampling_steps={self.sampling_steps!r} must be in [1, 50] (1-5 is the design)")
         if not 0 < self.sigma_min < self.sigma_max:
             raise ValueError(f"need 0 < sigma_min < sigma_max; got {self.sigma_min}, {self.sigma_max}")
+        if self.change_weight < 0:
+            raise ValueError(f"change_weight={self.change_weight!r} must be >= 0")
         if self.context_noise < 0:
             raise ValueError(f"context_noise={self.context_noise!r} must be >= 0")
         if not 0.0 < self.success_threshold < 1.0:

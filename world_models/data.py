@@ -192,4 +192,5 @@ class EpisodeBank:
         if self.state is not None:
             batch["goal_offset"] = bank["goal_offset"][target]
             batch["entity_pixels"] = bank["entity_pixels"][target]
+            batch["context_entity_pixels"] = bank["entity_pixels"][context_rows]
         return batch

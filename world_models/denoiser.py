@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from worldsim.envs.observations import ENTITIES
 from worldsim.world_models.config import SPATIAL_CHANNELS, WorldModelConfig
 from worldsim.world_models.layers import randn
 
@@ -22,7 +22,8 @@ class Denoiser(nn.Module):
         blocks = len(config.channels)
         self.embed_dim = 4 * config.channels[0]  # UNet2DModel's time-embedding width
         self.unet = UNet2DModel(
-            sample_size=config.latent_size, in_channels=c * (config.context + 2) + SPATIAL_CHANNELS,
+            sample_size=config.latent_size, in_channels=c * (config.context + 2) + SPATIAL_CHANNELS
+            + (2 * len(ENTITIES) if config.object_pathway else 0),
             out_channels=c,
             block_out_channels=config.channels, layers_per_block=config.layers_per_block,
             down_block_types=("DownBlock2D",) * blocks, up_block_types=("UpBlock2D",) * blocks,
@@ -57,9 +58,11 @@ class Denoiser(nn.Module):
         return self.c_skip(s) * x_noisy + self.c_out(s) * self.network(x_noisy, sigma, context, cond)
 
     def loss(self, target: torch.Tensor, context: torch.Tensor, cond: torch.Tensor,
-             generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+             generator: torch.Generator | None = None, weight: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, torch.Tensor]:
         """EDM training loss: sigma ~ logN(p_mean, p_std^2), the network regresses the
-        preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss).
+        preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss),
+        each element weighted by ``weight`` (broadcast to the target; None: uniform).
         Also returns the detached estimate ``D(x; sigma)`` of ``x0``."""
         b = len(target)
         log_sigma = self.config.p_mean + self.config.p_std * randn((b,), generator, target)
@@ -70,7 +73,9 @@ class Denoiser(nn.Module):
         output = self.network(x_noisy, sigma, context, cond)
         with torch.no_grad():
             estimate = self.c_skip(s) * x_noisy + self.c_out(s) * output
-        return F.mse_loss(output, wanted), estimate
+        error = (output - wanted) ** 2
+        loss = error.mean() if weight is None else (error * weight).sum() / weight.expand_as(error).sum()
+        return loss, estimate
 
     def sigmas(self, steps: int, device: torch.device) -> torch.Tensor:
         """The Karras schedule from sigma_max down to sigma_min in ``steps`` levels, then 0."""

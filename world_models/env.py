@@ -46,6 +46,7 @@ draws and the diffusion noise.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,7 @@ from gymnasium.vector import AutoresetMode
 
 from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.observations import ENTITIES
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.single_env import SingleEnv
@@ -62,8 +64,8 @@ from worldsim.envs.tasks import TaskSpec
 from worldsim.runtime.device import resolve_device
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
-from worldsim.world_models.latents import frames_to_latents, latents_to_frames
-from worldsim.world_models.model import WorldModel
+from worldsim.world_models.latents import latents_to_frames
+from worldsim.world_models.model import Rollout, WorldModel
 
 REWARD_TYPES = ("transition", "sparse")
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))
@@ -183,9 +185,9 @@ class ImaginedVectorEnv(BatchedEnv):
         self.keyframes = Keyframes(keys.episode[mine], keys.step[mine], keys.weight[mine], keys.kind[mine])
 
         n, c, s = self.num_envs, cfg.latent_channels, cfg.latent_size
-        self._context = torch.zeros(n, cfg.context, c, s, s, device=self.device)
-        self._first = torch.zeros(n, c, s, s, device=self.device)
-        self._proprio = torch.zeros(n, cfg.context, 4, device=self.device)
+        zeros = functools.partial(torch.zeros, device=self.device)
+        self._rollout = Rollout(zeros(n, cfg.context, c, s, s), zeros(n, c, s, s), zeros(n, cfg.context, 4),
+                                zeros(n, cfg.context, len(ENTITIES), 2) if cfg.object_pathway else None)
         self._task = torch.full((n,), self._task_id, dtype=torch.long, device=self.device)
         self._frames = np.zeros((n, *self.image_shape, 3), np.uint8)
         self._success = np.zeros(n, bool)
@@ -208,12 +210,9 @@ class ImaginedVectorEnv(BatchedEnv):
         episodes, steps = np.repeat(episodes, group_size), np.repeat(steps, group_size)
         bank, cfg = self.bank, self.model.config
         rows = bank.context_rows(episodes, steps, cfg.context)
-        where = torch.as_tensor(index, device=self.device)
-        frames = torch.from_numpy(bank.images[rows]).to(self.device)
-        self._context[where] = frames_to_latents(frames, cfg.patch)
-        first = torch.from_numpy(bank.images[bank.obs_start[episodes]]).to(self.device)
-        self._first[where] = frames_to_latents(first, cfg.patch)
-        self._proprio[where] = torch.from_numpy(bank.proprio[rows]).to(self.device)
+        self._rollout.put(torch.as_tensor(index, device=self.device), self.model.start(
+            torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
+            torch.from_numpy(bank.proprio[rows])))
         self._frames[index] = bank.images[rows[:, -1]]
         self._success[index] = bank.success[rows[:, -1]]
         self._success_prob[index] = self._success[index]
@@ -233,25 +232,25 @@ class ImaginedVectorEnv(BatchedEnv):
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
         return {"image": self._frames.copy(),
-                "proprio": self._proprio[:, -1].cpu().numpy().astype(np.float32),
+                "proprio": self._rollout.proprio[:, -1].cpu().numpy().astype(np.float32),
                 "instruction": (self.task.instruction,) * self.num_envs}
 
     def _render(self) -> np.ndarray:
         return self._frames.copy()
 
     def _backend_state(self) -> dict[str, Any]:
-        return {"context": self._context.cpu().clone(), "first": self._first.cpu().clone(),
-                "proprio": self._proprio.cpu().clone(), "frames": self._frames.copy(),
+        rollout = {k: v.cpu().clone() for k, v in vars(self._rollout).items() if v is not None}
+        return {**rollout, "frames": self._frames.copy(),
                 "success": self._success.copy(), "success_prob": self._success_prob.copy(),
                 "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
-        if tuple(state["context"].shape) != tuple(self._context.shape):
+        if tuple(state["context"].shape) != tuple(self._rollout.context.shape):
             raise ValueError(f"the snapshot holds context of shape {tuple(state['context'].shape)}; this env "
-                             f"has {tuple(self._context.shape)} (num_envs={self.num_envs})")
-        self._context.copy_(state["context"])
-        self._first.copy_(state["first"])
-        self._proprio.copy_(state["proprio"])
+                             f"has {tuple(self._rollout.context.shape)} (num_envs={self.num_envs})")
+        for name, value in vars(self._rollout).items():
+            if value is not None:
+                value.copy_(state[name])
         for name in ("frames", "success", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
         self._generator.set_state(state["torch_rng"])
@@ -276,11 +275,9 @@ class ImaginedVectorEnv(BatchedEnv):
         every = len(index) == self.num_envs
         rows = slice(None) if every else torch.as_tensor(index, device=self.device)
         action = torch.from_numpy(actions[index]).to(self.device)
-        context, proprio = self._context[rows], self._proprio[rows]
-        pred = self.model.predict(context, self._first[rows], proprio, action, self._task[rows],
-                                  self.sampling_steps, self._generator)
-        self._context[rows] = torch.cat([context[:, 1:], pred.latent[:, None]], dim=1)
-        self._proprio[rows] = torch.cat([proprio[:, 1:], pred.proprio[:, None]], dim=1)
+        rollout = self._rollout.rows(rows)
+        pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator)
+        self._rollout.put(rows, rollout.advance(pred))
         self._frames[index] = latents_to_frames(pred.latent, self.model.config.patch).cpu().numpy()
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob

@@ -65,33 +65,71 @@ from worldsim.runtime.checkpoint import (
 from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.denoiser import Denoiser
-from worldsim.world_models.layers import mlp
-from worldsim.world_models.layers import randn
+from worldsim.world_models.latents import frames_to_latents
+from worldsim.world_models.layers import mlp, randn
+from worldsim.world_models.objects import KEYPOINT_NOISE_PX, ObjectDynamics, keypoint_planes, object_loss
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
+CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
 
 
 @dataclass
 class Prediction:
     """One imagined step for a batch: the next latent frame ``(B, 3p^2, h, w)``, the next
-    proprio ``(B, 4)`` (raw units) and the success probability of the new frame ``(B,)``."""
+    proprio ``(B, 4)`` (raw units), the success probability of the new frame ``(B,)`` and, with
+    the object pathway, the objects' next image positions ``(B, E, 2)`` (pixels)."""
 
     latent: torch.Tensor
     proprio: torch.Tensor
     success_prob: torch.Tensor
+    points: torch.Tensor | None = None
+
+
+@dataclass
+class Rollout:
+    """What imagination carries from step to step for ``B`` episodes: the context latents
+    ``(B, C, 3p^2, h, w)`` (oldest first), the episode's first frame ``(B, 3p^2, h, w)``, the
+    context proprio ``(B, C, 4)`` (raw) and, with the object pathway, the objects' context image
+    positions ``(B, C, E, 2)`` (pixels). Made by :meth:`WorldModel.start`."""
+
+    context: torch.Tensor
+    first: torch.Tensor
+    proprio: torch.Tensor
+    points: torch.Tensor | None = None
+
+    def advance(self, pred: Prediction) -> Rollout:
+        """The windows one step on: the prediction joins the context, the oldest step leaves."""
+        def roll(window: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+            return torch.cat([window[:, 1:], new[:, None]], dim=1)
+
+        points = None if self.points is None else roll(self.points, pred.points)
+        return Rollout(roll(self.context, pred.latent), self.first, roll(self.proprio, pred.proprio), points)
+
+    def rows(self, index: torch.Tensor | slice) -> Rollout:
+        """The episodes ``index`` of the batch."""
+        return Rollout(self.context[index], self.first[index], self.proprio[index],
+                       None if self.points is None else self.points[index])
+
+    def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
+        """Write ``other`` into the episodes ``index`` of this batch, in place."""
+        self.context[index], self.first[index], self.proprio[index] = other.context, other.first, other.proprio
+        if self.points is not None:
+            self.points[index] = other.points
 
 
 class WorldModel(nn.Module):
-    """Denoiser + proprio head + success head, with the dataset's proprio statistics.
+    """Denoiser + proprio head + success head (+ the object pathway), with the dataset's proprio
+    statistics.
 
-    Batches (:meth:`loss`, :meth:`predict`) hold, for ``B`` windows:
-    ``context`` latents ``(B, C, 3p^2, h, w)`` (oldest first), ``first`` ``(B, 3p^2, h, w)``,
-    ``proprio`` ``(B, C, 4)`` raw, ``action`` ``(B, 4)``, ``task`` ``(B,)`` long; for training
-    also ``target`` ``(B, 3p^2, h, w)``, ``next_proprio`` ``(B, 4)`` and ``success`` ``(B,)``,
-    the success flag of the target frame, and where the data has ``state``, ``goal_offset``
-    ``(B, 3)`` and ``entity_pixels`` ``(B, entities, 2)`` of the target frame.
+    Training batches (:meth:`loss`) hold, for ``B`` windows: ``context`` latents
+    ``(B, C, 3p^2, h, w)`` (oldest first), ``first`` ``(B, 3p^2, h, w)``, ``proprio``
+    ``(B, C, 4)`` raw, ``action`` ``(B, 4)``, ``task`` ``(B,)`` long, ``target``
+    ``(B, 3p^2, h, w)``, ``next_proprio`` ``(B, 4)`` and ``success`` ``(B,)``, the success flag
+    of the target frame; where the data has ``state``, ``goal_offset`` ``(B, 3)`` and
+    ``entity_pixels`` ``(B, E, 2)`` of the target frame and ``context_entity_pixels``
+    ``(B, C, E, 2)`` of the context. Imagination goes through :meth:`start` and :meth:`predict`.
     """
 
     def __init__(self, config: WorldModelConfig):
@@ -102,8 +140,9 @@ class WorldModel(nn.Module):
         cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + n_tasks
         self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
         self.proprio_head = mlp(ACTION_DIM + config.context * PROPRIO_DIM + n_tasks, config.cond_hidden,
-                                 PROPRIO_DIM)
+                                PROPRIO_DIM)
         self.success_head = SuccessHead(config)
+        self.objects = ObjectDynamics(config) if config.object_pathway else None
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
         self.register_buffer("proprio_std", torch.ones(PROPRIO_DIM))
 
@@ -141,70 +180,124 @@ class WorldModel(nn.Module):
         return norm[:, -1] + delta
 
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
-                      next_norm: torch.Tensor) -> torch.Tensor:
+                      next_norm: torch.Tensor, points: torch.Tensor | None = None,
+                      next_points: torch.Tensor | None = None) -> torch.Tensor:
         """The UNet's conditioning channels: context ``(B, C, c, h, w)`` and first frame
         ``(B, c, h, w)`` stacked on the channel axis, then the coordinate planes and the
-        current and next normalised proprio as constant planes: ``(B, (C + 1) c + 10, h, w)``."""
+        current and next normalised proprio as constant planes; with the object pathway, one
+        blob plane per object at its current (``points[:, -1]``) and its next position."""
         b, size = len(context), context.shape[-1]
         ramp = torch.linspace(-1.0, 1.0, size, device=context.device)
         coords = torch.stack(torch.meshgrid(ramp, ramp, indexing="ij"))[None].expand(b, -1, -1, -1)
         planes = torch.cat([self._normalized_proprio(proprio[:, -1]), next_norm], dim=1)
         planes = planes[:, :, None, None].expand(-1, -1, size, size)
-        return torch.cat([context.flatten(1, 2), first, coords, planes], dim=1)
+        stack = [context.flatten(1, 2), first, coords, planes]
+        if self.config.object_pathway:
+            patch = self.config.patch
+            stack += [keypoint_planes(points[:, -1], size, patch), keypoint_planes(next_points, size, patch)]
+        return torch.cat(stack, dim=1)
 
     # ------------------------------------------------------------------ training
     def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
              success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
-        """Total training loss and its named terms: denoising + proprio + ``success_weight``
-        times the success head's (binary cross-entropy of the success flag, plus, when the batch
-        has ``goal_offset`` ``(B, 3)`` in metres, the squared error of its offset estimate in
-        decimetres, and when it has ``entity_pixels``, the detector's :func:`keypoint_loss`).
-        The head judges both the real next frame and the denoiser's own detached estimate of
-        it, so it learns to judge imagined frames as it judges real ones."""
+        """Total training loss and its named terms: denoising (weighted up by ``change_weight``
+        where the frame changes) + proprio + ``success_weight`` times the success head's
+        (binary cross-entropy of the success flag, plus, when the batch has ``goal_offset``
+        ``(B, 3)`` in metres, the squared error of its offset estimate in decimetres, and when
+        it has ``entity_pixels``, the detector's :func:`keypoint_loss`) + with the object
+        pathway, the error of the objects' predicted next positions. The head judges both the
+        real next frame and the denoiser's own detached estimate of it, so it learns to judge
+        imagined frames as it judges real ones."""
+        cfg = self.config
         context = batch["context"]
         b = len(context)
-        level = self.config.context_noise * torch.rand(b, generator=generator, device=context.device)
+        level = cfg.context_noise * torch.rand(b, generator=generator, device=context.device)
         noisy_context = context + level[:, None, None, None, None] * randn(context.shape, generator, context)
         wanted = self._normalized_proprio(batch["next_proprio"])
         proprio = F.mse_loss(self.next_proprio(batch["action"], batch["proprio"], batch["task"]), wanted)
         cond = self.conditioning(batch["action"], batch["proprio"], wanted, level, batch["task"])
         anchor = noisy_context[:, -1]  # the change is taken from the (augmented) last frame
-        context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted)
-        denoise, estimate = self.denoiser.loss(batch["target"] - anchor, context_stack, cond, generator)
+        terms: dict[str, float] = {"proprio": proprio.item()}
+        points = next_points = None
+        total = proprio
+        if cfg.object_pathway:
+            if "context_entity_pixels" not in batch:
+                raise ValueError("the object pathway trains on the objects' positions: the data needs the "
+                                 "'state' observation (collect with obs_mode='pixels+state')")
+            truth = batch["context_entity_pixels"]
+            points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
+            predicted = self.objects(points, self._normalized_proprio(batch["proprio"]), wanted,
+                                     batch["action"], self._one_hot(batch["task"]))
+            objects = object_loss(predicted, batch["entity_pixels"], cfg.image_size)
+            terms["objects"] = objects.item()
+            total = total + objects
+            target_points = batch["entity_pixels"]
+            next_points = target_points + KEYPOINT_NOISE_PX * randn(target_points.shape, generator, target_points)
+        context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
+                                           next_points)
+        change = batch["target"] - anchor
+        weight = None
+        if cfg.change_weight > 0:  # the pixels that move: any channel of a latent cell changed visibly
+            moving = (batch["target"] - context[:, -1]).abs().amax(dim=1, keepdim=True) > CHANGE_THRESHOLD
+            weight = 1.0 + cfg.change_weight * moving.float()
+        denoise, estimate = self.denoiser.loss(change, context_stack, cond, generator, weight)
+        terms["denoise"] = denoise.item()
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
-        logits, offsets, heatmaps, points = self.success_head.outputs(frames, batch["task"].repeat(2),
-                                                                      wanted.repeat(2, 1))
+        logits, offsets, heatmaps, found = self.success_head.outputs(frames, batch["task"].repeat(2),
+                                                                     wanted.repeat(2, 1))
         success = F.binary_cross_entropy_with_logits(logits, labels)
-        terms = {"denoise": denoise.item(), "proprio": proprio.item(), "success_bce": success.item()}
+        terms["success_bce"] = success.item()
         if "goal_offset" in batch:
             offset = F.mse_loss(offsets, 10.0 * batch["goal_offset"].repeat(2, 1))
             terms["success_offset"] = offset.item()
             success = success + OFFSET_WEIGHT * offset
         if "entity_pixels" in batch:
-            detector, distance = keypoint_loss(heatmaps, points, batch["entity_pixels"].repeat(2, 1, 1))
+            detector, distance = keypoint_loss(heatmaps, found, batch["entity_pixels"].repeat(2, 1, 1))
             terms["success_keypoints"], terms["keypoint_error_px"] = detector.item(), distance.item()
             success = success + detector
         with torch.no_grad():
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean().item()
-        return denoise + proprio + success_weight * success, terms
+        return total + denoise + success_weight * success, terms
 
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
-    def predict(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor, action: torch.Tensor,
-                task: torch.Tensor, steps: int | None = None,
+    def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor) -> Rollout:
+        """The :class:`Rollout` of real starts: uint8 context frames ``(B, C, H, W, 3)``, first
+        frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device.
+        The object pathway's positions are found by the success head's keypoint detector."""
+        device = self.device
+        context = frames_to_latents(frames.to(device), self.config.patch)
+        points = None
+        if self.config.object_pathway:
+            b, c = context.shape[:2]
+            points = self.success_head.locate(context.flatten(0, 1)).view(b, c, -1, 2)
+        return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
+                       proprio.to(device).float(), points)
+
+    @torch.no_grad()
+    def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
                 generator: torch.Generator | None = None) -> Prediction:
-        """Imagine the next step of a batch (see the class docstring for shapes)."""
+        """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks
+        ``(B,)``; :meth:`Rollout.advance` takes the prediction into the rollout."""
         steps = self.config.sampling_steps if steps is None else steps
+        context, proprio = rollout.context, rollout.proprio
         level = torch.zeros(len(context), device=context.device)
         norm = self.next_proprio(action, proprio, task)
         cond = self.conditioning(action, proprio, norm, level, task)
-        inputs = self.stack_context(context, first, proprio, norm)
+        points = None
+        if self.config.object_pathway:
+            points = self.objects(rollout.points, self._normalized_proprio(proprio), norm, action,
+                                  self._one_hot(task))
+        inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
         change = self.denoiser.sample(inputs, cond, steps, generator)
         latent = (context[:, -1] + change).clamp(-1.0, 1.0)
         next_proprio = norm * self.proprio_std + self.proprio_mean
-        success_prob = torch.sigmoid(self.success_head(latent, task, norm))
-        return Prediction(latent, next_proprio, success_prob)
+        if points is None:
+            logit = self.success_head(latent, task, norm)
+        else:  # the success head judges the carried positions, as the frame was drawn from them
+            logit = self.success_head.judge(points, task, norm)[0]
+        return Prediction(latent, next_proprio, torch.sigmoid(logit), points)
 
     @torch.no_grad()
     def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
 
 
@@ -53,9 +53,9 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         j, t0 = episodes[begin:begin + batch_size], starts[begin:begin + batch_size]
         rows = slice(begin, begin + len(j))
         context_rows = bank.context_rows(j, t0, cfg.context)
-        context = frames_to_latents(torch.from_numpy(bank.images[context_rows]), cfg.patch).to(device)
-        first = frames_to_latents(torch.from_numpy(bank.images[bank.obs_start[j]]), cfg.patch).to(device)
-        proprio = torch.from_numpy(bank.proprio[context_rows]).to(device)
+        rollout = model.start(torch.from_numpy(bank.images[context_rows]),
+                              torch.from_numpy(bank.images[bank.obs_start[j]]),
+                              torch.from_numpy(bank.proprio[context_rows]))
         task = torch.tensor([model.task_index(bank.infos[e].task) for e in j], device=device)
         steps_t = np.arange(h + 1)[None] + t0[:, None]
         valid = steps_t <= bank.lengths[j][:, None]
@@ -63,7 +63,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         out.real[rows], out.valid[rows] = bank.images[real_rows], valid
         out.success[rows] = bank.success[real_rows]
         out.imagined[rows, 0] = bank.images[real_rows[:, 0]]
-        out.success_prob[rows, 0] = model.success_prob(context[:, -1], task, proprio[:, -1]).cpu().numpy()
+        out.success_prob[rows, 0] = model.success_prob(rollout.context[:, -1], task,
+                                                       rollout.proprio[:, -1]).cpu().numpy()
         queue = None if policy is None else ChunkQueue(policy, len(j), deterministic=True)
         if queue is not None:
             out.valid[rows] = True
@@ -72,12 +73,11 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 a_rows = bank.step_start[j] + np.minimum(t0 + k, bank.lengths[j] - 1)
                 action = torch.from_numpy(bank.actions[a_rows]).to(device)
             else:
-                obs = {"image": out.imagined[rows, k], "proprio": proprio[:, -1].cpu().numpy(),
+                obs = {"image": out.imagined[rows, k], "proprio": rollout.proprio[:, -1].cpu().numpy(),
                        "instruction": tuple(bank.infos[e].instruction for e in j)}
                 action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(device)
-            pred = model.predict(context, first, proprio, action, task, sampling_steps, generator)
-            context = torch.cat([context[:, 1:], pred.latent[:, None]], dim=1)
-            proprio = torch.cat([proprio[:, 1:], pred.proprio[:, None]], dim=1)
+            pred = model.predict(rollout, action, task, sampling_steps, generator)
+            rollout = rollout.advance(pred)
             out.imagined[rows, k + 1] = latents_to_frames(pred.latent, cfg.patch).cpu().numpy()
             out.success_prob[rows, k + 1] = pred.success_prob.cpu().numpy()
     return out

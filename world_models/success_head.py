@@ -72,10 +72,21 @@ class SuccessHead(nn.Module):
         ``(B, entities, H, W)`` and the keypoints ``(B, entities, 2)`` (pixels)."""
         heat = self.heatmaps(latent)
         points = self.keypoints(heat)
-        normalized = points / heat.shape[-1] * 2.0 - 1.0
+        logit, offset = self.judge(points, task, proprio)
+        return logit, offset, heat, points
+
+    def locate(self, latent: torch.Tensor) -> torch.Tensor:
+        """Every entity's position (pixels, ``(B, entities, 2)``) in latent frames."""
+        return self.keypoints(self.heatmaps(latent))
+
+    def judge(self, points: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The success logit ``(B,)`` and goal-offset estimate ``(B, 3)`` from entity positions
+        ``(B, entities, 2)`` (pixels), tasks and normalised proprio."""
+        normalized = points / self.pixel_centres.numel() * 2.0 - 1.0
         features = [normalized.flatten(1), proprio, F.one_hot(task, self.num_tasks).float()]
         out = self.classifier(torch.cat(features, dim=1))
-        return out[:, 0], out[:, 1:], heat, points
+        return out[:, 0], out[:, 1:]
 
     def forward(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
         return self.outputs(latent, task, proprio)[0]

@@ -60,8 +60,10 @@ from worldsim.world_models.model import WorldModel
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
 # Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", "sampling_steps",
-                 "context_noise", "context", "success_fraction", "success_weight")
+# Settings of a new model's architecture the command line may override.
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "change_weight")
+RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
+                 "success_fraction", "success_weight")
 
 
 @dataclass
@@ -84,6 +86,11 @@ class TrainWMConfig:
     """Denoising steps per imagined frame of a new model (default: the preset's)."""
     context_noise: float | None = None
     """Largest std of the context-noise augmentation of a new model (default 0.1)."""
+    object_pathway: bool | None = None
+    """A new model predicts where the objects go first, then draws the frame (needs ``state``
+    in the data; default: the preset's)."""
+    change_weight: float | None = None
+    """A new model's extra denoising weight on the pixels that change (default: the preset's)."""
     steps: int = 4000
     """Optimiser steps."""
     batch_size: int = 32
@@ -145,10 +152,9 @@ class TrainWMConfig:
             raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
-        if self.init is not None and any(v is not None for v in (self.context, self.sampling_steps,
-                                                                  self.context_noise)):
-            raise ValueError("--context, --sampling-steps and --context-noise shape a new model; with --init "
-                             "the model keeps its own")
+        if self.init is not None and any(getattr(self, k) is not None for k in ARCHITECTURE_FIELDS):
+            raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in ARCHITECTURE_FIELDS)} shape a new "
+                             "model; with --init the model keeps its own")
 
 
 def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
@@ -169,8 +175,7 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
             raise ValueError(f"init={str(config.init)!r} imagines {model.config.image_size}-pixel frames; "
                              f"the data holds {size}-pixel images")
         return model.train()
-    overrides = {k: getattr(config, k) for k in ("context", "sampling_steps", "context_noise")
-                 if getattr(config, k) is not None}
+    overrides = {k: getattr(config, k) for k in ARCHITECTURE_FIELDS if getattr(config, k) is not None}
     model = WorldModel(preset(config.config, tasks=tuple(bank.tasks),
                               instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
                               **overrides))

@@ -1,0 +1,120 @@
+"""The world model's object pathway (objects first, then the frame) and its change-weighted loss."""
+
+import numpy as np
+import pytest
+import torch
+
+from worldsim.envs.observations import ENTITIES
+from worldsim.world_models import WorldModel, WorldModelConfig
+from worldsim.world_models.denoiser import Denoiser
+from worldsim.world_models.objects import ObjectDynamics, keypoint_planes, object_loss
+
+SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
+             object_hidden=32)
+E = len(ENTITIES)
+
+
+def batch(b: int = 4, with_objects: bool = True) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    out = {"context": torch.rand(b, 2, 48, 8, 8, generator=g) * 2 - 1, "first": torch.rand(b, 48, 8, 8, generator=g),
+           "proprio": torch.rand(b, 2, 4, generator=g), "action": torch.rand(b, 4, generator=g),
+           "task": torch.zeros(b, dtype=torch.long), "target": torch.rand(b, 48, 8, 8, generator=g) * 2 - 1,
+           "next_proprio": torch.rand(b, 4, generator=g), "success": torch.zeros(b, dtype=torch.bool)}
+    if with_objects:
+        out["entity_pixels"] = torch.rand(b, E, 2, generator=g) * 32
+        out["context_entity_pixels"] = torch.rand(b, 2, E, 2, generator=g) * 32
+    return out
+
+
+def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_moves():
+    points = torch.tensor([[[10.0, 22.0], [2.0, 2.0]]])  # pixels (column, row); patch 4 -> cells (2.5, 5.5)
+    planes = keypoint_planes(points, 8, 4)
+    assert planes.shape == (1, 2, 8, 8) and planes.max() <= 1
+    row, col = divmod(int(planes[0, 0].argmax()), 8)
+    assert (row, col) == (5, 2)
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    context = torch.rand(3, 2, E, 2) * 32
+    out = dynamics(context, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
+    assert torch.equal(out, context[:, -1])  # an untrained pathway predicts no motion
+
+
+def test_object_loss_counts_only_objects_in_view():
+    target = torch.tensor([[[4.0, 4.0], [-5.0, 3.0]]])
+    assert object_loss(torch.tensor([[[4.0, 4.0], [100.0, 100.0]]]), target, 32).item() == 0.0
+    assert object_loss(torch.tensor([[[6.0, 4.0], [-5.0, 3.0]]]), target, 32).item() > 0.5
+
+
+def test_loss_trains_the_pathway_and_needs_object_positions():
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
+    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
+    assert torch.isfinite(loss) and terms["objects"] > 0
+    loss.backward()
+    assert model.objects.net[-1].weight.grad.abs().sum() > 0  # the pathway learns from the positions' error
+    with pytest.raises(ValueError, match="needs the 'state' observation"):
+        model.loss(batch(with_objects=False), torch.Generator().manual_seed(1))
+
+
+def test_imagination_carries_the_objects_and_judges_success_from_them():
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True)).eval()
+    with torch.no_grad():
+        model.objects.net[-1].bias[0] = 1.0  # the first object moves right every step
+    frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
+    rollout = model.start(frames, frames[:, 0], torch.rand(2, 2, 4))
+    assert rollout.points.shape == (2, 2, E, 2)
+    first = rollout.points[:, -1, 0, 0].clone()
+    for _ in range(3):
+        pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
+        rollout = rollout.advance(pred)
+    np.testing.assert_allclose(rollout.points[:, -1, 0, 0] - first, 3 * 0.1 * 16, rtol=1e-5)
+    assert pred.points.shape == (2, E, 2) and rollout.context.shape == (2, 2, 48, 8, 8)
+    # success is judged on the carried positions: the same positions give the same verdict
+    logit = model.success_head.judge(pred.points, torch.zeros(2, dtype=torch.long),
+                                     (pred.proprio - model.proprio_mean) / model.proprio_std)[0]
+    torch.testing.assert_close(torch.sigmoid(logit), pred.success_prob)
+
+
+def test_change_weight_emphasises_the_pixels_that_move():
+    den = Denoiser(WorldModelConfig(**SMALL))
+    target, context, cond = torch.rand(2, 48, 8, 8), torch.rand(2, 48 * 3 + 10, 8, 8), torch.rand(2, den.embed_dim)
+    plain, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0))
+    uniform, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0), torch.full((2, 1, 8, 8), 3.0))
+    assert torch.allclose(plain, uniform)  # a uniform weight changes nothing
+    only_corner = torch.zeros(2, 1, 8, 8)
+    only_corner[..., :2, :2] = 1.0
+    corner, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0), only_corner)
+    assert not torch.allclose(corner, plain)
+    model = WorldModel(WorldModelConfig(**SMALL, change_weight=4.0))
+    _, terms = model.loss(batch(), torch.Generator().manual_seed(1))
+    assert terms["denoise"] > 0
+    with pytest.raises(ValueError, match="change_weight=-1"):
+        WorldModelConfig(**SMALL, change_weight=-1.0)
+
+
+def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
+    import gymnasium as gym
+
+    from worldsim.data.collect import collect_episodes
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+    from worldsim.world_models import TrainWMConfig, train_world_model
+
+    data = tmp_path / "push.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4, data,
+                     num_envs=4, image_size=32, progress=False)
+    summary = train_world_model(TrainWMConfig(
+        data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
+        video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False, object_pathway=True,
+        change_weight=2.0))
+    assert summary["steps"] == 4
+    logged = (tmp_path / "run" / "metrics.jsonl").read_text()
+    assert '"train/objects"' in logged
+    model = WorldModel.from_pretrained(tmp_path / "run")
+    assert model.config.object_pathway and model.config.change_weight == 2.0
+    env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
+                       device="cpu")
+    env.reset(seed=0)
+    before = env.unwrapped.get_state()["points"].clone()
+    env.step(np.zeros((2, 4), np.float32))
+    assert env.unwrapped.get_state()["points"].shape == before.shape
+    env.close()
+    with pytest.raises(ValueError, match="shape a new model"):
+        TrainWMConfig(data=data, init=tmp_path / "run", object_pathway=True)
