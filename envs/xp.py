@@ -41,9 +41,4 @@ def columns(*parts: Any, like: Any) -> Any:
     return xp.concat(blocks, axis=1)
 
 
-def on_device_of(array: Any, like: Any) -> Any:
-    """``array`` moved to ``like``'s device (a no-op for numpy)."""
-    return namespace(like).asarray(array, device=device(like))
-
-
-__all__ = ["column", "columns", "constant", "device", "namespace", "on_device_of"]
+__all__ = ["column", "columns", "constant", "device", "namespace"]
