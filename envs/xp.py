@@ -9,6 +9,7 @@ numpy arrays and are brought to a batch's dtype and device with :func:`constant`
 
 from __future__ import annotations
 
+from numbers import Number
 from typing import Any
 
 from array_api_compat import array_namespace, device
@@ -28,7 +29,7 @@ def column(value: Any, like: Any) -> Any:
     """A ``(N, 1)`` column of ``value`` (a number or an ``(N,)`` array) for the ``N`` rows of
     ``like``, in its dtype and on its device."""
     xp = namespace(like)
-    if isinstance(value, (int, float)):
+    if isinstance(value, Number):
         return xp.full((like.shape[0], 1), value, dtype=like.dtype, device=device(like))
     return xp.astype(value, like.dtype)[:, None]
 
@@ -37,7 +38,7 @@ def columns(*parts: Any, like: Any) -> Any:
     """``(N, k)`` from columns and ``(N, m)`` blocks (numbers give constant columns), the
     array-API ``column_stack``."""
     xp = namespace(like)
-    blocks = [column(p, like) if isinstance(p, (int, float)) or p.ndim == 1 else p for p in parts]
+    blocks = [column(p, like) if isinstance(p, Number) or p.ndim == 1 else p for p in parts]
     return xp.concat(blocks, axis=1)
 
 

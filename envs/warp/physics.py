@@ -6,8 +6,8 @@ one set of kernel launches. What differs from MuJoCo on the CPU, and why:
 - float32 throughout (MuJoCo computes in float64);
 - solver caps: MuJoCo's CPU solver stops each env as soon as it converges; Warp's Newton loop
   runs until the slowest world of the batch converges, so :data:`SOLVER_ITERATIONS` and
-  :data:`LS_ITERATIONS` bound the cost of a step (the values are MJX's, which the equivalence
-  tests show are enough for this scene's contacts);
+  :data:`LS_ITERATIONS` bound the cost of a step (MJX's values: with the scene's own 100/50 the
+  expert's trajectories of every family came out identical);
 - fixed per-world buffers: at most :data:`CONTACTS_PER_ENV` contacts and
   :data:`CONSTRAINTS_PER_ENV` constraint rows per world (measured with the scripted experts of
   every family under MuJoCo: at most 32 contacts and 192 rows; the slack is for MuJoCo Warp's
@@ -40,7 +40,7 @@ CONSTRAINTS_PER_ENV = 256
 
 def warp_device(device: str | torch.device) -> wp.Device:
     """The Warp device of a torch device name (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
-    return wp.get_device(str(torch.device(device)) if str(device) != "cuda" else "cuda:0")
+    return wp.get_device(str(torch.device(device)))
 
 
 class WarpPhysics:
