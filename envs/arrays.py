@@ -23,11 +23,19 @@ ACTION_DIM = 4  # end-effector dx, dy, dz and gripper
 MAX_CHUNK = 64  # longest action chunk one step() executes
 
 
+def host_array(array: Any) -> np.ndarray:
+    """``array`` as a numpy array on the host: numpy and array-likes as they are, torch tensors
+    (on any device) and JAX arrays copied from their device."""
+    if type(array).__module__.split(".")[0] == "torch":
+        return array.detach().cpu().numpy()
+    return np.asarray(array)
+
+
 def check_actions(actions: Any, num_envs: int) -> np.ndarray:
-    """``actions`` for ``num_envs`` envs, ``(N, 4)`` or a chunk ``(N, K, 4)``, as float64 clipped
-    to [-1, 1]; ``TypeError``/``ValueError`` naming the expected shape, or the envs whose actions
-    are not finite."""
-    arr = np.asarray(actions)
+    """``actions`` for ``num_envs`` envs, ``(N, 4)`` or a chunk ``(N, K, 4)`` (numpy, or a torch
+    or JAX array, copied to the host), as float64 clipped to [-1, 1]; ``TypeError``/``ValueError``
+    naming the expected shape, or the envs whose actions are not finite."""
+    arr = host_array(actions)
     if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
         raise TypeError(f"actions must be a float array of shape ({num_envs}, {ACTION_DIM}); "
                         f"got dtype {arr.dtype}")

@@ -381,7 +381,7 @@ class BatchedEnv(VectorEnv, ABC):
             if schedule.warmup_policy == "random":
                 actions = self._np_random.uniform(-1.0, 1.0, (self.num_envs, ACTION_DIM))
             else:
-                expert = np.asarray(self.expert_action(), np.float64)
+                expert = self.arrays.to_numpy(self.expert_action()).astype(np.float64)
                 actions = np.clip(expert + schedule.warmup_noise * self._np_random.standard_normal(expert.shape),
                                   -1.0, 1.0)
             outcome = self._advance(self.arrays.actions(actions, self.num_envs)[:, 0], active)

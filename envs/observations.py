@@ -29,6 +29,7 @@ from gymnasium import spaces
 
 from worldsim.envs.families import TaskFamily
 from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, ZONES, Scene
+from worldsim.envs.xp import columns, namespace
 
 OBS_MODES: tuple[str, ...] = ("state", "pixels", "pixels+state")
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.'-"
@@ -64,19 +65,22 @@ PROPRIO_DIM = 4
 
 
 def state_vector(scene: Scene, family: TaskFamily, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-    """The ``state`` observation for a batch, shape (N, STATE_DIM), float32."""
+    """The ``state`` observation for a batch, shape (N, STATE_DIM), float32 (numpy or torch, as
+    ``qpos``)."""
     tcp = scene.tcp(qpos)
     obj, goal = family.object_and_goal(qpos)
     parts = [tcp, qvel[:, scene.ee_dof], qpos[:, scene.fingers], obj, goal, goal - obj, obj - tcp]
     for cube in CUBES:
         parts += [qpos[:, scene.cube(cube)], qvel[:, scene.cube_dof(cube)][:, :3]]
     parts += [qpos[:, scene.zone(z)] for z in ZONES] + [qpos[:, scene.bin]]
-    return np.concatenate(parts, axis=1).astype(np.float32)
+    xp = namespace(qpos)
+    return xp.astype(xp.concat(parts, axis=1), xp.float32)
 
 
 def proprio_vector(scene: Scene, qpos: np.ndarray) -> np.ndarray:
-    """The ``proprio`` observation, shape (N, 4), float32."""
-    return np.column_stack([scene.tcp(qpos), scene.gripper_width(qpos)]).astype(np.float32)
+    """The ``proprio`` observation, shape (N, 4), float32 (numpy or torch, as ``qpos``)."""
+    xp = namespace(qpos)
+    return xp.astype(columns(scene.tcp(qpos), scene.gripper_width(qpos), like=qpos), xp.float32)
 
 
 def observation_space(obs_mode: str, image_shape: tuple[int, int], wrist_camera: bool) -> spaces.Space:

@@ -10,8 +10,10 @@ semantics, stepped by a learned world model (:class:`worldsim.world_models.env.I
 pass ``world_model=`` and ``keyframes=``).
 
 ``gym.make_vec`` of a physics task takes ``backend=``: ``"mujoco"`` (default, MuJoCo on the
-CPU, :class:`~worldsim.envs.vector_env.TabletopVectorEnv`) or ``"mjx"`` (MuJoCo XLA on the JAX
-device, :class:`~worldsim.envs.mjx.MjxVectorEnv`; needs ``pip install "worldsim[mjx]"``).
+CPU, :class:`~worldsim.envs.vector_env.TabletopVectorEnv`), ``"mjx"`` (MuJoCo XLA on the JAX
+device, :class:`~worldsim.envs.mjx.MjxVectorEnv`; needs ``pip install "worldsim[mjx]"``) or
+``"warp"`` (MuJoCo Warp physics and rendering on a GPU, torch tensors in and out,
+:class:`~worldsim.envs.warp.vector_env.WarpVectorEnv`; needs ``pip install "worldsim[warp]"``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import gymnasium as gym
 from worldsim.envs.tasks import TASKS
 
 NAMESPACE = "worldsim"
-BACKENDS: tuple[str, ...] = ("mujoco", "mjx")
+BACKENDS: tuple[str, ...] = ("mujoco", "mjx", "warp")
 
 
 def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **kwargs: Any) -> gym.vector.VectorEnv:
@@ -41,6 +43,14 @@ def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **
         from worldsim.envs.mjx.vector_env import MjxVectorEnv
 
         return MjxVectorEnv(task, num_envs, **kwargs)
+    if backend == "warp":
+        missing = [m for m in ("warp", "mujoco_warp") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(f"backend='warp' needs NVIDIA Warp and MuJoCo Warp ({', '.join(missing)} not "
+                              'installed): pip install "worldsim[warp]"')
+        from worldsim.envs.warp.vector_env import WarpVectorEnv
+
+        return WarpVectorEnv(task, num_envs, **kwargs)
     raise ValueError(f"backend={backend!r} is not a backend; allowed: {', '.join(map(repr, BACKENDS))}")
 
 

@@ -2,7 +2,8 @@
 
 Every movable thing in ``assets/tabletop.xml`` has joints, so a batch of layouts is a batch of
 ``qpos`` rows. :class:`Scene` turns joint names into array slices once, so the rest of the
-code reads ``scene.cube_pos(qpos, "red")`` rather than raw indices.
+code reads ``scene.cube_pos(qpos, "red")`` rather than raw indices. The batched accessors take
+numpy arrays or torch tensors alike (:mod:`worldsim.envs.xp`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from importlib import resources
 
 import mujoco
 import numpy as np
+
+from worldsim.envs.xp import columns, constant, namespace
 
 CUBES: tuple[str, ...] = ("red", "green", "yellow")
 ZONES: tuple[str, ...] = ("blue", "orange")
@@ -86,30 +89,48 @@ class Scene:
         a = self._qpos_adr("bin_x")
         return slice(a, a + 2)
 
-    # Batched accessors: qpos has shape (N, nq), qvel (N, nv).
+    # Batched accessors: qpos has shape (N, nq), qvel (N, nv), numpy or torch.
     def tcp(self, qpos: np.ndarray) -> np.ndarray:
         return qpos[:, self.ee]
 
     def gripper_width(self, qpos: np.ndarray) -> np.ndarray:
-        return qpos[:, self.fingers].sum(axis=1)
+        return namespace(qpos).sum(qpos[:, self.fingers], axis=1)
 
     def cube_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
         return qpos[:, self.cube(colour)][:, :3]
 
     def zone_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
         """Centre of a goal zone on the table surface, shape (N, 3)."""
-        xy = qpos[:, self.zone(colour)]
-        return np.concatenate([xy, np.zeros((len(xy), 1))], axis=1)
+        return columns(qpos[:, self.zone(colour)], 0.0, like=qpos)
 
     def bin_pos(self, qpos: np.ndarray) -> np.ndarray:
         """Centre of the bin's floor surface, shape (N, 3)."""
-        xy = qpos[:, self.bin]
-        return np.concatenate([xy, np.full((len(xy), 1), BIN_FLOOR_TOP)], axis=1)
+        return columns(qpos[:, self.bin], BIN_FLOOR_TOP, like=qpos)
 
     def is_grasped(self, qpos: np.ndarray, colour: str) -> np.ndarray:
         """A cube is held when the closed fingers pinch it: their gap is about a cube's width
         and the cube sits between them."""
+        xp = namespace(qpos)
         width = self.gripper_width(qpos)
         offset = self.cube_pos(qpos, colour) - self.tcp(qpos)
-        between = (np.abs(offset[:, 0]) < 0.02) & (np.abs(offset[:, 1]) < 0.012)
-        return between & (np.abs(offset[:, 2]) < 0.03) & (width > 0.028) & (width < 0.0395)
+        between = (xp.abs(offset[:, 0]) < 0.02) & (xp.abs(offset[:, 1]) < 0.012)
+        return between & (xp.abs(offset[:, 2]) < 0.03) & (width > 0.028) & (width < 0.0395)
+
+    def servo_targets(self, qpos: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """The position servos' controls for ``actions`` (N, 4): TCP + action * 3 cm within the
+        workspace, and both fingers' opening."""
+        xp = namespace(qpos, actions)
+        target = xp.clip(self.tcp(qpos) + actions[:, :3] * ACTION_SCALE, constant(EE_LOW, qpos),
+                         constant(EE_HIGH, qpos))
+        finger = FINGER_OPEN * (1.0 - actions[:, 3]) / 2.0
+        return columns(target, finger, finger, like=qpos)
+
+    def failed(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+        """Rows whose episode cannot go on: a cube left the table (or fell through it), or the
+        physics diverged."""
+        xp = namespace(qpos, qvel)
+        bad = ~(xp.all(xp.isfinite(qpos), axis=1) & xp.all(xp.isfinite(qvel), axis=1))
+        for cube in CUBES:
+            pos = self.cube_pos(qpos, cube)
+            bad |= (xp.max(xp.abs(pos[:, :2]), axis=1) > TABLE_LIMIT) | (pos[:, 2] < -0.05)
+        return bad

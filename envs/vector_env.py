@@ -28,7 +28,7 @@ from worldsim.envs.observations import proprio_vector, state_vector
 from worldsim.envs.physics import BatchedPhysics, default_threads
 from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.reset_schedule import ResetSchedule
-from worldsim.envs.scene import ACTION_SCALE, CONTROL_DT, CUBES, EE_HIGH, EE_LOW, FINGER_OPEN, TABLE_LIMIT, Scene
+from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import TaskSpec
 
 REWARD_TYPES = ("dense", "sparse")
@@ -170,16 +170,8 @@ class TabletopVectorEnv(BatchedEnv):
 
     # ------------------------------------------------------------------ internals
     def _controls(self, actions: np.ndarray, index: np.ndarray | None = None) -> np.ndarray:
-        """Position-servo targets: TCP + action * 3 cm, and both fingers' opening."""
-        qpos = self.physics.qpos if index is None else self.physics.qpos[index]
-        target = np.clip(self.scene.tcp(qpos) + actions[:, :3] * ACTION_SCALE, EE_LOW, EE_HIGH)
-        finger = FINGER_OPEN * (1.0 - actions[:, 3:4]) / 2.0
-        return np.concatenate([target, finger, finger], axis=1)
+        """Position-servo targets of ``actions`` for the envs in ``index`` (all when None)."""
+        return self.scene.servo_targets(self.physics.qpos if index is None else self.physics.qpos[index], actions)
 
     def _failed(self) -> np.ndarray:
-        qpos = self.physics.qpos
-        bad = ~np.isfinite(self.physics.state).all(axis=1)
-        for cube in CUBES:
-            pos = self.scene.cube_pos(qpos, cube)
-            bad |= (np.abs(pos[:, :2]).max(axis=1) > TABLE_LIMIT) | (pos[:, 2] < -0.05)
-        return bad
+        return self.scene.failed(self.physics.qpos, self.physics.qvel)

@@ -101,12 +101,14 @@ class MLPPolicy(Policy):
 
     # ---------------------------------------------------------------- processing
     def preprocess(self, obs: Any) -> Batch:
-        """Raw ``state`` as a float32 tensor ``(B, obs_dim)``; normalisation happens in the forward."""
+        """Raw ``state`` as a float32 tensor ``(B, obs_dim)`` on the policy's device (a tensor already
+        there is used as it is); normalisation happens in the forward."""
         state = obs.get("state") if isinstance(obs, dict) else obs
         if state is None:
             raise ValueError("the MLP policy reads the 'state' observation; make the env with "
                              "obs_mode='state' or 'pixels+state'")
-        state = torch.as_tensor(np.asarray(state), dtype=torch.float32, device=self.device)
+        state = torch.as_tensor(state if isinstance(state, torch.Tensor) else np.asarray(state),
+                                dtype=torch.float32, device=self.device)
         if state.ndim != 2 or state.shape[1] != self.config.obs_dim:
             raise ValueError(f"state observation must have shape (B, {self.config.obs_dim}); "
                              f"got {tuple(state.shape)}")

@@ -34,6 +34,34 @@ def mjx_compiled(tmp_path_factory, worker_id):
         env.close()
 
 
+WARP_MISSING = ("MuJoCo Warp is not installed (pip install 'worldsim[warp]'); the Warp backend's tests "
+                "need it")
+
+
+@pytest.fixture(scope="session")
+def warp_compiled(tmp_path_factory, worker_id):
+    """MuJoCo Warp runs on Warp's CPU device, so its tests run here. Its kernels compile (about
+    a minute on 2 cores) into Warp's content-hashed kernel cache on first use: the first worker
+    compiles the physics and the renderer under a lock, and the others load them. Skips, with
+    the reason, where MuJoCo Warp is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("mujoco_warp") is None:
+        pytest.skip(WARP_MISSING)
+    import warp as wp
+    from filelock import FileLock
+
+    wp.config.quiet = True
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker_id != "master" else root
+    with FileLock(str(root / "warp-compile.lock")):
+        env = gym.make_vec("worldsim/ReachCube-v0", num_envs=4, backend="warp", device="cpu", obs_mode="pixels",
+                           wrist_camera=True)
+        env.reset(seed=0)
+        env.step(np.zeros((4, 4), np.float32))
+        env.close()
+
+
 @pytest.fixture
 def make_vec():
     """gym.make_vec that closes what it made."""

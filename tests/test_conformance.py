@@ -1,7 +1,8 @@
 """The vector-env contract (:mod:`worldsim.envs.core`), one suite run unchanged against every
-backend: MuJoCo on the CPU, MJX (JAX) and the imagined env (an untrained world model: the
-contract does not depend on its weights). Backend-specific behaviour is tested beside each
-backend (test_mjx.py, test_world_model_env.py, test_env_*.py)."""
+backend: MuJoCo on the CPU, MJX (JAX), MuJoCo Warp (torch tensors, on Warp's CPU device here)
+and the imagined env (an untrained world model: the contract does not depend on its weights).
+Backend-specific behaviour is tested beside each backend (test_mjx.py, test_warp.py,
+test_world_model_env.py, test_env_*.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 N = 4
-BACKENDS = ["mujoco", "mjx", "imagined"]
+BACKENDS = ["mujoco", "mjx", "warp", "imagined"]
 
 
 def host(x: Any) -> Any:
@@ -87,6 +88,11 @@ def backend(request, make_vec) -> Backend:
     if name == "mjx":
         request.getfixturevalue("mjx_compiled")
         return Backend(name, lambda task="PushCube-v0", num_envs=N, **kw: make_vec(task, num_envs, backend="mjx", **kw),
+                       {}, lambda env: env.unwrapped.expert_action())
+    if name == "warp":
+        request.getfixturevalue("warp_compiled")
+        return Backend(name, lambda task="PushCube-v0", num_envs=N, **kw: make_vec(task, num_envs, backend="warp",
+                                                                                  device="cpu", **kw),
                        {}, lambda env: env.unwrapped.expert_action())
     world_model, starts = request.getfixturevalue("imagined_files")
 

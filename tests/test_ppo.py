@@ -398,3 +398,31 @@ def test_train_rl_cli_rejects_an_option_of_the_other_algorithm(tmp_path, capsys)
     code = main(["train-rl", "--algo", "grpo", "--gae-lambda", "0.9", "--out", str(tmp_path)])
     assert code == 2
     assert "--gae-lambda is not an option of grpo" in capsys.readouterr().out
+
+
+def test_ppo_on_the_warp_backend_keeps_observations_on_the_device(tmp_path, warp_compiled, monkeypatch):
+    """Two iterations on MuJoCo Warp (Warp's CPU device here; the policy's device in general):
+    the policy reads the envs' torch observations as they are — no numpy copy of them — and
+    SameStep's dense final observations bootstrap the truncated envs."""
+    from worldsim.envs.warp.vector_env import WarpVectorEnv
+
+    seen = []
+    observe = WarpVectorEnv._observe
+    monkeypatch.setattr(WarpVectorEnv, "_observe", lambda self, *a: seen.append(observe(self, *a)) or seen[-1])
+    copies = []
+    real_asarray = np.asarray
+    monkeypatch.setattr(np, "asarray", lambda x, *a, **k: copies.append(type(x)) or real_asarray(x, *a, **k))
+    cfg = tiny(tmp_path, num_envs=4, num_steps=4, total_env_steps=4 * 4 * 2, backend="warp")
+    summary = train_ppo(cfg)
+    monkeypatch.undo()
+    losses = [r["policy_loss"] for r in read_metrics(cfg.out / "metrics.jsonl") if "policy_loss" in r]
+    assert summary["iterations"] == 2 and len(losses) == 2 and np.isfinite(losses).all()
+    assert seen and all(isinstance(obs, torch.Tensor) for obs in seen)
+    assert torch.Tensor not in copies  # no observation (nor anything else of torch) went through numpy
+
+
+def test_backend_must_be_known_and_physical(tmp_path):
+    with pytest.raises(ValueError, match="backend='jax' is not a backend; allowed: 'mujoco', 'mjx', 'warp'"):
+        tiny(tmp_path, backend="jax")
+    with pytest.raises(ValueError, match="backend='warp' with world_model"):
+        tiny(tmp_path, backend="warp", world_model="wm", keyframes="k.h5", obs_mode="pixels")

@@ -2,8 +2,9 @@
 
 A family turns a batch of scene states into the task's quantities: the object and goal
 positions that go into observations, named dense-reward terms, success, and a scripted expert.
-Everything is vectorised numpy over the batch axis; nothing here keeps per-episode memory, so
-the expert is a pure function of the current state (it re-plans every step).
+Everything is vectorised over the batch axis in the array API (numpy batches on the host, torch
+tensors on a GPU; :mod:`worldsim.envs.xp`); nothing here keeps per-episode memory, so the expert
+is a pure function of the current state (it re-plans every step).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from worldsim.envs.scene import ACTION_SCALE, Scene
 from worldsim.envs.tasks import TaskSpec
+from worldsim.envs.xp import column, columns, namespace
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class Evaluation:
     def dense_reward(self) -> np.ndarray:
         """Staged reward in [0, 1]: the mean of the terms and a success stage; 1 on success."""
         total = sum(self.terms.values()) / (len(self.terms) + 1)
-        return np.where(self.success, 1.0, total)
+        return namespace(total).where(self.success, 1.0, total)
 
 
 def move_towards(
@@ -35,15 +37,15 @@ def move_towards(
 ) -> np.ndarray:
     """Action that moves the TCP towards ``target`` at up to ``speed`` (fraction of the largest
     step), with gripper command ``grip``."""
-    limit = np.broadcast_to(np.asarray(speed, dtype=float), (len(tcp),))[:, None]
-    delta = np.clip((target - tcp) / ACTION_SCALE, -limit, limit)
-    grip = np.broadcast_to(np.asarray(grip, dtype=float), (len(tcp),))
-    return np.column_stack([delta, grip])
+    xp = namespace(tcp)
+    limit = column(speed, tcp)
+    delta = xp.clip((target - tcp) / ACTION_SCALE, -limit, limit)
+    return columns(delta, grip, like=tcp)
 
 
 def closeness(distance: np.ndarray, scale: float) -> np.ndarray:
     """Shaping term in (0, 1]: 1 at zero distance, falling off over about ``1/scale`` metres."""
-    return 1.0 - np.tanh(scale * distance)
+    return 1.0 - namespace(distance).tanh(scale * distance)
 
 
 class TaskFamily(ABC):

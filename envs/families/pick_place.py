@@ -9,6 +9,7 @@ import numpy as np
 
 from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
 from worldsim.envs.scene import BIN_INNER_HALF, CUBE_HALF, ZONE_HALF, Scene
+from worldsim.envs.xp import columns, constant, namespace
 
 HOVER_HEIGHT = 0.09  # TCP height above the table when moving towards a cube
 CARRY_HEIGHT = 0.11  # held cube centre while travelling: clears other cubes and the bin walls
@@ -24,57 +25,59 @@ def carry_expert(scene: Scene, qpos: np.ndarray, colour: str, place: np.ndarray)
     recovers from slips and failed grasps by starting over. While carrying, waypoints are for
     the cube, not the TCP: a cube that slid in the fingers still lands where it should.
     """
+    xp = namespace(qpos)
+    norm = xp.linalg.vector_norm
     tcp = scene.tcp(qpos)
     cube = scene.cube_pos(qpos, colour)
     held = scene.is_grasped(qpos, colour)
-    n = len(tcp)
 
     # Not held: hover above the cube (rising first if low and off to the side), descend, close.
-    xy_to_cube = np.linalg.norm(tcp[:, :2] - cube[:, :2], axis=1)
-    target = np.column_stack([cube[:, :2], np.full(n, HOVER_HEIGHT)])
+    xy_to_cube = norm(tcp[:, :2] - cube[:, :2], axis=1)
+    target = columns(cube[:, :2], HOVER_HEIGHT, like=qpos)
     rise = (xy_to_cube > 0.02) & (tcp[:, 2] < HOVER_HEIGHT - 0.03)
-    target[rise] = np.column_stack([tcp[:, :2], np.full(n, HOVER_HEIGHT)])[rise]
+    target = xp.where(rise[:, None], columns(tcp[:, :2], HOVER_HEIGHT, like=qpos), target)
     above = xy_to_cube < 0.01
-    target[above] = cube[above]
-    at_cube = above & (np.abs(tcp[:, 2] - cube[:, 2]) < 0.01)
-    grip = np.where(at_cube, 1.0, -1.0)
+    target = xp.where(above[:, None], cube, target)
+    at_cube = above & (xp.abs(tcp[:, 2] - cube[:, 2]) < 0.01)
+    grip = xp.where(at_cube, 1.0, -1.0)
 
     # Held: lift, travel at carry height, lower the cube onto the place point, open.
-    xy_to_place = np.linalg.norm(cube[:, :2] - place[:, :2], axis=1)
-    carry = np.column_stack([place[:, :2], np.full(n, CARRY_HEIGHT)])
+    xy_to_place = norm(cube[:, :2] - place[:, :2], axis=1)
+    carry = columns(place[:, :2], CARRY_HEIGHT, like=qpos)
     lift = (xy_to_place > 0.015) & (cube[:, 2] < CARRY_HEIGHT - 0.03)
-    carry[lift] = np.column_stack([cube[:, :2], np.full(n, CARRY_HEIGHT)])[lift]
+    carry = xp.where(lift[:, None], columns(cube[:, :2], CARRY_HEIGHT, like=qpos), carry)
     over = xy_to_place <= 0.015
-    carry[over] = place[over]
-    release = over & (np.abs(cube[:, 2] - place[:, 2]) < 0.008)
-    target = np.where(held[:, None], carry + (tcp - cube), target)
-    grip = np.where(held, np.where(release, -1.0, 1.0), grip)
+    carry = xp.where(over[:, None], place, carry)
+    release = over & (xp.abs(cube[:, 2] - place[:, 2]) < 0.008)
+    target = xp.where(held[:, None], carry + (tcp - cube), target)
+    grip = xp.where(held, xp.where(release, -1.0, 1.0), grip)
     # Carry gently: fast moves make a held cube slide in the fingers.
-    return move_towards(tcp, target, grip, np.where(held, CARRY_SPEED, 1.0))
+    return move_towards(tcp, target, grip, xp.where(held, CARRY_SPEED, 1.0))
 
 
 class PickPlace(TaskFamily):
     def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cube = self.scene.cube_pos(qpos, str(self.spec.obj))
-        if self.spec.goal == "bin":
-            return cube, self.scene.bin_pos(qpos) + np.array([0.0, 0.0, CUBE_HALF])
-        return cube, self.scene.zone_pos(qpos, str(self.spec.goal)) + np.array([0.0, 0.0, CUBE_HALF])
+        goal = self.scene.bin_pos(qpos) if self.spec.goal == "bin" else self.scene.zone_pos(qpos, str(self.spec.goal))
+        return cube, goal + constant([0.0, 0.0, CUBE_HALF], qpos)
 
     def evaluate(self, qpos: np.ndarray) -> Evaluation:
+        xp = namespace(qpos)
+        norm = xp.linalg.vector_norm
         cube, goal = self.object_and_goal(qpos)
         tcp = self.scene.tcp(qpos)
         held = self.scene.is_grasped(qpos, str(self.spec.obj))
         inside = BIN_INNER_HALF - CUBE_HALF + 0.005 if self.spec.goal == "bin" else ZONE_HALF - 0.01
-        placed = (np.abs(cube[:, :2] - goal[:, :2]).max(axis=1) <= inside) & (cube[:, 2] < goal[:, 2] + 0.01)
+        placed = (xp.max(xp.abs(cube[:, :2] - goal[:, :2]), axis=1) <= inside) & (cube[:, 2] < goal[:, 2] + 0.01)
+        grasp = xp.astype(held | placed, qpos.dtype)
         terms = {
-            "reach": closeness(np.linalg.norm(tcp - cube, axis=1), 10.0),
-            "grasp": (held | placed).astype(float),
-            "place": closeness(np.linalg.norm(cube - goal, axis=1), 5.0) * (held | placed),
+            "reach": closeness(norm(tcp - cube, axis=1), 10.0),
+            "grasp": grasp,
+            "place": closeness(norm(cube - goal, axis=1), 5.0) * grasp,
         }
         return Evaluation(placed & ~held, terms)
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:
         _, goal = self.object_and_goal(qpos)
         height = BIN_RELEASE_HEIGHT if self.spec.goal == "bin" else ZONE_RELEASE_HEIGHT
-        place = np.column_stack([goal[:, :2], np.full(len(goal), height)])
-        return carry_expert(self.scene, qpos, str(self.spec.obj), place)
+        return carry_expert(self.scene, qpos, str(self.spec.obj), columns(goal[:, :2], height, like=qpos))

@@ -11,6 +11,7 @@ import numpy as np
 
 from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
 from worldsim.envs.scene import CUBE_HALF, ZONE_HALF
+from worldsim.envs.xp import columns, namespace
 
 PUSH_HEIGHT = 0.02  # TCP height while pushing: fingertips just above the table
 TRAVEL_HEIGHT = 0.075  # fingertips clear the cube tops
@@ -24,39 +25,42 @@ class Push(TaskFamily):
                 self.scene.zone_pos(qpos, str(self.spec.goal)))
 
     def _push_frame(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        xp = namespace(qpos)
         cube, zone = self.object_and_goal(qpos)
         u = zone[:, :2] - cube[:, :2]
-        u /= np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-9)
-        return cube, zone, u
+        return cube, zone, u / xp.clip(xp.linalg.vector_norm(u, axis=1, keepdims=True), 1e-9, None)
 
     def evaluate(self, qpos: np.ndarray) -> Evaluation:
+        xp = namespace(qpos)
+        norm = xp.linalg.vector_norm
         cube, zone, u = self._push_frame(qpos)
         behind = cube[:, :2] - BEHIND * u
         tcp = self.scene.tcp(qpos)
-        d_pose = np.linalg.norm(tcp[:, :2] - behind, axis=1) + np.abs(tcp[:, 2] - PUSH_HEIGHT)
-        d_goal = np.linalg.norm(cube[:, :2] - zone[:, :2], axis=1)
-        on_zone = np.abs(cube[:, :2] - zone[:, :2]).max(axis=1) <= ON_ZONE
+        d_pose = norm(tcp[:, :2] - behind, axis=1) + xp.abs(tcp[:, 2] - PUSH_HEIGHT)
+        d_goal = norm(cube[:, :2] - zone[:, :2], axis=1)
+        on_zone = xp.max(xp.abs(cube[:, :2] - zone[:, :2]), axis=1) <= ON_ZONE
         success = on_zone & (cube[:, 2] < CUBE_HALF + 0.005)
         return Evaluation(success, {"reach": closeness(d_pose, 10.0), "place": closeness(d_goal, 5.0)})
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:
+        xp = namespace(qpos)
         cube, _, u = self._push_frame(qpos)
         tcp = self.scene.tcp(qpos)
         rel = tcp[:, :2] - cube[:, :2]
-        along = (rel * u).sum(axis=1)
-        lateral = np.abs(rel[:, 0] * u[:, 1] - rel[:, 1] * u[:, 0])
+        along = xp.sum(rel * u, axis=1)
+        lateral = xp.abs(rel[:, 0] * u[:, 1] - rel[:, 1] * u[:, 0])
         low = tcp[:, 2] < PUSH_HEIGHT + 0.015
         behind = cube[:, :2] - BEHIND * u
-        near_behind = np.linalg.norm(tcp[:, :2] - behind, axis=1) < 0.012
+        near_behind = xp.linalg.vector_norm(tcp[:, :2] - behind, axis=1) < 0.012
         pushing = low & (lateral < 0.015) & (along < -0.015)
 
-        target = np.column_stack([behind, np.full(len(tcp), TRAVEL_HEIGHT)])
+        target = columns(behind, TRAVEL_HEIGHT, like=qpos)
         # On the line behind the cube: aim just past the contact point, which also re-centres.
         push_xy = cube[:, :2] - 0.01 * u
-        target = np.where(pushing[:, None], np.column_stack([push_xy, np.full(len(tcp), PUSH_HEIGHT)]), target)
+        target = xp.where(pushing[:, None], columns(push_xy, PUSH_HEIGHT, like=qpos), target)
         descend = ~pushing & near_behind
-        target[descend] = np.column_stack([behind, np.full(len(tcp), PUSH_HEIGHT)])[descend]
+        target = xp.where(descend[:, None], columns(behind, PUSH_HEIGHT, like=qpos), target)
         # Off the line and low: lift straight up first so the paddle does not sweep the cube.
         lift = ~pushing & ~near_behind & (tcp[:, 2] < TRAVEL_HEIGHT - 0.02)
-        target[lift] = np.column_stack([tcp[:, :2], np.full(len(tcp), TRAVEL_HEIGHT)])[lift]
+        target = xp.where(lift[:, None], columns(tcp[:, :2], TRAVEL_HEIGHT, like=qpos), target)
         return move_towards(tcp, target, 1.0)

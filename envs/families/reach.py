@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
+from worldsim.envs.xp import constant, namespace
 
 HOVER = np.array([0.0, 0.0, 0.04])  # above a cube's centre: clear of its top face
 ZONE_HOVER = np.array([0.0, 0.0, 0.06])
@@ -15,13 +16,13 @@ class Reach(TaskFamily):
     def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.spec.obj is not None:
             target = self.scene.cube_pos(qpos, self.spec.obj)
-            return target, target + HOVER
+            return target, target + constant(HOVER, target)
         target = self.scene.zone_pos(qpos, str(self.spec.goal))
-        return target, target + ZONE_HOVER
+        return target, target + constant(ZONE_HOVER, target)
 
     def evaluate(self, qpos: np.ndarray) -> Evaluation:
         _, goal = self.object_and_goal(qpos)
-        d = np.linalg.norm(self.scene.tcp(qpos) - goal, axis=1)
+        d = namespace(qpos).linalg.vector_norm(self.scene.tcp(qpos) - goal, axis=1)
         return Evaluation(success=d < SUCCESS_RADIUS, terms={"reach": closeness(d, 10.0)})
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:

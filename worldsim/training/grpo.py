@@ -85,6 +85,9 @@ class GRPOConfig(RLRunConfig):
 
     def __post_init__(self) -> None:
         self.check(positive=("group_size", "update_epochs", "num_minibatches"))
+        if self.backend != "mujoco":
+            raise ValueError(f"backend={self.backend!r}: GRPO's group rollouts step the MuJoCo backend; allowed: "
+                             "'mujoco' (PPO trains on 'mjx' and 'warp')")
         per_task = self.num_envs // len(self.tasks)
         if self.group_size < 2 or self.num_envs % len(self.tasks) or per_task % self.group_size:
             split = f" / {len(self.tasks)} tasks = {per_task} envs per task" if len(self.tasks) > 1 else ""

@@ -25,6 +25,9 @@ What is worldsim-specific:
   current observation, the episode bookkeeping and the RNG states.
 - ``torchrun``: each rank steps its own envs (seed + rank); gradients are averaged before each
   optimiser step, so every rank keeps the same weights; rank 0 logs, evaluates and saves.
+- ``backend="warp"``: the envs run on the policy's device and their observations (images
+  included) go to the policy as device tensors, actions come back as tensors; only rewards and
+  episode flags (a few bytes per env) are copied to the host, for the episode bookkeeping.
 
 Per-family tuned hyperparameters are in :data:`PPO_DEFAULTS` (and :data:`FINETUNE_DEFAULTS`
 for a pretrained policy); a config field left ``None`` takes that value.
@@ -61,6 +64,7 @@ from worldsim.training.rl import (
     final_obs_of,
     flatten_batch,
     gather_rows,
+    host_step,
     load_training_state,
     make_train_env,
     seed_everything,
@@ -93,7 +97,7 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
     "num_envs": 64, "num_steps": 16, "gamma": 0.9, "gae_lambda": 0.9, "lr": 1e-4, "update_epochs": 2,
     "num_minibatches": 4, "ent_coef": 0.0, "value_warmup_iters": 10, "total_env_steps": 2_000_000}
 # Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
+RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode", "backend",
                  "num_envs", "num_steps", "chunk_size", "hidden", "policy", "seed")
 
 
@@ -312,8 +316,10 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                 actions.append(out.actions)
                 logprobs.append(out.log_prob)
                 values.append(out.value)
-                next_obs, reward, terminated, truncated, info = env.step(env_actions(out.actions))
-                tracker.update(reward, terminated, truncated, info)
+                next_obs, reward, terminated, truncated, info = env.step(
+                    env_actions(out.actions, on_device=cfg.backend == "warp"))
+                reward, terminated, truncated, flags = host_step(reward, terminated, truncated, info)
+                tracker.update(reward, terminated, truncated, flags)
                 rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
                 dones[step] = torch.as_tensor(terminated | truncated)
                 terminateds[step] = torch.as_tensor(terminated)

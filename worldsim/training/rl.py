@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.runtime.distributed import DistInfo
+from worldsim.envs.arrays import host_array
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.envs.concat import ConcatVectorEnv
@@ -108,8 +109,14 @@ class EpisodeTracker:
 
 
 def final_obs_of(info: dict[str, Any], index: np.ndarray) -> Any:
-    """The ``final_obs`` of envs ``index`` stacked into one batched observation."""
-    rows = [info["final_obs"][i] for i in index]
+    """The ``final_obs`` of envs ``index`` stacked into one batched observation (taken as rows of
+    an accelerator backend's dense ``final_obs``, where they stay on its device)."""
+    final = info["final_obs"]
+    if not (isinstance(final, np.ndarray) and final.dtype == object):
+        if isinstance(final, dict):
+            return {k: (tuple(v[i] for i in index) if k == "instruction" else v[index]) for k, v in final.items()}
+        return final[index]
+    rows = [final[i] for i in index]
     if isinstance(rows[0], dict):
         return {k: (tuple(r[k] for r in rows) if k == "instruction" else np.stack([r[k] for r in rows]))
                 for k in rows[0]}
@@ -119,6 +126,17 @@ def final_obs_of(info: dict[str, Any], index: np.ndarray) -> Any:
 def stack_batches(batches: list[Batch]) -> Batch:
     """Stack per-step processed batches into ``(T, B, ...)`` tensors, key by key."""
     return {k: torch.stack([b[k] for b in batches]) for k in batches[0]}
+
+
+def host_step(reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    """A step's rewards and flags on the host, with the ``info`` entries the bookkeeping reads
+    (``success``, ``chunk_steps``, ``final_info["success"]``): accelerator backends return device
+    arrays, and these are a few bytes per env, unlike the observations, which stay where they are."""
+    host = {k: host_array(info[k]) for k in ("success", "chunk_steps") if k in info}
+    if "final_info" in info:
+        host["final_info"] = {"success": host_array(info["final_info"]["success"])}
+    return host_array(reward), host_array(terminated), host_array(truncated), host
 
 
 def flatten_batch(batch: Batch) -> Batch:
@@ -140,6 +158,10 @@ class RLRunConfig:
     envs are split evenly between the tasks and evaluation covers each."""
     obs_mode: str = "state"
     """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
+    backend: Literal["mujoco", "mjx", "warp"] = "mujoco"
+    """Physics of the training envs: mujoco (MuJoCo on the CPU), mjx (MuJoCo XLA, state only) or warp
+    (MuJoCo Warp: physics, pixels and rewards on the policy's device, observations handed to the
+    policy as device tensors). Evaluation always runs on mujoco."""
     world_model: str | None = None
     """Train in imagination: a world model folder (a `worldsim train-wm` run) steps the envs instead
     of physics (needs keyframes and obs_mode pixels). Evaluation stays in physics."""
@@ -202,6 +224,11 @@ class RLRunConfig:
         if self.world_model is not None and self.obs_mode != "pixels":
             raise ValueError(f"obs_mode={self.obs_mode!r}: imagined envs observe pixels only; use "
                              "obs_mode='pixels' with world_model")
+        if self.backend not in ("mujoco", "mjx", "warp"):
+            raise ValueError(f"backend={self.backend!r} is not a backend; allowed: 'mujoco', 'mjx', 'warp'")
+        if self.world_model is not None and self.backend != "mujoco":
+            raise ValueError(f"backend={self.backend!r} with world_model: a world model steps imagined envs, "
+                             "not physics; leave backend at 'mujoco'")
         if self.keyframe_ratio is not None and not 0.0 <= self.keyframe_ratio <= 1.0:
             raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
         if self.imagined_horizon is not None:
@@ -275,6 +302,10 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
         raise ValueError(f"num_envs={num_envs} must be a multiple of the {len(tasks)} tasks trained on")
     kwargs = {**policy.env_kwargs(), "obs_mode": config.obs_mode, "autoreset_mode": autoreset_mode,
               "reset_schedule": reset_schedule, "terminate_on_success": config.terminate_on_success}
+    if config.backend != "mujoco":
+        kwargs["backend"] = config.backend
+    if config.backend == "warp":
+        kwargs["device"] = policy.device
     if config.imagined:
         kwargs |= {"world_model": config.world_model, "keyframes": config.keyframes,
                    "horizon": config.imagined_horizon, "device": config.device}
@@ -286,9 +317,11 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
     return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
 
 
-def env_actions(actions: torch.Tensor) -> np.ndarray:
-    """A policy's chunk ``(B, K, A)`` as the env takes it: ``(B, A)`` for K = 1, else the chunk."""
-    array = actions.detach().cpu().numpy().astype(np.float32)
+def env_actions(actions: torch.Tensor, on_device: bool = False) -> np.ndarray | torch.Tensor:
+    """A policy's chunk ``(B, K, A)`` as the env takes it: ``(B, A)`` for K = 1, else the chunk;
+    a numpy copy on the host, or with ``on_device`` the tensor where it is (the Warp backend
+    takes it there)."""
+    array = actions.detach().float() if on_device else actions.detach().cpu().numpy().astype(np.float32)
     return array[:, 0] if array.shape[1] == 1 else array
 
 

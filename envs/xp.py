@@ -1,0 +1,45 @@
+"""The array namespace of a batch: one copy of the task logic for numpy and torch batches.
+
+The scene accessors, task families, observation vectors and layout sampler are written once
+against the Python array API (``xp = namespace(qpos)``, via ``array_api_compat``): the MuJoCo
+backend calls them with float64 numpy batches on the host, the MuJoCo Warp backend with float32
+torch tensors on its device, where they run without leaving it. Constants (offsets, bounds) are
+numpy arrays and are brought to a batch's dtype and device with :func:`constant`.
+"""
+
+from __future__ import annotations
+
+from numbers import Number
+from typing import Any
+
+from array_api_compat import array_namespace, device
+
+
+def namespace(*arrays: Any) -> Any:
+    """The array-API namespace of ``arrays`` (numpy's or torch's, wrapped by array_api_compat)."""
+    return array_namespace(*arrays)
+
+
+def constant(value: Any, like: Any) -> Any:
+    """``value`` (a number or numpy array) as an array of ``like``'s library, dtype and device."""
+    return namespace(like).asarray(value, dtype=like.dtype, device=device(like))
+
+
+def column(value: Any, like: Any) -> Any:
+    """A ``(N, 1)`` column of ``value`` (a number or an ``(N,)`` array) for the ``N`` rows of
+    ``like``, in its dtype and on its device."""
+    xp = namespace(like)
+    if isinstance(value, Number):
+        return xp.full((like.shape[0], 1), value, dtype=like.dtype, device=device(like))
+    return xp.astype(value, like.dtype)[:, None]
+
+
+def columns(*parts: Any, like: Any) -> Any:
+    """``(N, k)`` from columns and ``(N, m)`` blocks (numbers give constant columns), the
+    array-API ``column_stack``."""
+    xp = namespace(like)
+    blocks = [column(p, like) if isinstance(p, Number) or p.ndim == 1 else p for p in parts]
+    return xp.concat(blocks, axis=1)
+
+
+__all__ = ["column", "columns", "constant", "device", "namespace"]
