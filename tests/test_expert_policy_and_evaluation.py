@@ -110,3 +110,16 @@ def test_evaluate_cli_writes_json_and_videos(tmp_path, capsys):
     assert "ReachCube-v0" in capsys.readouterr().out
     assert main(["evaluate", "--policy", "expert", "--episodes", "2"]) == 2
     assert "needs --task or --suite" in capsys.readouterr().out
+
+
+def test_evaluate_without_tasks_runs_the_tasks_the_policy_was_trained_on(tmp_path):
+    from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+
+    # PushCube-Row-v0 shares PushCube-v0's instruction: the policy serves it, but was not trained on it
+    torch.manual_seed(0)
+    TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0"], language="learned", channels=(4, 8), hidden_dim=16,
+                                    feature_dim=16, language_dim=8, image_size=32)).save_pretrained(tmp_path / "p")
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--policy", str(tmp_path / "p"), "--episodes", "1", "--num-envs", "1",
+                 "--json", str(out)]) == 0
+    assert list(json.loads(out.read_text())["per_task"]) == ["PushCube-v0"]

@@ -81,20 +81,16 @@ class Render:
 
 
 def tasks_for(policy, task: tuple[str, ...], suite: str | None, split: str) -> list[str]:
-    """The tasks named by ``--task``/``--suite``, else those whose instruction ``policy`` knows."""
+    """The tasks named by ``--task``/``--suite``, else those ``policy`` was trained on."""
+    from worldsim.evaluation.evaluate import trained_tasks
+
     if task or suite:
         names = [get_task(t).name for t in task]
         if suite:
             s = get_suite(suite)
             names += list({"all": s.tasks, "seen": s.seen, "unseen": s.unseen}[split])
         return list(dict.fromkeys(names))
-    known = getattr(policy.config, "instructions", None) or ()
-    names = [name for name, spec in TASKS.items() if spec.instruction in known]
-    if getattr(policy.config, "task", None):
-        names = [get_task(policy.config.task).name]
-    if not names:
-        raise ValueError("this policy names no tasks it was trained on; pass --task or --suite")
-    return names
+    return trained_tasks(policy)
 
 
 @dataclass

@@ -19,7 +19,7 @@ import torch
 from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
-from worldsim.envs.tasks import get_task
+from worldsim.envs.tasks import TASKS, get_task
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 
@@ -100,6 +100,31 @@ class EvalResults:
                                 "instruction": r.instruction, "videos": r.videos}
                          for name, r in self.tasks.items()},
         }
+
+
+def trained_tasks(policy: Policy) -> list[str]:
+    """The tasks ``policy`` was trained on, as its checkpoint records them (``config.tasks``, or the
+    scripted expert's ``config.task``). A checkpoint saved before tasks were recorded names only
+    its instructions: each must then belong to one task, since tasks that share an instruction
+    (PushCube-v0, PushCube-Row-v0) cannot be told apart. ``ValueError`` when the tasks are unknown."""
+    config = policy.config
+    if getattr(config, "tasks", ()):
+        return list(config.tasks)
+    if getattr(config, "task", None):
+        return [get_task(config.task).name]
+    instructions = getattr(config, "instructions", ())
+    if not instructions:
+        raise ValueError(f"{type(policy).__name__}'s checkpoint records no tasks it was trained on; name them "
+                         "(--task, repeatable, or --suite)")
+    names = []
+    for instruction in instructions:
+        matches = [name for name, spec in TASKS.items() if spec.instruction == instruction]
+        if len(matches) != 1:
+            found = f"is shared by {', '.join(matches)}" if matches else "belongs to no task"
+            raise ValueError(f"this checkpoint records no task names (it predates them) and its instruction "
+                             f"{instruction!r} {found}; name the tasks (--task, repeatable, or --suite)")
+        names += matches
+    return names
 
 
 def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,

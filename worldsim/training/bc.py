@@ -168,7 +168,8 @@ def train_bc(config: BCConfig) -> dict:
 
     # 2. policy
     image_size = reader.image_shape[0]
-    policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), image_size=image_size,
+    policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), tasks=tuple(dataset.tasks),
+                                   image_size=image_size,
                                    use_wrist="wrist_image" in obs_keys, chunk_size=config.chunk_size,
                                    language=config.language, std_head=config.std_head))
     policy.set_normalization(*stats["proprio"])

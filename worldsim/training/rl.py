@@ -234,7 +234,7 @@ class RLRunConfig:
 
     def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
         return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
-                               init_log_std=self.init_log_std)
+                               init_log_std=self.init_log_std, tasks=tuple(self.tasks))
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:
