@@ -172,6 +172,23 @@ def test_detect_cli_bad_values_exit_2(labelled_file, tmp_path, capsys, argv, mes
     assert not (tmp_path / "d" / "results.json").exists()
 
 
+def test_detect_refuses_too_few_calibration_successes_before_fitting(labelled_file, tmp_path, capsys,
+                                                                    monkeypatch):
+    import worldsim.failure.detect
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("a detector was fitted before the calibration set was checked")
+
+    monkeypatch.setattr(worldsim.failure.detect, "evaluate_detector", fitted)
+    argv = ["detect", "--rollouts", str(labelled_file), "--seen-tasks", "ReachCube-v0", "--detectors", "knn",
+            "--out", str(tmp_path / "d")]
+    assert main([*argv, "--cp", "functional", "--alpha", "0.1"]) == 2
+    assert "functional CP at alpha=0.1 needs about 18 successful calibration rollouts" in capsys.readouterr().out
+    assert main([*argv, "--cp", "constant", "--alpha", "0.05"]) == 2
+    assert "alpha=0.05 needs at least 19 successful calibration rollouts" in capsys.readouterr().out
+    assert not (tmp_path / "d").exists()
+
+
 def test_detect_cli_on_a_file_without_features_says_how_to_record(tmp_path, capsys):
     out = tmp_path / "plain.h5"
     assert (

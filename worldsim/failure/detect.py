@@ -21,8 +21,14 @@ from tqdm.auto import tqdm
 
 from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.failure.detectors import DETECTORS
-from worldsim.failure.protocol import DEFAULT_SWEEP, DetectorResult, ProtocolConfig, evaluate_detector
+from worldsim.failure.detectors import DETECTORS, make_detector
+from worldsim.failure.protocol import (
+    DEFAULT_SWEEP,
+    DetectorResult,
+    ProtocolConfig,
+    check_calibration,
+    evaluate_detector,
+)
 from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown, results_table
 from worldsim.failure.rollouts import load_rollouts
 from worldsim.runtime.run_logging import to_jsonable, write_json
@@ -93,6 +99,8 @@ class Detect:
             raise ValueError(f"--videos {self.videos} must be >= 0")
         rollouts = load_rollouts(self.rollouts)
         config = self.protocol(sorted({r.task for r in rollouts}))
+        joint = any(d.joint_calibration and len(d.components) > 1 for d in map(make_detector, names))
+        check_calibration(rollouts, config, joint)
         if self.videos:
             with EpisodeReader(self.rollouts) as reader:
                 if "image" not in reader.obs_keys:
