@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from worldsim.training.bc import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.data.datasets import EpisodeReader
 from worldsim.runtime.distributed import (
     all_reduce_mean,
@@ -111,7 +112,7 @@ class TrainWMConfig:
     """Continue the run in ``out`` from its checkpoint, exactly."""
     seed: int = 0
     """Seed of initialisation, splits and batches."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where to train."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""

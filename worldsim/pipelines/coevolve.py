@@ -54,6 +54,7 @@ from typing import Any, Callable, Literal
 from rich.console import Console
 
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
@@ -134,8 +135,8 @@ class CoevolveConfig:
     """Continue the run in --out, skipping the stages it finished."""
     seed: int = 0
     """Seed of everything."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
+    device: Device = "auto"
+    """Where torch runs (auto: CUDA when available)."""
     torch_threads: int = 1
     """Torch CPU threads."""
     progress: bool = True

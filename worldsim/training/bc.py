@@ -33,6 +33,7 @@ import tyro
 from tqdm.auto import tqdm
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,
@@ -86,7 +87,7 @@ class BCConfig:
     """Continue the run in ``out`` from its checkpoint."""
     seed: int = 0
     """Seed of initialisation, batches and augmentation."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where to train."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:

@@ -12,7 +12,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
@@ -138,12 +139,12 @@ class RLRunConfig:
     suite: str | None = None
     """Train one multi-task policy on every seen task of this suite at once (replaces task); the
     envs are split evenly between the tasks and evaluation covers each."""
-    obs_mode: str = "state"
+    obs_mode: Literal["state", "pixels", "pixels+state"] = "state"
     """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
-    world_model: str | None = None
+    world_model: Path | None = None
     """Train in imagination: a world model folder (a `worldsim train-wm` run) steps the envs instead
     of physics (needs keyframes and obs_mode pixels). Evaluation stays in physics."""
-    keyframes: str | None = None
+    keyframes: Path | None = None
     """Imagination: the episode file whose real states start the imagined episodes."""
     keyframe_ratio: float | None = None
     """Imagination: share of starts at mid-episode keyframes rather than episode starts (None: the
@@ -160,7 +161,7 @@ class RLRunConfig:
     """Global gradient-norm clip."""
     norm_obs: bool = True
     """Update the policy's running observation normaliser (policies that have one)."""
-    policy: str | None = None
+    policy: Path | None = None
     """A policy checkpoint or run folder to fine-tune (e.g. runs/bc_push); None: a new state MLP."""
     chunk_size: int = 1
     """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
@@ -180,8 +181,8 @@ class RLRunConfig:
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
     resume: bool = False
     """Continue the run in `out` from its checkpoint.pt, exactly."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
+    device: Device = "auto"
+    """Where torch runs (auto: CUDA when available)."""
     torch_threads: int = 1
     """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
     the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
@@ -196,6 +197,8 @@ class RLRunConfig:
             self.task = get_suite(self.suite).seen[0]
         self.task = get_task(self.task).name
         self.out = Path(self.out)
+        self.policy, self.world_model, self.keyframes = (None if p is None else Path(p) for p in
+                                                         (self.policy, self.world_model, self.keyframes))
         if (self.world_model is None) != (self.keyframes is None):
             raise ValueError("training in imagination needs both world_model and keyframes (a world model "
                              "folder and an episode file of real start states)")
