@@ -39,7 +39,8 @@ def main() -> None:
         for steps in args.bc_steps:
             run = args.out / f"bc_{steps}"
             if not (run / "summary.json").exists():
-                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps, torch_threads=1))
+                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps, torch_threads=1,
+                                          overwrite=True))
             policies.append(run / "policy")
     result = RankPolicies(world_model=args.world_model, keyframes=args.keyframes, policies=tuple(policies),
                           suite=args.suite, episodes=args.episodes, imagined_episodes=args.imagined_episodes,

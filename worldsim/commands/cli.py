@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS, args=argv, description="worldsim: robot-learning environments and world models")
     try:
         command.run()
-    except (KeyError, ValueError) as err:
+    except (KeyError, ValueError, FileExistsError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         console.print(f"[red]error:[/] {message}")
         return 2

@@ -107,7 +107,8 @@ class Quickstart:
         bc = self.out / "bc"
         stage("behaviour cloning", bc / "summary.json", lambda: train_bc(BCConfig(
             data=demos, out=bc, steps=self.bc_steps, seed=self.seed, torch_threads=self.torch_threads,
-            resume=self.resume and (bc / CHECKPOINT_FILE).exists())))
+            resume=self.resume and (bc / CHECKPOINT_FILE).exists(),
+            overwrite=not (self.resume and (bc / CHECKPOINT_FILE).exists()))))
         config = CoevolveConfig(
             base_policy=bc / "policy", task=spec.name, demonstrations=demos, real_episodes=self.real_episodes,
             rounds=1, wm_steps=self.wm_steps, wm_time_budget=self.wm_time_budget, rl_env_steps=self.rl_env_steps,

@@ -43,7 +43,7 @@ from worldsim.runtime.distributed import (
     shutdown,
 )
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.run_logging import RunLogger, write_json
+from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
 
 
 @dataclass
@@ -85,6 +85,9 @@ class BCConfig:
     """Stop cleanly (final checkpoint) after this many seconds."""
     resume: bool = False
     """Continue the run in ``out`` from its checkpoint."""
+    overwrite: bool = False
+    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
+    ``resume`` such an ``out`` is refused)."""
     seed: int = 0
     """Seed of initialisation, batches and augmentation."""
     device: Device = "auto"
@@ -108,6 +111,8 @@ class BCConfig:
             raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
         if not self.data.exists():
             raise ValueError(f"data={str(self.data)!r}: no such file")
+        if self.resume and self.overwrite:
+            raise ValueError("resume=True continues the run in out and overwrite=True removes it: pass one")
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
@@ -150,6 +155,7 @@ def train_bc(config: BCConfig) -> dict:
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
+    prepare_run_folder(config.out, resume=config.resume, overwrite=config.overwrite)
     dist_info = init_distributed(config.device)
     device = dist_info.device
     torch.manual_seed(config.seed)
