@@ -64,7 +64,7 @@ def test_an_earlier_run_in_out_is_refused_unless_overwrite_or_resume(demos, tmp_
     argv = ["train-bc", "--data", str(demos), "--out", str(run), "--steps", "2", "--batch-size", "8",
             "--language", "learned", "--device", "cpu", "--torch-threads", "1"]
     assert main(argv) == 2
-    assert "already holds files" in capsys.readouterr().out
+    assert "already holds files" in capsys.readouterr().err
     assert sorted(p.name for p in (run / "tb").iterdir()) == events  # untouched
     with pytest.raises(ValueError, match="pass one"):
         tiny(demos, run, resume=True, overwrite=True)
@@ -92,7 +92,7 @@ def test_bad_input_gets_clear_errors(demos, tmp_path, capsys):
     bad = tmp_path / "bad.h5"
     bad.write_bytes(demos.read_bytes()[: demos.stat().st_size // 2])
     assert main(["train-bc", "--data", str(bad), "--out", str(tmp_path / "r"), "--steps", "2"]) == 2
-    assert "bad.h5" in capsys.readouterr().out
+    assert "bad.h5" in capsys.readouterr().err
     with pytest.raises(ValueError, match="no such file"):
         BCConfig(data=tmp_path / "missing.h5")
     with pytest.raises(ValueError, match="steps=0"):

@@ -397,4 +397,4 @@ def test_train_rl_cli_rejects_an_option_of_the_other_algorithm(tmp_path, capsys)
 
     code = main(["train-rl", "--algo", "grpo", "--gae-lambda", "0.9", "--out", str(tmp_path)])
     assert code == 2
-    assert "--gae-lambda is not an option of grpo" in capsys.readouterr().out
+    assert "--gae-lambda is not an option of grpo" in capsys.readouterr().err

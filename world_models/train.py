@@ -31,11 +31,10 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
-import tyro
 from tqdm.auto import tqdm
 
 from worldsim.training.bc import split_episodes
@@ -72,7 +71,7 @@ class TrainWMConfig:
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
     config: Literal["tiny", "base"] = "tiny"
     """Architecture preset: tiny (CPU, >= 200 imagined frames/s at batch 64) or base (GPU)."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     init: Path | None = None
     """Fine-tune this world model (folder or train-wm run) instead of building a new one."""

@@ -49,9 +49,9 @@ def prepare_run_folder(out: str | Path, *, resume: bool, overwrite: bool) -> Non
     if resume or not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
     if not overwrite:
-        raise FileExistsError(f"out={str(out)!r} already holds files (an earlier run?); pass overwrite=True "
-                              "(--overwrite) to start afresh there, removing them, or resume=True (--resume) to "
-                              "continue that run")
+        raise FileExistsError(f"out={str(out)!r} already holds files (an earlier run?); pass "
+                              "overwrite=True (--overwrite) to start afresh there, removing them, or "
+                              "resume=True (--resume) to continue that run")
     if int(os.environ.get("RANK", "0")) == 0:
         shutil.rmtree(out) if out.is_dir() else out.unlink()
 

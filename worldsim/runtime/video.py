@@ -44,7 +44,8 @@ def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray] | np.ndarr
     path = check_video_path(path)
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
-        raise ValueError(f"frames must be a non-empty uint8 array (T, H, W, 3); got {frames.dtype} {frames.shape}")
+        raise ValueError(f"frames must be a non-empty uint8 array (T, H, W, 3); got {frames.dtype} "
+                         f"{frames.shape}")
     if path.suffix == ".mp4" and ffmpeg_available():
         try:
             _write_mp4(path, frames, fps)
@@ -61,10 +62,11 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
 
     # The plugin is named: left to choose by extension, imageio hands an .mp4 to tifffile when
     # the ffmpeg plugin cannot load, which then fails on the fps argument.
-    with atomic_path(path) as tmp, imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                                                      quality=8, macro_block_size=1) as writer:
-        for frame in frames:
-            writer.append_data(frame)
+    with atomic_path(path) as tmp:
+        with imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=fps, codec="libx264", quality=8,
+                                macro_block_size=1) as writer:
+            for frame in frames:
+                writer.append_data(frame)
 
 
 def _write_gif(path: Path, frames: np.ndarray, fps: int) -> None:

@@ -24,12 +24,11 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 from tqdm.auto import tqdm
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
@@ -54,7 +53,7 @@ class BCConfig:
     """HDF5 episodes file (from ``worldsim collect``)."""
     out: Path = Path("runs/bc")
     """Run folder: config, metrics, curves, checkpoint, policy/."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     chunk_size: int = 4
     """Actions predicted per step (the action chunk K)."""
