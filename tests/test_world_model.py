@@ -195,6 +195,16 @@ def test_importing_the_command_line_does_not_import_diffusers():
     assert out.stdout.strip() == "False"
 
 
+def test_training_writes_gif_sample_videos_without_ffmpeg(episodes, tmp_path, monkeypatch):
+    import imageio.v3 as iio
+
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # not installed: its import fails
+    out = tmp_path / "run"
+    train_world_model(config(episodes, out, steps=2, val_every=2, video_every=2, checkpoint_every=2))
+    assert [p.name for p in (out / "videos").iterdir()] == ["step_000002.gif"]
+    assert iio.imread(out / "videos" / "step_000002.gif", plugin="pillow", index=None).shape[0] == 5  # 1 + 4 steps
+
+
 def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     out, summary = trained
     assert summary["steps"] == 8 and summary["train_episodes"] == 5 and summary["val_episodes"] == 1
