@@ -27,7 +27,8 @@ import tyro
 from tyro.constructors import ConstructorRegistry, StructConstructorSpec, StructTypeInfo
 
 REPEATED = frozenset({"task", "seen_tasks", "unseen_tasks"})
-"""Task-list fields: one task per flag, repeated."""
+"""Task-list fields (typed ``tuple[str, ...]``): one task per flag, repeated. A single ``task``
+(train-rl, coevolve) stays one value."""
 
 RENAMED: dict[str, dict[str, str]] = {
     "detect": {"--rollouts": "--data"},
@@ -56,7 +57,7 @@ def _repeated_task_lists(info: StructTypeInfo) -> StructConstructorSpec | None:
     if not isinstance(spec, StructConstructorSpec):
         return None
     fields = tuple(dataclasses.replace(f, type=Annotated[f.type, tyro.conf.UseAppendAction])
-                   if f.name in REPEATED else f for f in spec.fields)
+                   if f.name in REPEATED and typing.get_origin(f.type) is tuple else f for f in spec.fields)
     return StructConstructorSpec(instantiate=spec.instantiate, fields=fields)
 
 
