@@ -58,7 +58,7 @@ def main(args: Args) -> None:
     t1 = time.perf_counter()
     summary = train_bc(BCConfig(data=data, out=args.out / "bc", steps=args.steps, batch_size=args.batch_size,
                                 language=args.language, eval_episodes=args.eval_episodes, seed=args.seed,
-                                torch_threads=args.threads))
+                                torch_threads=args.threads, overwrite=True))
     t2 = time.perf_counter()
     print(json.dumps({
         "suite": args.suite, "episodes_per_task": args.episodes, "noise": args.noise, "grasp_noise": args.grasp_noise, "bc_steps": summary["steps"],

@@ -7,7 +7,7 @@
 The first command trains the policy watched here: TinyVLA (state-dependent action std) on 200
 noisy expert episodes of each tabletop-10 task, stopped early enough to fail often. This
 script then records ``--episodes`` rollouts per task (the policy executing its mean chunk, as
-deployed) with the policy's features and 8 sampled chunks per step (``rollouts.h5``, reused if present), runs ``worldsim detect`` on them with
+deployed) with the policy's features and 8 sampled chunks per step (``rollouts.h5``, reused if present), runs the ``worldsim detect`` pipeline on them with
 the suite's seen/unseen split (results, table, ROC and alpha-sweep plots, annotated videos in
 ``--out``), and measures the online overhead of each saved detector inside
 :class:`~worldsim.failure.DetectorWrapper` on a 16-env pixel vector env. Prints one JSON line
@@ -34,7 +34,7 @@ from rich.console import Console
 from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite
 from worldsim.failure import DetectorWrapper, load_detector
-from worldsim.failure.detect import ALL, Detect, parse_detectors
+from worldsim.failure.detect import ALL, DetectionConfig, parse_detectors, run_detection
 from worldsim.policies import load_policy
 from worldsim.policies.runner import ChunkQueue
 
@@ -107,15 +107,17 @@ def main(args: Args) -> None:
         )
         console.print({t: round(s.success_rate, 2) for t, s in stats.tasks.items()})
     t1 = time.perf_counter()
-    Detect(
-        rollouts=rollouts,
-        detectors=args.detectors,
-        suite=args.suite,
-        alpha=args.alpha,
-        cp=args.cp,
-        seeds=args.seeds,
-        out=args.out,
-    ).run()
+    run_detection(
+        DetectionConfig(
+            data=rollouts,
+            detectors=args.detectors,
+            suite=args.suite,
+            alpha=args.alpha,
+            cp=args.cp,
+            seeds=args.seeds,
+            out=args.out,
+        )
+    )
     t2 = time.perf_counter()
     results = json.loads((args.out / "results.json").read_text())
     overhead = {

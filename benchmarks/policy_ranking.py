@@ -4,7 +4,7 @@ success rates do? (Ctrl-World; issue 7 target: Spearman >= 0.9 over >= 5 checkpo
 Checkpoints with a spread of quality come from behaviour cloning stopped early: ``--bc-steps``
 runs of TinyVLA on ``--demos`` (each reusing the folder if it exists), plus any ``--policies``
 given (e.g. the co-evolution benchmark's policies). Each is evaluated in physics and in the
-world model (:class:`worldsim.evaluation.rank.RankPolicies`). Prints one JSON line last.
+world model (:func:`worldsim.evaluation.rank.rank_policies`). Prints one JSON line last.
 
     python benchmarks/policy_ranking.py --world-model runs/bench_coevolve/coevolve_s0/round_1/wm \\
         --keyframes runs/bench_coevolve/coevolve_s0/round_1/data.h5 --demos runs/bench_bc/demos.h5 \\
@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from worldsim.training.bc import BCConfig, train_bc
-from worldsim.evaluation.rank import RankPolicies
+from worldsim.evaluation.rank import RankConfig, rank_policies
 
 
 def main() -> None:
@@ -39,11 +39,12 @@ def main() -> None:
         for steps in args.bc_steps:
             run = args.out / f"bc_{steps}"
             if not (run / "summary.json").exists():
-                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps, torch_threads=1))
+                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps, torch_threads=1,
+                                          overwrite=True))
             policies.append(run / "policy")
-    result = RankPolicies(world_model=args.world_model, keyframes=args.keyframes, policies=tuple(policies),
-                          suite=args.suite, episodes=args.episodes, imagined_episodes=args.imagined_episodes,
-                          out=args.out, progress=False).run()
+    result = rank_policies(RankConfig(world_model=args.world_model, keyframes=args.keyframes,
+                                      policies=tuple(policies), suite=args.suite, episodes=args.episodes,
+                                      imagined_episodes=args.imagined_episodes, out=args.out, progress=False))
     print(json.dumps({"benchmark": "policy_ranking", "policies": len(policies),
                       "spearman": result["over_policies"]["spearman"], "pearson": result["over_policies"]["pearson"],
                       "pairs": result["over_policy_task_pairs"], "mean_abs_error": result["mean_abs_error"],

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from worldsim.envs.tasks import get_task
 from worldsim.policies.base import Batch, Policy, PolicyOutput, register_policy
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -41,9 +42,13 @@ class MLPPolicyConfig:
     """Hidden activation: tanh, relu or elu."""
     init_log_std: float = -0.5
     """Initial log standard deviation of every action dimension."""
+    tasks: tuple[str, ...] = ()
+    """The tasks the policy was trained on (what ``worldsim evaluate`` runs when no task is
+    named). Empty in checkpoints saved before tasks were recorded."""
 
     def __post_init__(self) -> None:
         self.hidden = tuple(self.hidden)
+        self.tasks = tuple(get_task(name).name for name in self.tasks)
         for name in ("obs_dim", "action_dim", "chunk_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

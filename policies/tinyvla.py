@@ -58,6 +58,9 @@ class TinyVLAConfig:
 
     instructions: tuple[str, ...] = ()
     """The instructions the policy serves, in embedding order (see :meth:`for_tasks`)."""
+    tasks: tuple[str, ...] = ()
+    """The tasks the policy was trained on, whose instructions it serves (what ``worldsim evaluate``
+    runs when no task is named). Empty in checkpoints saved before tasks were recorded."""
     image_size: int = 64
     """Side of the square camera images, in pixels."""
     use_wrist: bool = False
@@ -103,6 +106,10 @@ class TinyVLAConfig:
         repeated = sorted({t for t in self.instructions if self.instructions.count(t) > 1})
         if repeated:
             raise ValueError(f"instructions must be unique; repeated: {repeated}")
+        self.tasks = tuple(get_task(name).name for name in self.tasks)
+        foreign = [name for name in self.tasks if get_task(name).instruction not in self.instructions]
+        if foreign:
+            raise ValueError(f"tasks {foreign} have instructions outside instructions={self.instructions!r}")
         self.channels = tuple(self.channels)
         if not self.channels or not all(isinstance(c, int) and c >= 4 for c in self.channels):
             raise ValueError(f"channels={self.channels!r} must be a non-empty tuple of ints >= 4")
@@ -133,7 +140,7 @@ class TinyVLAConfig:
     def for_tasks(cls, tasks: Sequence[str], **kwargs: Any) -> TinyVLAConfig:
         """A config serving the instructions of ``tasks`` (task names; repeated instructions once)."""
         instructions = tuple(dict.fromkeys(get_task(name).instruction for name in tasks))
-        return cls(instructions=instructions, **kwargs)
+        return cls(instructions=instructions, tasks=tuple(tasks), **kwargs)
 
 
 def read_pixel_obs(obs: Any, image_size: int, use_wrist: bool, device: torch.device,

@@ -57,6 +57,26 @@ def test_resume_continues_exactly(demos, tmp_path):
     assert steps == sorted(steps)  # one history, no duplicated steps after the resume
 
 
+def test_an_earlier_run_in_out_is_refused_unless_overwrite_or_resume(demos, tmp_path, capsys):
+    run = tmp_path / "run"
+    train_bc(tiny(demos, run, steps=2, checkpoint_every=2, val_every=2))
+    events = sorted(p.name for p in (run / "tb").iterdir())
+    argv = ["train-bc", "--data", str(demos), "--out", str(run), "--steps", "2", "--batch-size", "8",
+            "--language", "learned", "--device", "cpu", "--torch-threads", "1"]
+    assert main(argv) == 2
+    assert "already holds files" in capsys.readouterr().err
+    assert sorted(p.name for p in (run / "tb").iterdir()) == events  # untouched
+    with pytest.raises(ValueError, match="pass one"):
+        tiny(demos, run, resume=True, overwrite=True)
+    (run / "stale.txt").write_text("from another run")
+    assert main([*argv, "--overwrite"]) == 0
+    assert not (run / "stale.txt").exists()
+    new_events = sorted(p.name for p in (run / "tb").iterdir())
+    assert len(new_events) == 1 and new_events != events  # one run's TensorBoard file, the new one
+    assert main([*argv, "--steps", "3", "--resume"]) == 0
+    assert json.loads((run / "summary.json").read_text())["steps"] == 3
+
+
 def test_random_shift_moves_whole_images_by_at_most_the_pad():
     images = torch.zeros(8, 16, 16, 3, dtype=torch.uint8)
     images[:, 8, 8] = 255
@@ -72,7 +92,7 @@ def test_bad_input_gets_clear_errors(demos, tmp_path, capsys):
     bad = tmp_path / "bad.h5"
     bad.write_bytes(demos.read_bytes()[: demos.stat().st_size // 2])
     assert main(["train-bc", "--data", str(bad), "--out", str(tmp_path / "r"), "--steps", "2"]) == 2
-    assert "bad.h5" in capsys.readouterr().out
+    assert "bad.h5" in capsys.readouterr().err
     with pytest.raises(ValueError, match="no such file"):
         BCConfig(data=tmp_path / "missing.h5")
     with pytest.raises(ValueError, match="steps=0"):

@@ -160,15 +160,19 @@ def test_cli_collect_and_dataset_info(tmp_path, capsys):
     assert "policy outputs (per step): none" in printed
 
     assert main(args) == 2
-    assert "already exists; pass --overwrite" in " ".join(capsys.readouterr().out.split())
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["collect", "--task", "ReachCube-v0", "--episodes", "1", "--obs-mode", "state", "--overwrite",
+                 "--out", str(out)]) == 0
+    with EpisodeReader(out) as reader:
+        assert reader.tasks == ["ReachCube-v0"]
     assert main(["collect", "--out", str(tmp_path / "y.h5")]) == 2
-    assert "--task (repeatable) or --suite" in capsys.readouterr().out
+    assert "--task (repeatable) or --suite" in capsys.readouterr().err
     assert main(["collect", "--task", "PushCube-v0", "--policy", str(tmp_path / "nope"), "--out",
                  str(tmp_path / "y.h5")]) == 2
-    assert "neither 'expert' nor a checkpoint folder" in " ".join(capsys.readouterr().out.split())
+    assert "neither 'expert' nor a checkpoint folder" in capsys.readouterr().err
     (tmp_path / "bad.h5").write_bytes(b"not hdf5 at all")
     assert main(["dataset-info", str(tmp_path / "bad.h5")]) == 2
-    assert "not a readable HDF5 file" in " ".join(capsys.readouterr().out.split())
+    assert "not a readable HDF5 file" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.h5", "push.h5"]
 
 
@@ -243,7 +247,7 @@ def test_cli_records_features_of_a_checkpoint_and_refuses_the_expert(tmp_path, c
     assert "policy outputs (per step): features (24,), action_samples (2, 3, 4)" in printed
     assert main(["collect", "--task", "ReachCube-v0", "--record-features",
                  "--out", str(tmp_path / "x.h5")]) == 2
-    assert "the scripted expert has none" in " ".join(capsys.readouterr().out.split())
+    assert "the scripted expert has none" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "vla.h5"]
 
 

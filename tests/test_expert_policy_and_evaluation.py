@@ -101,7 +101,7 @@ def test_wilson_interval():
 def test_evaluate_cli_writes_json_and_videos(tmp_path, capsys):
     out = tmp_path / "eval.json"
     assert main(["evaluate", "--policy", "expert", "--task", "ReachCube-v0", "--task", "PushCube-v0",
-                 "--episodes", "4", "--num-envs", "4", "--json", str(out), "--video"]) == 0
+                 "--episodes", "4", "--num-envs", "4", "--out", str(out), "--video"]) == 0
     result = json.loads(out.read_text())
     assert result["episodes"] == 8 and set(result["per_task"]) == {"ReachCube-v0", "PushCube-v0"}
     assert result["per_task"]["ReachCube-v0"]["success_rate"] == 1.0
@@ -109,4 +109,18 @@ def test_evaluate_cli_writes_json_and_videos(tmp_path, capsys):
     assert all((tmp_path / "videos" / f"PushCube-v0_{k}.mp4").stat().st_size > 1000 for k in range(3))
     assert "ReachCube-v0" in capsys.readouterr().out
     assert main(["evaluate", "--policy", "expert", "--episodes", "2"]) == 2
-    assert "needs --task or --suite" in capsys.readouterr().out
+    assert "needs --task or --suite" in capsys.readouterr().err
+
+
+def test_evaluate_without_tasks_runs_the_tasks_the_policy_was_trained_on(tmp_path):
+    from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+
+    # PushCube-Row-v0 shares PushCube-v0's instruction: the policy serves it, but was not trained on it
+    torch.manual_seed(0)
+    config = TinyVLAConfig.for_tasks(["PushCube-v0"], language="learned", channels=(4, 8), hidden_dim=16,
+                                     feature_dim=16, language_dim=8, image_size=32)
+    TinyVLA(config).save_pretrained(tmp_path / "p")
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--policy", str(tmp_path / "p"), "--episodes", "1", "--num-envs", "1",
+                 "--out", str(out)]) == 0
+    assert list(json.loads(out.read_text())["per_task"]) == ["PushCube-v0"]

@@ -122,7 +122,7 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
     code = main(
         [
             "detect",
-            "--rollouts",
+            "--data",
             str(path),
             "--detectors",
             "knn,ace,stac",
@@ -143,7 +143,7 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
             str(out),
         ]
     )
-    assert code == 0, capsys.readouterr().out
+    assert code == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert set(results["detectors"]) == {"knn", "ace", "stac"}
     assert results["protocol"]["seen_tasks"] == ["ReachCube-v0"]
@@ -167,9 +167,27 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
 )
 def test_detect_cli_bad_values_exit_2(labelled_file, tmp_path, capsys, argv, message):
     path = labelled_file
-    assert main(["detect", "--rollouts", str(path), "--out", str(tmp_path / "d"), *argv]) == 2
-    assert message in capsys.readouterr().out
+    assert main(["detect", "--data", str(path), "--out", str(tmp_path / "d"), *argv]) == 2
+    assert message in capsys.readouterr().err
     assert not (tmp_path / "d" / "results.json").exists()
+
+
+def test_detect_refuses_too_few_calibration_successes_before_fitting(labelled_file, tmp_path, capsys,
+                                                                    monkeypatch):
+    import worldsim.failure.detect
+
+    def fitted(*args, **kwargs):
+        raise AssertionError("a detector was fitted before the calibration set was checked")
+
+    monkeypatch.setattr(worldsim.failure.detect, "evaluate_detector", fitted)
+    argv = ["detect", "--data", str(labelled_file), "--seen-tasks", "ReachCube-v0", "--detectors", "knn",
+            "--out", str(tmp_path / "d")]
+    assert main([*argv, "--cp", "functional", "--alpha", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "functional CP at alpha=0.1 needs about 18 successful calibration rollouts" in err
+    assert main([*argv, "--cp", "constant", "--alpha", "0.05"]) == 2
+    assert "alpha=0.05 needs at least 19 successful calibration rollouts" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
 
 
 def test_detect_cli_on_a_file_without_features_says_how_to_record(tmp_path, capsys):
@@ -192,6 +210,6 @@ def test_detect_cli_on_a_file_without_features_says_how_to_record(tmp_path, caps
         )
         == 0
     )
-    assert main(["detect", "--rollouts", str(out), "--out", str(tmp_path / "d")]) == 2
-    assert "--record-features" in capsys.readouterr().out
+    assert main(["detect", "--data", str(out), "--out", str(tmp_path / "d")]) == 2
+    assert "--record-features" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()

@@ -397,7 +397,7 @@ def test_train_rl_cli_rejects_an_option_of_the_other_algorithm(tmp_path, capsys)
 
     code = main(["train-rl", "--algo", "grpo", "--gae-lambda", "0.9", "--out", str(tmp_path)])
     assert code == 2
-    assert "--gae-lambda is not an option of grpo" in capsys.readouterr().out
+    assert "--gae-lambda is not an option of grpo" in capsys.readouterr().err
 
 
 def test_ppo_on_the_warp_backend_keeps_observations_on_the_device(tmp_path, warp_compiled, monkeypatch):

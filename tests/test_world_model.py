@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +15,6 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each forked rank)
-import tyro
 from safetensors.torch import load_file
 
 from worldsim.data.collect import collect_episodes
@@ -22,7 +22,9 @@ from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_positions
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.commands.world_model import EvalWM, Imagine, TrainWM
+from worldsim.commands.parsing import parse
+from worldsim.commands.world_model import EvalWMArgs, eval_wm, imagine, train_wm
+from worldsim.evaluation.imagine import imagine_episodes
 from worldsim.world_models import (
     EpisodeBank,
     KeyframeRule,
@@ -199,6 +201,16 @@ def test_importing_the_command_line_does_not_import_diffusers():
     assert out.stdout.strip() == "False"
 
 
+def test_training_writes_gif_sample_videos_without_ffmpeg(episodes, tmp_path, monkeypatch):
+    import imageio.v3 as iio
+
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # not installed: its import fails
+    out = tmp_path / "run"
+    train_world_model(config(episodes, out, steps=2, val_every=2, video_every=2, checkpoint_every=2))
+    assert [p.name for p in (out / "videos").iterdir()] == ["step_000002.gif"]
+    assert iio.imread(out / "videos" / "step_000002.gif", plugin="pillow", index=None).shape[0] == 5  # 1 + 4 steps
+
+
 def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     out, summary = trained
     assert summary["steps"] == 8 and summary["train_episodes"] == 5 and summary["val_episodes"] == 1
@@ -361,32 +373,34 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert objects["final_imagined_cm"] >= 0
     for name in ("fidelity.json", "confusion.md", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
-    EvalWM(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2).run()
+    eval_wm(EvalWMArgs(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2))
     assert json.loads((tmp_path / "cli" / "fidelity.json").read_text())["held_out"]["episodes"] == 2
-    path = Imagine(world_model=out, data=episodes, episodes=2, horizon=5, out=tmp_path / "imagined.mp4").run()
-    assert path.stat().st_size > 0
+    imagined = imagine_episodes(out, episodes, tmp_path / "imagined.mp4", episodes=2, horizon=5)
+    assert imagined.path.stat().st_size > 0 and imagined.episodes == 2
     with pytest.raises(ValueError, match="must end in"):
-        Imagine(world_model=out, data=episodes, out=tmp_path / "imagined.avi").run()
+        imagine_episodes(out, episodes, tmp_path / "imagined.avi")
     # a pixel policy acts on the imagined frames instead of replaying the recorded actions
     vla = TinyVLA(TinyVLAConfig(instructions=("push the red cube onto the blue square",), image_size=32,
                                 language="learned", channels=(8, 8), hidden_dim=32, feature_dim=32))
     vla.save_pretrained(tmp_path / "vla")
-    path = Imagine(world_model=out, data=episodes, policy=str(tmp_path / "vla"), episodes=1, horizon=3,
-                   out=tmp_path / "policy.mp4").run()
-    assert path.stat().st_size > 0
+    imagined = imagine_episodes(out, episodes, tmp_path / "policy.mp4", policy=tmp_path / "vla", episodes=1,
+                                horizon=3)
+    assert imagined.path.stat().st_size > 0
 
 
 def test_commands_parse_from_the_command_line(episodes, tmp_path):
-    train = tyro.cli(TrainWM, args=["--data", str(episodes), "--config", "base", "--task", "PushCube-v0",
-                                    "--init", str(tmp_path), "--time-budget", "60", "--resume"])
+    train = parse(train_wm, ["--data", str(episodes), "--config", "base", "--task", "PushCube-v0",
+                             "--init", str(tmp_path), "--time-budget", "60", "--resume"], "worldsim train-wm")
     assert train.config == "base" and train.task == ("PushCube-v0",) and train.init == tmp_path
     assert train.resume and train.time_budget == 60
-    evaluate = tyro.cli(EvalWM, args=["--world-model", "runs/wm", "--data", str(episodes),
-                                      "--horizon", "40"])
+    evaluate = parse(eval_wm, ["--world-model", "runs/wm", "--data", str(episodes), "--horizon", "40"],
+                     "worldsim eval-wm")
     assert evaluate.horizon == 40 and evaluate.out is None
-    imagine = tyro.cli(Imagine, args=["--world-model", "runs/wm", "--data", str(episodes),
-                                      "--policy", "expert", "--episodes", "8", "--out", "imagined.mp4"])
-    assert imagine.episodes == 8 and imagine.policy == "expert"
+    args = parse(imagine, ["--world-model", "runs/wm", "--data", str(episodes), "--policy", "expert",
+                           "--episodes", "8", "--out", "imagined.mp4"], "worldsim imagine")
+    assert args.episodes == 8 and args.policy == "expert"
+    assert parse(imagine, ["--world-model", "runs/wm", "--data", str(episodes), "--policy", "runs/vla"],
+                 "worldsim imagine").policy == Path("runs/vla")
 
 
 def _rank(rank: int, port: int, cfg: TrainWMConfig) -> None:

@@ -33,15 +33,15 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
-import tyro
 from tqdm.auto import tqdm
 
 from worldsim.training.bc import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.data.datasets import EpisodeReader
 from worldsim.runtime.distributed import (
     all_reduce_mean,
@@ -76,7 +76,7 @@ class TrainWMConfig:
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
     config: Literal["tiny", "base"] = "tiny"
     """Architecture preset: tiny (CPU, >= 200 imagined frames/s at batch 64) or base (GPU)."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     init: Path | None = None
     """Fine-tune this world model (folder or train-wm run) instead of building a new one."""
@@ -121,7 +121,7 @@ class TrainWMConfig:
     """Continue the run in ``out`` from its checkpoint, exactly."""
     seed: int = 0
     """Seed of initialisation, splits and batches."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where to train."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""

@@ -1,194 +1,157 @@
-"""The ``worldsim`` command line: one subcommand per dataclass below (``worldsim --help``)."""
+"""The ``worldsim`` command line: ``worldsim <command> [options]`` (``worldsim --help``).
+
+Each command is a function of one dataclass in a module of this package, grouped by stage;
+:data:`COMMANDS` says where, so that ``worldsim --help`` lists them without importing any (or
+torch). A command's module is imported when it runs; its flags come from its dataclass
+(:mod:`worldsim.commands.parsing`).
+
+A command that fails on bad input (a missing file, an unknown task, a value out of range)
+prints one line, ``error: ...``, and exits with code 2; a folder the command created for its
+outputs is removed again if nothing was written into it. Other exceptions are bugs and keep
+their traceback.
+"""
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any
 
-import tyro
-from rich.console import Console
-from rich.table import Table
-
-from worldsim.training.bc import BCConfig
-from worldsim.pipelines.coevolve import Coevolve
-from worldsim.data.collect import Collect
-from worldsim.data.datasets import DatasetInfo
-from worldsim.envs.tasks import SUITES, TASKS, get_suite, get_task
-from worldsim.failure.detect import Detect
-from worldsim.pipelines.quickstart import Quickstart
-from worldsim.evaluation.rank import RankPolicies
-from worldsim.commands.train_rl import TrainRL
-from worldsim.commands.world_model import EvalWM, Imagine, TrainWM
-
-console = Console()
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, FileExistsError, IsADirectoryError,
+                                                     NotADirectoryError, ValueError, KeyError, TypeError)
+"""What the library raises for bad input; these end in one line and exit code 2."""
 
 
-@dataclass
-class ListEnvs:
-    """Print the registered tasks (id, instruction, time limit) and the suites with their splits."""
+@dataclass(frozen=True)
+class Command:
+    """Where a command lives: ``worldsim.commands.<module>.<function>``, and its one-line summary
+    (the first line of the function's docstring) for ``worldsim --help``."""
 
-    suite: str | None = None
-    """Only list the tasks of this suite."""
-
-    def run(self) -> None:
-        names = list(get_suite(self.suite).tasks) if self.suite else list(TASKS)
-        table = Table(title=f"worldsim tasks ({len(names)})")
-        table.add_column("id", no_wrap=True)
-        table.add_column("instruction")
-        table.add_column("steps", justify="right")
-        for name in names:
-            spec = TASKS[name]
-            table.add_row(f"worldsim/{name}", spec.instruction, str(spec.max_episode_steps))
-        console.print(table)
-        suites = Table(title="suites")
-        for col in ("suite", "seen", "unseen"):
-            suites.add_column(col)
-        for s in SUITES.values():
-            suites.add_row(s.name, ", ".join(s.seen), ", ".join(s.unseen))
-        console.print(suites)
+    module: str
+    function: str
+    summary: str
 
 
-@dataclass
-class Render:
-    """Roll out the scripted expert on a task and save the episode(s) as a video."""
+COMMANDS: dict[str, Command] = {
+    "list-envs": Command("envs", "list_envs",
+                         "Print the registered tasks and the suites with their splits."),
+    "render": Command("envs", "render",
+                      "Roll out the scripted expert on tasks and save the episodes as a video."),
+    "collect": Command("data", "collect",
+                       "Record episodes of a policy to an HDF5 episode file."),
+    "dataset-info": Command("data", "dataset_info",
+                            "Summarise an episode file: layout, and episodes and success per task."),
+    "train-bc": Command("train", "train_bc",
+                        "Train TinyVLA by behaviour cloning on recorded episodes."),
+    "train-rl": Command("train", "train_rl",
+                        "Train a policy with PPO or GRPO, in physics or in a world model."),
+    "evaluate": Command("evaluate", "evaluate",
+                        "Roll a policy out on tasks: success rates with 95% intervals."),
+    "rank-policies": Command("evaluate", "rank_policies",
+                             "Rank policies by imagined success and compare with their real success."),
+    "train-wm": Command("world_model", "train_wm",
+                        "Train a world model on recorded episodes, or fine-tune one."),
+    "eval-wm": Command("world_model", "eval_wm",
+                       "Measure a world model's fidelity on held-out episodes."),
+    "imagine": Command("world_model", "imagine",
+                       "Imagine episodes from real starts, saved beside the recorded ones."),
+    "detect": Command("failure", "detect",
+                      "Evaluate failure detectors on recorded rollouts (SAFE protocol)."),
+    "coevolve": Command("pipelines", "coevolve", "Co-evolve a policy and a world model: RL in imagination, "
+                                                 "real data refines the model."),
+    "quickstart": Command("pipelines", "quickstart",
+                          "The whole pipeline, small, on CPU, with one report."),
+}
 
-    task: str = "PushCube-v0"
-    """Task name, e.g. PushCube-v0 (see `worldsim list-envs`)."""
-    out: Path = Path("expert.mp4")
-    """Video path (.mp4, or .gif)."""
-    episodes: int = 1
-    """Number of consecutive episodes in the video."""
-    seed: int = 0
-    """Seed of the first episode; episode k uses seed + k."""
-    size: int = 256
-    """Frame side in pixels."""
-    wrist: bool = False
-    """Show the wrist camera beside the front camera."""
-
-    def run(self) -> None:
-        from worldsim.evaluation.render import expert_episodes
-        from worldsim.runtime.video import check_video_path, write_video
-
-        spec = get_task(self.task)
-        check_video_path(self.out)
-        frames, results = expert_episodes(spec.name, self.episodes, self.seed, self.size, self.wrist)
-        path = write_video(self.out, frames, fps=20)
-        for r in results:
-            console.print(f"seed {r.seed}: success={r.success} steps={r.steps} return={r.ret:.2f}")
-        console.print(f"[bold]{spec.instruction}[/] -> {path} ({len(frames)} frames)")
-
-
-def tasks_for(policy, task: tuple[str, ...], suite: str | None, split: str) -> list[str]:
-    """The tasks named by ``--task``/``--suite``, else those whose instruction ``policy`` knows."""
-    if task or suite:
-        names = [get_task(t).name for t in task]
-        if suite:
-            s = get_suite(suite)
-            names += list({"all": s.tasks, "seen": s.seen, "unseen": s.unseen}[split])
-        return list(dict.fromkeys(names))
-    known = getattr(policy.config, "instructions", None) or ()
-    names = [name for name, spec in TASKS.items() if spec.instruction in known]
-    if getattr(policy.config, "task", None):
-        names = [get_task(policy.config.task).name]
-    if not names:
-        raise ValueError("this policy names no tasks it was trained on; pass --task or --suite")
-    return names
+STAGES = {"envs": "environments", "data": "data", "train": "training", "evaluate": "evaluation",
+          "world_model": "world models", "failure": "failure detection", "pipelines": "pipelines"}
 
 
-@dataclass
-class Evaluate:
-    """Roll a policy out on tasks: success rate per task with 95% intervals, videos, JSON."""
-
-    policy: str
-    """A policy checkpoint or run folder (e.g. runs/bc_push), or "expert" for the scripted expert."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
-    """Task to evaluate (repeat --task for several; default: the tasks the policy was trained on)."""
-    suite: str | None = None
-    """Evaluate every task of this suite (see `worldsim list-envs`)."""
-    split: Literal["all", "seen", "unseen"] = "all"
-    """Which tasks of --suite."""
-    episodes: int = 100
-    """Episodes per task."""
-    num_envs: int = 50
-    """Parallel envs."""
-    seed: int = 0
-    """Seed of the first task's envs (task k uses seed + k)."""
-    stochastic: bool = False
-    """Sample actions instead of taking the policy's mean."""
-    execute_steps: int | None = None
-    """Actions executed per predicted chunk before re-planning (default: the whole chunk)."""
-    video: bool = False
-    """Record the first 3 episodes of each task as mp4."""
-    video_dir: Path | None = None
-    """Where videos go (default: next to --json, else ./eval_videos)."""
-    json: Path | None = None
-    """Write the results (success_rate, per-task rates, intervals, episode count) here."""
-
-    def run(self) -> None:
-        from worldsim.evaluation.evaluate import EvalResults, results_table
-        from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
-        from worldsim.runtime.run_logging import write_json
-
-        if self.episodes < 1 or self.num_envs < 1:
-            raise ValueError(f"--episodes ({self.episodes}) and --num-envs ({self.num_envs}) must be >= 1")
-        if self.policy == "expert":
-            if not (self.task or self.suite):
-                raise ValueError("--policy expert needs --task or --suite")
-            tasks = tasks_for(None, self.task, self.suite, self.split)
-            per_task = {}
-            for k, name in enumerate(tasks):
-                expert = ScriptedExpert(ScriptedExpertConfig(name, seed=self.seed))
-                per_task.update(self._evaluate(expert, [name], self.seed + k).tasks)
-            merged = EvalResults("expert", self.seed, not self.stochastic, per_task)
-        else:
-            policy = load_policy(self.policy)
-            merged = self._evaluate(policy, tasks_for(policy, self.task, self.suite, self.split), self.seed)
-            merged.policy = self.policy
-        console.print(results_table(merged))
-        if self.json:
-            write_json(self.json, merged.to_json())
-            console.print(f"results -> {self.json}")
-
-    def _evaluate(self, policy, tasks: list[str], seed: int):
-        from worldsim.evaluation.evaluate import evaluate_policy
-
-        video_dir = self.video_dir or (self.json.parent / "videos" if self.json else Path("eval_videos"))
-        return evaluate_policy(policy, tasks, self.episodes, num_envs=self.num_envs, seed=seed,
-                               deterministic=not self.stochastic, execute_steps=self.execute_steps,
-                               videos=3 if self.video else 0, video_dir=video_dir)
+def usage() -> str:
+    """``worldsim --help``: the commands by stage, with their summaries."""
+    width = max(map(len, COMMANDS)) + 2
+    lines = ["usage: worldsim [-h] COMMAND [OPTIONS]", "",
+             "worldsim: robot-learning environments, world models, policies and failure detectors."]
+    for module, title in STAGES.items():
+        lines += ["", f"{title}:"]
+        lines += [f"  {name:<{width}}{c.summary}" for name, c in COMMANDS.items() if c.module == module]
+    lines += ["", "`worldsim COMMAND --help` lists the options of a command."]
+    return "\n".join(lines)
 
 
-@dataclass
-class TrainBC(BCConfig):
-    """Train TinyVLA by behaviour cloning on recorded episodes (runs under torchrun too)."""
-
-    def run(self) -> None:
-        from worldsim.training.bc import train_bc
-
-        summary = train_bc(self)
-        console.print({k: v for k, v in summary.items() if k != "per_task_success"})
-        console.print(f"policy -> {self.out / 'policy'}")
-
-
-COMMANDS = {"quickstart": Quickstart, "list-envs": ListEnvs, "render": Render, "evaluate": Evaluate,
-            "train-bc": TrainBC,
-            "collect": Collect, "dataset-info": DatasetInfo, "train-rl": TrainRL,
-            "detect": Detect, "train-wm": TrainWM, "imagine": Imagine, "eval-wm": EvalWM,
-            "coevolve": Coevolve, "rank-policies": RankPolicies}
+def load(name: str) -> Any:
+    """The function of command ``name`` (importing its module)."""
+    command = COMMANDS[name]
+    return getattr(importlib.import_module(f"worldsim.commands.{command.module}"), command.function)
 
 
 def main(argv: list[str] | None = None) -> int:
-    command = tyro.extras.subcommand_cli_from_dict(
-        COMMANDS, args=argv, description="worldsim: robot-learning environments and world models")
+    """Run ``worldsim`` with ``argv`` (default: ``sys.argv[1:]``); the exit code."""
     try:
-        command.run()
-    except (KeyError, ValueError) as err:
+        code = _run(sys.argv[1:] if argv is None else list(argv))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`worldsim --help | head`): stop quietly, as a killed pipe writer
+        # would, and keep the interpreter's final flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return code
+
+
+def _run(args: list[str]) -> int:
+    if not args or args[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if args else sys.stderr)
+        if not args:
+            print("error: name a command", file=sys.stderr)
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        close = difflib.get_close_matches(name, COMMANDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        print(f"error: unknown command {name!r}{hint}; `worldsim --help` lists them", file=sys.stderr)
+        return 2
+    from worldsim.commands.parsing import parse, renamed
+
+    command = load(name)
+    try:
+        config = parse(command, renamed(name, rest), prog=f"worldsim {name}")
+        created = _missing_folder(getattr(config, "out", None))
+        try:
+            command(config)
+        except BaseException:
+            _remove_if_empty(created)
+            raise
+    except SystemExit as exit:  # tyro's --help and usage errors
+        return exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    except EXPECTED_ERRORS as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
-        console.print(f"[red]error:[/] {message}")
+        print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
         return 2
     return 0
+
+
+def _missing_folder(out: Any) -> Path | None:
+    """The outermost folder on the way to ``out`` that does not exist yet (what a command that
+    writes ``out`` creates), or None."""
+    if out is None:
+        return None
+    missing = None
+    for path in (Path(out), *Path(out).parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _remove_if_empty(folder: Path | None) -> None:
+    """Remove ``folder`` if the command created it and left no file in it."""
+    if folder is not None and folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
+        shutil.rmtree(folder)
 
 
 if __name__ == "__main__":

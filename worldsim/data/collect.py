@@ -32,12 +32,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 import torch
-import tyro
 from tqdm.auto import tqdm
 
 from worldsim.data.datasets import Episode, EpisodeWriter
@@ -366,19 +365,20 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
     return stats
 
 
-# ---------------------------------------------------------------------------- command line
+# ---------------------------------------------------------------------------- a policy by name
 @dataclass
-class Collect:
-    """Record episodes of a policy (the scripted expert, or a checkpoint) to an HDF5 episode file,
-    optionally with the policy's features and action samples at every step (for failure detectors)."""
+class CollectConfig:
+    """What :func:`collect` records: a policy (the scripted expert, or a checkpoint) on tasks, to
+    one episode file, optionally with the policy's features and action samples at every step
+    (for failure detectors)."""
 
     out: Path
     """The episode file to write (.h5); all tasks go into it."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    task: tuple[str, ...] = ()
     """Task to collect (repeat --task for several; see `worldsim list-envs`)."""
     suite: str | None = None
     """Collect every task of this suite (added to --task)."""
-    policy: str = "expert"
+    policy: Literal["expert"] | Path = "expert"
     """"expert" for the scripted expert, else a policy checkpoint or run folder."""
     episodes: int = 200
     """Episodes per task."""
@@ -416,44 +416,43 @@ class Collect:
     """Run episodes to the time limit instead of ending them at success: many success frames
     per episode, and what the policy does after succeeding (see collect_episodes)."""
 
-    def run(self) -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
-
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks of --task and --suite, each once, in order."""
         names = [get_task(t).name for t in self.task]
         if self.suite:
             names += get_suite(self.suite).tasks
-        names = list(dict.fromkeys(names))
-        if not names:
-            raise ValueError("name the tasks to collect with --task (repeatable) or --suite")
-        if self.out.exists() and not self.overwrite:
-            raise ValueError(f"--out {self.out} already exists; pass --overwrite to replace it")
-        if self.policy == "expert":
-            def factory(task: str) -> Policy:
-                return ScriptedExpert(ScriptedExpertConfig(task, self.noise, self.epsilon,
-                                                           self.seed + names.index(task)))
-        else:
-            if self.noise or self.epsilon:
-                raise ValueError("--noise and --epsilon apply to --policy expert only")
-            if not Path(self.policy).is_dir():
-                raise ValueError(f"--policy {self.policy!r} is neither 'expert' nor a checkpoint folder")
-            loaded = load_policy(self.policy)
+        return list(dict.fromkeys(names))
 
-            def factory(task: str) -> Policy:
-                return loaded
 
-        stats = collect_episodes(names, factory, self.episodes, self.out, num_envs=self.num_envs,
-                                 seed=self.seed, image_size=self.image_size, wrist_camera=self.wrist,
-                                 obs_mode=self.obs_mode, execute_steps=self.execute_steps,
-                                 record_features=self.record_features, num_samples=self.num_samples,
-                                 deterministic=self.deterministic, world_model=self.world_model,
-                                 keyframes=self.keyframes, continue_after_success=self.continue_after_success)
-        table = Table(title=f"{self.out} ({stats.file_bytes / 2**20:.1f} MiB, {stats.seconds:.1f} s)")
-        for column in ("task", "episodes", "success rate", "mean length", "steps/s"):
-            table.add_column(column, justify="left" if column == "task" else "right")
-        for s in stats.tasks.values():
-            table.add_row(s.task, str(s.episodes), f"{s.success_rate:.1%}", f"{s.mean_length:.1f}",
-                          f"{s.steps_per_second:,.0f}")
-        Console().print(table)
+def collect(config: CollectConfig) -> CollectStats:
+    """:func:`collect_episodes` with the policy ``config`` names: the scripted expert (with its
+    noise, seeded per task) or one checkpoint for every task."""
+    from worldsim.policies import ScriptedExpertConfig, load_policy
+
+    names = config.tasks
+    if not names:
+        raise ValueError("name the tasks to collect with --task (repeatable) or --suite")
+    if config.out.exists() and not config.overwrite:
+        raise ValueError(f"--out {config.out} already exists; pass --overwrite to replace it")
+    if config.policy == "expert":
+        def factory(task: str) -> Policy:
+            return ScriptedExpert(ScriptedExpertConfig(task, config.noise, config.epsilon,
+                                                       config.seed + names.index(task)))
+    else:
+        if config.noise or config.epsilon:
+            raise ValueError("--noise and --epsilon apply to --policy expert only")
+        if not Path(config.policy).is_dir():
+            raise ValueError(f"--policy {str(config.policy)!r} is neither 'expert' nor a checkpoint folder")
+        loaded = load_policy(config.policy)
+
+        def factory(task: str) -> Policy:
+            return loaded
+
+    return collect_episodes(names, factory, config.episodes, config.out, num_envs=config.num_envs,
+                            seed=config.seed, image_size=config.image_size, wrist_camera=config.wrist,
+                            obs_mode=config.obs_mode, execute_steps=config.execute_steps,
+                            overwrite=config.overwrite, record_features=config.record_features,
+                            num_samples=config.num_samples, deterministic=config.deterministic,
+                            world_model=config.world_model, keyframes=config.keyframes,
+                            continue_after_success=config.continue_after_success)

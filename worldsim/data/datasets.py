@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 import torch
-import tyro
 from torch.utils.data import Dataset
 
 from worldsim.runtime.atomic import atomic_path
@@ -795,42 +794,3 @@ class WindowDataset(Dataset):
         item.update(instruction=info.instruction, task=info.task, episode=info.index, step=t,
                     success=info.success)
         return item
-
-
-# ---------------------------------------------------------------------------- command line
-@dataclass
-class DatasetInfo:
-    """Print a summary of an episode file: its layout (observations, recorded policy outputs),
-    and episodes, steps, mean length and success rate per task."""
-
-    path: tyro.conf.Positional[Path]
-    """The episode file (.h5) to describe."""
-
-    def run(self) -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        if not self.path.is_file():
-            raise ValueError(f"no dataset file at {self.path}")
-        with EpisodeReader(self.path) as reader:
-            summary = reader.summary()
-            layout = ", ".join(f"{k} {reader.obs_shapes[k]}" for k in reader.obs_keys)
-            outputs = ", ".join(f"{k} {shape}" for k, shape in reader.policy_shapes.items()) or "none"
-            env_kwargs = reader.env_kwargs
-        table = Table(title=f"{self.path} ({self.path.stat().st_size / 2**20:.1f} MiB)")
-        for column in ("task", "episodes", "steps", "mean length", "success rate"):
-            table.add_column(column, justify="left" if column == "task" else "right")
-        rows = [(task, s) for task, s in summary["tasks"].items()]
-        if len(rows) > 1:
-            steps = summary["steps"]
-            rows.append(("all", {"episodes": summary["episodes"], "steps": steps,
-                                 "mean_length": steps / summary["episodes"],
-                                 "success_rate": summary["success_rate"]}))
-        for task, s in rows:
-            table.add_row(task, str(s["episodes"]), str(s["steps"]), f"{s['mean_length']:.1f}",
-                          f"{s['success_rate']:.1%}")
-        console = Console()
-        console.print(table)
-        console.print(f"observations: {layout}")
-        console.print(f"policy outputs (per step): {outputs}")
-        console.print(f"env kwargs: {json.dumps(env_kwargs, sort_keys=True)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -19,7 +19,7 @@ import torch
 from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
-from worldsim.envs.tasks import get_task
+from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 
@@ -100,6 +100,31 @@ class EvalResults:
                                 "instruction": r.instruction, "videos": r.videos}
                          for name, r in self.tasks.items()},
         }
+
+
+def trained_tasks(policy: Policy) -> list[str]:
+    """The tasks ``policy`` was trained on, as its checkpoint records them (``config.tasks``, or the
+    scripted expert's ``config.task``). A checkpoint saved before tasks were recorded names only
+    its instructions: each must then belong to one task, since tasks that share an instruction
+    (PushCube-v0, PushCube-Row-v0) cannot be told apart. ``ValueError`` when the tasks are unknown."""
+    config = policy.config
+    if getattr(config, "tasks", ()):
+        return list(config.tasks)
+    if getattr(config, "task", None):
+        return [get_task(config.task).name]
+    instructions = getattr(config, "instructions", ())
+    if not instructions:
+        raise ValueError(f"{type(policy).__name__}'s checkpoint records no tasks it was trained on; name "
+                         "them (--task, repeatable, or --suite)")
+    names = []
+    for instruction in instructions:
+        matches = [name for name, spec in TASKS.items() if spec.instruction == instruction]
+        if len(matches) != 1:
+            found = f"is shared by {', '.join(matches)}" if matches else "belongs to no task"
+            raise ValueError(f"this checkpoint records no task names (it predates them) and its instruction "
+                             f"{instruction!r} {found}; name the tasks (--task, repeatable, or --suite)")
+        names += matches
+    return names
 
 
 def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,
@@ -195,6 +220,86 @@ def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs
                                    imagination=imagination)
             results[result.task] = result
     return EvalResults(name or type(policy).__name__, seed, deterministic, results)
+
+
+@dataclass
+class EvaluationConfig:
+    """An evaluation of a policy checkpoint (or the scripted expert) by :func:`evaluate_checkpoint`."""
+
+    policy: Literal["expert"] | Path
+    """A policy checkpoint or run folder (e.g. runs/bc_push), or "expert" for the scripted expert."""
+    task: tuple[str, ...] = ()
+    """Task to evaluate (repeat --task for several). Default: the tasks the policy was trained on,
+    as its checkpoint records them (not every task sharing their instructions)."""
+    suite: str | None = None
+    """Evaluate the tasks of this suite (see `worldsim list-envs`; added to --task)."""
+    split: Literal["all", "seen", "unseen"] = "all"
+    """Which tasks of --suite."""
+    episodes: int = 100
+    """Episodes per task."""
+    num_envs: int = 50
+    """Parallel envs."""
+    seed: int = 0
+    """Seed of the first task's envs (task k uses seed + k)."""
+    stochastic: bool = False
+    """Sample actions instead of taking the policy's mean."""
+    execute_steps: int | None = None
+    """Actions executed per predicted chunk before re-planning (default: the whole chunk)."""
+    video: bool = False
+    """Record the first 3 episodes of each task (mp4, or GIF without ffmpeg)."""
+    video_dir: Path | None = None
+    """Where videos go (default: videos/ beside --out, else runs/evaluate/videos)."""
+    out: Path | None = None
+    """Write the results (success_rate, per-task rates, intervals, episode count) to this JSON file."""
+
+    def __post_init__(self) -> None:
+        for name in ("episodes", "num_envs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be >= 1")
+
+    @property
+    def named_tasks(self) -> list[str]:
+        """The tasks of --task and --suite (its --split), each once, in order."""
+        names = [get_task(t).name for t in self.task]
+        if self.suite:
+            suite = get_suite(self.suite)
+            names += list({"all": suite.tasks, "seen": suite.seen, "unseen": suite.unseen}[self.split])
+        return list(dict.fromkeys(names))
+
+    @property
+    def videos_to(self) -> Path:
+        if self.video_dir is not None:
+            return self.video_dir
+        return self.out.parent / "videos" if self.out is not None else Path("runs/evaluate/videos")
+
+
+def evaluate_checkpoint(config: EvaluationConfig) -> EvalResults:
+    """Evaluate the policy ``config`` names on its tasks (by default those it was trained on,
+    :func:`trained_tasks`; the scripted expert needs them named, one expert per task) and write
+    the results to ``config.out`` when given."""
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
+    from worldsim.runtime.run_logging import write_json
+
+    tasks = config.named_tasks
+    kwargs = dict(num_envs=config.num_envs, deterministic=not config.stochastic,
+                  execute_steps=config.execute_steps, videos=3 if config.video else 0,
+                  video_dir=config.videos_to)
+    if config.policy == "expert":
+        if not tasks:
+            raise ValueError("--policy expert needs --task or --suite")
+        per_task: dict[str, TaskResult] = {}
+        for k, name in enumerate(tasks):
+            expert = ScriptedExpert(ScriptedExpertConfig(name, seed=config.seed))
+            result = evaluate_policy(expert, [name], config.episodes, seed=config.seed + k, **kwargs)
+            per_task.update(result.tasks)
+        results = EvalResults("expert", config.seed, not config.stochastic, per_task)
+    else:
+        policy = load_policy(config.policy)
+        results = evaluate_policy(policy, tasks or trained_tasks(policy), config.episodes, seed=config.seed,
+                                  name=str(config.policy), **kwargs)
+    if config.out is not None:
+        write_json(config.out, results.to_json())
+    return results
 
 
 def results_table(results: EvalResults):

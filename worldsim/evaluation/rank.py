@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from worldsim.runtime.atomic import atomic_path
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import write_json
-
-console = Console()
 
 
 def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +32,7 @@ def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, episodes: int,
                                imagined_episodes: int, world_model: str | Path | None,
-                               keyframes: str | Path | None, seed: int = 0, device: str = "auto",
+                               keyframes: str | Path | None, seed: int = 0, device: Device = "auto",
                                progress: bool = True, real: dict[str, Any] | None = None) -> dict[str, Any]:
     """Success of one policy per task: ``real`` in physics (deterministic, seed ``seed + 10000``,
     the RL trainers' evaluation protocol; pass an existing result to skip it) and ``imagined`` in
@@ -67,8 +65,8 @@ def rank_agreement(real: np.ndarray, imagined: np.ndarray) -> dict[str, float]:
 
 
 @dataclass
-class RankPolicies:
-    """Rank policy checkpoints by imagined success and compare with their real success."""
+class RankConfig:
+    """A ranking of policy checkpoints in imagination (:func:`rank_policies`)."""
 
     world_model: Path
     """World model folder (a `worldsim train-wm` run)."""
@@ -79,7 +77,7 @@ class RankPolicies:
     suite: str | None = None
     """Evaluate every seen task of this suite."""
     task: tuple[str, ...] = ()
-    """Or these tasks (default with neither: the world model's tasks)."""
+    """Or this task (repeat --task for several; default with neither: the world model's tasks)."""
     episodes: int = 50
     """Real episodes per policy and task."""
     imagined_episodes: int = 32
@@ -88,48 +86,50 @@ class RankPolicies:
     """Folder for ranking.json, ranking.md and ranking.png."""
     seed: int = 0
     """Seed of the evaluations (every policy sees the same real and imagined starts)."""
-    device: str = "auto"
-    """Where the world model runs: auto, cpu or cuda."""
+    device: Device = "auto"
+    """Where the world model runs (auto: CUDA when available)."""
     progress: bool = True
     """Show progress bars."""
 
-    def run(self) -> dict[str, Any]:
-        from worldsim.world_models import WorldModel
-
+    def __post_init__(self) -> None:
         if len(self.policies) < 2:
             raise ValueError(f"--policies names {len(self.policies)} checkpoint(s); ranking needs at least 2")
         if self.episodes < 1 or self.imagined_episodes < 1:
             raise ValueError("--episodes and --imagined-episodes must be >= 1")
-        for path in self.policies:
-            if not Path(path).exists():
-                raise ValueError(f"no policy checkpoint at {path}")
-        model_tasks = WorldModel.from_pretrained(self.world_model).config.tasks
-        tasks = (list(get_suite(self.suite).seen) if self.suite
-                 else [get_task(t).name for t in self.task] or list(model_tasks))
-        unknown = [t for t in tasks if t not in model_tasks]
-        if unknown:
-            raise ValueError(f"the world model was not trained on {', '.join(unknown)}; it knows "
-                             f"{', '.join(model_tasks)}")
-        rows = [evaluate_real_and_imagined(p, tasks, episodes=self.episodes, imagined_episodes=self.imagined_episodes,
-                                           world_model=self.world_model, keyframes=self.keyframes, seed=self.seed,
-                                           device=self.device, progress=self.progress)
-                for p in self.policies]
-        real = np.array([r["real"]["success_rate"] for r in rows])
-        imagined = np.array([r["imagined"]["success_rate"] for r in rows])
-        pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
-                 for r in rows for t in tasks]
-        result = {"tasks": tasks, "world_model": str(self.world_model), "policies": rows,
-                  "over_policies": rank_agreement(real, imagined),
-                  "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
-                  "mean_abs_error": float(np.abs(real - imagined).mean())}
-        self.out.mkdir(parents=True, exist_ok=True)
-        write_json(self.out / "ranking.json", result)
-        write_ranking_report(result, self.out)
-        console.print(ranking_table(result))
-        agree = result["over_policies"]
-        console.print(f"Spearman {agree['spearman']:.3f}, Pearson {agree['pearson']:.3f} over {len(rows)} policies "
-                      f"-> {self.out}")
-        return result
+
+
+def rank_policies(config: RankConfig) -> dict[str, Any]:
+    """Evaluate every policy in physics and in the world model, and measure how well imagination
+    ranks them (:func:`rank_agreement`); writes ``ranking.json``, ``ranking.md`` and
+    ``ranking.png`` to ``config.out`` and returns the ranking document."""
+    from worldsim.policies.base import load_policy
+    from worldsim.world_models import WorldModel
+
+    for path in config.policies:
+        load_policy(path)  # a missing or broken checkpoint fails here, before any evaluation
+    model_tasks = WorldModel.from_pretrained(config.world_model).config.tasks
+    tasks = (list(get_suite(config.suite).seen) if config.suite
+             else [get_task(t).name for t in config.task] or list(model_tasks))
+    unknown = [t for t in tasks if t not in model_tasks]
+    if unknown:
+        raise ValueError(f"the world model was not trained on {', '.join(unknown)}; it knows "
+                         f"{', '.join(model_tasks)}")
+    rows = [evaluate_real_and_imagined(p, tasks, episodes=config.episodes,
+                                       imagined_episodes=config.imagined_episodes,
+                                       world_model=config.world_model, keyframes=config.keyframes,
+                                       seed=config.seed, device=config.device, progress=config.progress)
+            for p in config.policies]
+    real = np.array([r["real"]["success_rate"] for r in rows])
+    imagined = np.array([r["imagined"]["success_rate"] for r in rows])
+    pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
+             for r in rows for t in tasks]
+    result = {"tasks": tasks, "world_model": str(config.world_model), "policies": rows,
+              "over_policies": rank_agreement(real, imagined),
+              "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
+              "mean_abs_error": float(np.abs(real - imagined).mean())}
+    write_json(config.out / "ranking.json", result)
+    write_ranking_report(result, config.out)
+    return result
 
 
 def ranking_table(result: dict[str, Any]) -> Table:

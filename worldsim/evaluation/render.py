@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from worldsim.envs.single_env import TabletopEnv
+from worldsim.envs.tasks import get_task
+from worldsim.runtime.video import check_video_path, write_video
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,22 @@ def expert_episodes(
     finally:
         env.close()
     return np.stack(frames), results
+
+
+def render_expert(tasks: Sequence[str], out: str | Path, episodes: int = 1, seed: int = 0, size: int = 256,
+                  wrist: bool = False, fps: int = 20) -> tuple[Path, dict[str, list[EpisodeResult]]]:
+    """One video of the scripted expert: ``episodes`` episodes of each of ``tasks`` in turn (see
+    :func:`expert_episodes`), written to ``out`` (.mp4, or .gif). Returns the path written
+    (a .gif beside an .mp4 ``out`` without ffmpeg) and each task's episode results."""
+    names = [get_task(task).name for task in tasks]  # KeyError for an unknown task, before any work
+    if not names:
+        raise ValueError("tasks is empty; name at least one task")
+    check_video_path(out)
+    clips, results = [], {}
+    for name in names:
+        frames, results[name] = expert_episodes(name, episodes, seed, size, wrist)
+        clips.append(frames)
+    return write_video(out, np.concatenate(clips), fps=fps), results
 
 
 def _frame(env: TabletopEnv, obs, wrist: bool) -> np.ndarray:

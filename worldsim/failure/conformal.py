@@ -79,6 +79,28 @@ def conformal_quantile(values: np.ndarray, alpha: float) -> float:
     return float(np.sort(values)[rank - 1])
 
 
+def check_calibration_count(count: int, alpha: float, split: bool, fit_fraction: float = 0.5) -> None:
+    """Raise the ``ValueError`` that calibrating on ``count`` successful rollouts at ``alpha`` would
+    raise, before any rollout is scored: the conformal quantile needs enough of them, and with
+    ``split`` (functional CP, joint bands) only those left after a ``fit_fraction`` share shaped
+    the band count."""
+    if count == 0:
+        raise ValueError("the calibration set holds no successful rollouts; conformal calibration needs "
+                         "successes (check the seen tasks and the split)")
+    if not split:
+        conformal_quantile(np.zeros(count), alpha)
+        return
+    n_fit = max(1, int(round(fit_fraction * count)))
+    held = count - n_fit
+    if math.ceil((held + 1) * (1.0 - alpha)) > held:
+        needed = math.ceil((math.ceil(1.0 / alpha) - 1) / (1.0 - fit_fraction))
+        raise ValueError(
+            f"functional CP at alpha={alpha} needs about {needed} successful calibration rollouts "
+            f"(here {count}: {n_fit} shape the band, {held} calibrate it); collect more "
+            f"rollouts, raise alpha or use constant CP"
+        )
+
+
 def _padded(curves: Sequence[np.ndarray]) -> np.ndarray:
     """Curves of different lengths as a ``(n, T_max)`` array with NaN past each end."""
     out = np.full((len(curves), max(len(c) for c in curves)), np.nan)
@@ -136,6 +158,7 @@ def joint_functional_thresholds(
     alpha = check_alpha(alpha)
     components = [_check_curves(curves) for curves in components]
     count = len(components[0])
+    check_calibration_count(count, alpha, split=True, fit_fraction=fit_fraction)
     order = (rng or np.random.default_rng(0)).permutation(count)
     n_fit = max(1, int(round(fit_fraction * count)))
     fit_ids, held_ids = order[:n_fit], order[n_fit:]
@@ -157,15 +180,7 @@ def joint_functional_thresholds(
         np.max(np.min([(curves[i] - mu[: len(curves[i])]) / m[: len(curves[i])]
                        for curves, (mu, m) in zip(components, bands)], axis=0))
         for i in held_ids])
-    try:
-        h = conformal_quantile(residuals, alpha)
-    except ValueError:
-        needed = math.ceil((math.ceil(1.0 / alpha) - 1) / (1.0 - fit_fraction))
-        raise ValueError(
-            f"functional CP at alpha={alpha} needs about {needed} successful calibration rollouts "
-            f"(here {count}: {n_fit} shape the band, {len(held_ids)} calibrate it); collect more "
-            f"rollouts, raise alpha or use constant CP"
-        ) from None
+    h = conformal_quantile(residuals, alpha)
     method = "functional" if time_varying else "constant"
     return [Threshold(mu + h * m, alpha, method) for mu, m in bands]
 

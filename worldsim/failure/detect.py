@@ -1,30 +1,36 @@
-"""``worldsim detect``: run failure detectors on recorded rollouts under the SAFE protocol.
+"""Failure detectors on recorded rollouts under the SAFE protocol (``worldsim detect``).
 
-Reads an episode file written by ``worldsim collect --record-features``, fits, calibrates and
-tests every detector on every seed (:mod:`~worldsim.failure.protocol`), and writes to ``--out``:
-``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``, ``sweep.png``,
-``videos/`` (annotated rollouts of the best detectors) and ``detectors/<name>/`` (each detector
-fitted and calibrated on the first seed, ready for :class:`~worldsim.failure.DetectorWrapper`).
+:func:`run_detection` reads an episode file written by ``worldsim collect --record-features``,
+fits, calibrates and tests every detector on every seed (:mod:`~worldsim.failure.protocol`), and
+writes to ``out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
+``sweep.png``, ``videos/`` (annotated rollouts of the best detectors) and ``detectors/<name>/``
+(each detector fitted and calibrated on the first seed, ready for
+:class:`~worldsim.failure.DetectorWrapper`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-import tyro
 from rich.console import Console
 from tqdm.auto import tqdm
 
 from worldsim.data.datasets import EpisodeReader
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.failure.detectors import DETECTORS
-from worldsim.failure.protocol import DEFAULT_SWEEP, DetectorResult, ProtocolConfig, evaluate_detector
-from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown, results_table
+from worldsim.failure.detectors import DETECTORS, make_detector
+from worldsim.failure.protocol import (
+    DEFAULT_SWEEP,
+    DetectorResult,
+    ProtocolConfig,
+    check_calibration,
+    evaluate_detector,
+)
+from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown
 from worldsim.failure.rollouts import load_rollouts
+from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 ALL = ",".join(DETECTORS)
@@ -42,16 +48,17 @@ def parse_detectors(spec: str) -> list[str]:
 
 
 @dataclass
-class Detect:
-    """Evaluate failure detectors on recorded rollouts (SAFE protocol: seen/unseen tasks, CP)."""
+class DetectionConfig:
+    """A detection run (:func:`run_detection`): which detectors, on which recorded rollouts, under
+    which split of the SAFE protocol, and where the report goes."""
 
-    rollouts: Path
+    data: Path
     """Episode file from `worldsim collect --record-features`."""
     detectors: str = ALL
     """Comma-separated detector names."""
-    seen_tasks: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
-    """Task trained and calibrated on (repeat the flag)."""
-    unseen_tasks: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    seen_tasks: tuple[str, ...] = ()
+    """Task trained and calibrated on (repeat the flag; default: every task of --data not unseen)."""
+    unseen_tasks: tuple[str, ...] = ()
     """Task only tested on (repeat the flag)."""
     suite: str | None = None
     """Take the seen/unseen split of this suite (instead of --seen-tasks/--unseen-tasks)."""
@@ -66,78 +73,63 @@ class Detect:
     out: Path = Path("runs/detect")
     """Where results go."""
 
-    def protocol(self, tasks_in_file: list[str]) -> ProtocolConfig:
+    def __post_init__(self) -> None:
         if self.suite and (self.seen_tasks or self.unseen_tasks):
             raise ValueError("give either --suite or --seen-tasks/--unseen-tasks, not both")
+        if self.videos < 0:
+            raise ValueError(f"--videos {self.videos} must be >= 0")
+        parse_detectors(self.detectors)
+
+    def protocol(self, tasks_in_file: list[str]) -> ProtocolConfig:
+        """The protocol's split: the suite's, the named tasks, or every task of the file seen."""
         if self.suite:
             suite = get_suite(self.suite)
             seen, unseen = suite.seen, suite.unseen
         else:
             seen = tuple(get_task(t).name for t in self.seen_tasks)
             unseen = tuple(get_task(t).name for t in self.unseen_tasks)
-            if not seen:  # default: every task in the file is seen
+            if not seen:
                 seen = tuple(t for t in tasks_in_file if t not in unseen)
-        return ProtocolConfig(
-            seen_tasks=seen,
-            unseen_tasks=unseen,
-            alpha=self.alpha,
-            cp=self.cp,
-            seeds=self.seeds,
-            sweep=tuple(sorted({*DEFAULT_SWEEP, self.alpha})),
-        )
+        return ProtocolConfig(seen_tasks=seen, unseen_tasks=unseen, alpha=self.alpha, cp=self.cp,
+                              seeds=self.seeds, sweep=tuple(sorted({*DEFAULT_SWEEP, self.alpha})))
 
-    def run(self) -> None:
-        console = Console()
-        names = parse_detectors(self.detectors)
-        if self.videos < 0:
-            raise ValueError(f"--videos {self.videos} must be >= 0")
-        rollouts = load_rollouts(self.rollouts)
-        config = self.protocol(sorted({r.task for r in rollouts}))
-        if self.videos:
-            with EpisodeReader(self.rollouts) as reader:
-                if "image" not in reader.obs_keys:
-                    raise ValueError(
-                        f"{self.rollouts} holds no camera images (obs_mode 'state'): "
-                        f"pass --videos 0, or collect with pixels"
-                    )
-        failures = sum(not r.success for r in rollouts)
-        console.print(
-            f"{len(rollouts)} rollouts ({failures} failures) of {len({r.task for r in rollouts})} tasks; "
-            f"seen {list(config.seen_tasks)}, unseen {list(config.unseen_tasks)}"
-        )
-        results: dict[str, DetectorResult] = {}
-        start = time.perf_counter()
-        for name in tqdm(names, desc="detectors", unit="detector"):
-            results[name] = evaluate_detector(name, rollouts, config)
-            results[name].detector.save(self.out / "detectors" / name)
-        document = {
-            "rollouts": str(self.rollouts),
-            "protocol": to_jsonable(config),
-            "episodes": len(rollouts),
-            "failures": failures,
-            "seconds": round(time.perf_counter() - start, 1),
-            "detectors": {n: r.to_json() for n, r in results.items()},
-        }
-        write_json(self.out / "results.json", document)
-        (self.out / "table.md").write_text(results_markdown(results, self.alpha))
-        plot_roc(results, self.out / "roc.png")
-        plot_sweep(results, self.out / "sweep.png")
-        if self.videos:
-            ranked = sorted(results, key=lambda n: -_seen_auc(results[n]))[:2]
-            for name in ranked:
-                annotated_videos(results[name], self.rollouts, self.out / "videos", self.videos)
-        console.print(results_table(results, self.alpha))
-        console.print(
-            f"results -> {self.out}/ (results.json, table.md, roc.png, sweep.png, videos/, detectors/)"
-        )
-        print(
-            json.dumps(
-                {
-                    n: {s: round(v["roc_auc"]["mean"], 3) for s, v in r.summary().items()}
-                    for n, r in results.items()
-                }
-            )
-        )
+
+def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
+    """Fit, calibrate and test every detector of ``config`` on every seed, and write the report to
+    ``config.out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
+    ``sweep.png``, ``videos/`` and ``detectors/<name>/``. Inputs are checked (features recorded,
+    images for videos, enough calibration successes) before any detector is fitted."""
+    names = parse_detectors(config.detectors)
+    rollouts = load_rollouts(config.data)
+    protocol = config.protocol(sorted({r.task for r in rollouts}))
+    if config.videos:
+        with EpisodeReader(config.data) as reader:
+            if "image" not in reader.obs_keys:
+                raise ValueError(f"{config.data} holds no camera images (obs_mode 'state'): pass --videos 0, "
+                                 "or collect with pixels")
+    joint = any(d.joint_calibration and len(d.components) > 1 for d in map(make_detector, names))
+    check_calibration(rollouts, protocol, joint)
+    failures = sum(not r.success for r in rollouts)
+    tasks = len({r.task for r in rollouts})
+    Console().print(f"{len(rollouts)} rollouts ({failures} failures) of {tasks} tasks; "
+                    f"seen {list(protocol.seen_tasks)}, unseen {list(protocol.unseen_tasks)}")
+    results: dict[str, DetectorResult] = {}
+    start = time.perf_counter()
+    for name in tqdm(names, desc="detectors", unit="detector"):
+        results[name] = evaluate_detector(name, rollouts, protocol)
+        results[name].detector.save(config.out / "detectors" / name)
+    write_json(config.out / "results.json", {
+        "rollouts": str(config.data), "protocol": to_jsonable(protocol), "episodes": len(rollouts),
+        "failures": failures, "seconds": round(time.perf_counter() - start, 1),
+        "detectors": {n: r.to_json() for n, r in results.items()}})
+    with atomic_path(config.out / "table.md") as tmp:
+        tmp.write_text(results_markdown(results, config.alpha))
+    plot_roc(results, config.out / "roc.png")
+    plot_sweep(results, config.out / "sweep.png")
+    if config.videos:
+        for name in sorted(results, key=lambda n: -_seen_auc(results[n]))[:2]:
+            annotated_videos(results[name], config.data, config.out / "videos", config.videos)
+    return results
 
 
 def _seen_auc(result: DetectorResult) -> float:

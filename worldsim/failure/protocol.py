@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from worldsim.failure.conformal import CP_METHODS, Threshold, check_alpha
+from worldsim.failure.conformal import CP_METHODS, Threshold, check_alpha, check_calibration_count
 from worldsim.failure.detectors import Detector, make_detector
 from worldsim.failure.rollouts import Rollout, shortest_success_lengths
 
@@ -155,6 +155,16 @@ def split_rollouts(
                 calibration += [group[i] for i in order[n_train : n_train + n_cal]]
             test["seen"] += [group[i] for i in order[n_train + n_cal :]]
     return train, calibration, test
+
+
+def check_calibration(rollouts: Sequence[Rollout], config: ProtocolConfig, joint: bool = False) -> None:
+    """Raise the calibration error a detector would meet, before any is fitted: every seed's
+    calibration successes must suffice for ``config.cp`` at ``config.alpha``. ``joint``: a
+    detector calibrates several score components jointly, which splits its successes as
+    functional CP does."""
+    for seed in config.seeds:
+        _, calibration, _ = split_rollouts(rollouts, config, seed)
+        check_calibration_count(len(calibration), config.alpha, split=config.cp == "functional" or joint)
 
 
 def roc_scores(

@@ -54,6 +54,7 @@ from typing import Any, Callable, Literal
 from rich.console import Console
 
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
@@ -134,8 +135,8 @@ class CoevolveConfig:
     """Continue the run in --out, skipping the stages it finished."""
     seed: int = 0
     """Seed of everything."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
+    device: Device = "auto"
+    """Where torch runs (auto: CUDA when available)."""
     torch_threads: int = 1
     """Torch CPU threads."""
     progress: bool = True
@@ -331,7 +332,9 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     import torch
 
     from worldsim.data.datasets import merge_episode_files
+    from worldsim.policies import load_policy
 
+    load_policy(config.base_policy)  # a missing or broken checkpoint fails here, before out is created
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
     out = config.out
@@ -438,12 +441,3 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                   f"{results['final_real_success']:.1%} (final), {results['real_budget']} real training episodes "
                   f"-> {config.out / 'report.md'}")
     return results
-
-
-@dataclass
-class Coevolve(CoevolveConfig):
-    """Co-evolve a policy and a world model: RL in imagination, real data refines the model (WoVR)."""
-
-    def run(self) -> dict[str, Any]:
-        return coevolve(self)
-

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 Device = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
@@ -13,6 +14,9 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or a torch device as it is;
     ``ValueError`` for other names and for ``"cuda"`` where torch sees no CUDA device."""
+    # torch is imported here, not above, so that commands can name the Device type without it
+    import torch
+
     if isinstance(device, torch.device):
         return device
     if device == "auto":

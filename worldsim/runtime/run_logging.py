@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,22 @@ def to_jsonable(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
+
+
+def prepare_run_folder(out: str | Path, *, resume: bool, overwrite: bool) -> None:
+    """Keep a new run from mixing with an earlier one in ``out`` (metrics, TensorBoard events,
+    checkpoints): a non-empty ``out`` is refused with ``FileExistsError`` unless ``resume`` (the
+    run continues there) or ``overwrite`` (its contents are removed first, by rank 0 alone under
+    ``torchrun``). Call it before the process group forms, so no rank has written yet."""
+    out = Path(out)
+    if resume or not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not overwrite:
+        raise FileExistsError(f"out={str(out)!r} already holds files (an earlier run?); pass "
+                              "overwrite=True (--overwrite) to start afresh there, removing them, or "
+                              "resume=True (--resume) to continue that run")
+    if int(os.environ.get("RANK", "0")) == 0:
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
 
 
 def write_json(path: str | Path, value: Any) -> Path:

@@ -10,7 +10,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import imageio.v2 as imageio
 import numpy as np
 
 from worldsim.runtime.atomic import atomic_path
@@ -26,6 +25,17 @@ def check_video_path(path: str | os.PathLike) -> Path:
     return path
 
 
+def ffmpeg_available() -> bool:
+    """Whether imageio can find an ffmpeg binary (imageio-ffmpeg's own, or ``IMAGEIO_FFMPEG_EXE``)."""
+    try:
+        import imageio_ffmpeg
+
+        imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError):
+        return False
+    return True
+
+
 def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray] | np.ndarray, fps: int) -> Path:
     """Write uint8 RGB ``frames`` (T, H, W, 3) to ``path`` and return the path written.
 
@@ -34,19 +44,33 @@ def write_video(path: str | os.PathLike, frames: Sequence[np.ndarray] | np.ndarr
     path = check_video_path(path)
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or len(frames) == 0:
-        raise ValueError(f"frames must be a non-empty uint8 array (T, H, W, 3); got {frames.dtype} {frames.shape}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".mp4":
+        raise ValueError(f"frames must be a non-empty uint8 array (T, H, W, 3); got {frames.dtype} "
+                         f"{frames.shape}")
+    if path.suffix == ".mp4" and ffmpeg_available():
         try:
-            _atomic_write(path, frames, fps=fps, codec="libx264", quality=8, macro_block_size=1)
+            _write_mp4(path, frames, fps)
             return path
-        except (ImportError, RuntimeError, OSError):
-            path = path.with_suffix(".gif")
-    _atomic_write(path, frames, duration=1000 / fps, loop=0)
+        except (RuntimeError, OSError):  # an ffmpeg that is found but cannot run
+            pass
+    path = path.with_suffix(".gif")
+    _write_gif(path, frames, fps)
     return path
 
 
-def _atomic_write(path: Path, frames: np.ndarray, **kwargs) -> None:
-    with atomic_path(path) as tmp, imageio.get_writer(tmp, **kwargs) as writer:
-        for frame in frames:
-            writer.append_data(frame)
+def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
+    import imageio.v2 as imageio
+
+    # The plugin is named: left to choose by extension, imageio hands an .mp4 to tifffile when
+    # the ffmpeg plugin cannot load, which then fails on the fps argument.
+    with atomic_path(path) as tmp:
+        with imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=fps, codec="libx264", quality=8,
+                                macro_block_size=1) as writer:
+            for frame in frames:
+                writer.append_data(frame)
+
+
+def _write_gif(path: Path, frames: np.ndarray, fps: int) -> None:
+    import imageio.v3 as iio
+
+    with atomic_path(path) as tmp:
+        iio.imwrite(tmp, frames, plugin="pillow", extension=".gif", duration=1000 / fps, loop=0)

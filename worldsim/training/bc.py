@@ -24,15 +24,15 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-import tyro
 from tqdm.auto import tqdm
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,
@@ -42,7 +42,7 @@ from worldsim.runtime.distributed import (
     shutdown,
 )
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.run_logging import RunLogger, write_json
+from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
 
 
 @dataclass
@@ -53,7 +53,7 @@ class BCConfig:
     """HDF5 episodes file (from ``worldsim collect``)."""
     out: Path = Path("runs/bc")
     """Run folder: config, metrics, curves, checkpoint, policy/."""
-    task: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     chunk_size: int = 4
     """Actions predicted per step (the action chunk K)."""
@@ -84,9 +84,12 @@ class BCConfig:
     """Stop cleanly (final checkpoint) after this many seconds."""
     resume: bool = False
     """Continue the run in ``out`` from its checkpoint."""
+    overwrite: bool = False
+    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
+    ``resume`` such an ``out`` is refused)."""
     seed: int = 0
     """Seed of initialisation, batches and augmentation."""
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     """Where to train."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:
@@ -107,6 +110,8 @@ class BCConfig:
             raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
         if not self.data.exists():
             raise ValueError(f"data={str(self.data)!r}: no such file")
+        if self.resume and self.overwrite:
+            raise ValueError("resume=True continues the run in out and overwrite=True removes it: pass one")
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
@@ -149,6 +154,7 @@ def train_bc(config: BCConfig) -> dict:
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
+    prepare_run_folder(config.out, resume=config.resume, overwrite=config.overwrite)
     dist_info = init_distributed(config.device)
     device = dist_info.device
     torch.manual_seed(config.seed)
@@ -168,7 +174,8 @@ def train_bc(config: BCConfig) -> dict:
 
     # 2. policy
     image_size = reader.image_shape[0]
-    policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), image_size=image_size,
+    policy = TinyVLA(TinyVLAConfig(instructions=tuple(dataset.instructions), tasks=tuple(dataset.tasks),
+                                   image_size=image_size,
                                    use_wrist="wrist_image" in obs_keys, chunk_size=config.chunk_size,
                                    language=config.language, std_head=config.std_head))
     policy.set_normalization(*stats["proprio"])

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.arrays import host_array
 from worldsim.envs.observations import OBS_MODES
@@ -156,16 +157,16 @@ class RLRunConfig:
     suite: str | None = None
     """Train one multi-task policy on every seen task of this suite at once (replaces task); the
     envs are split evenly between the tasks and evaluation covers each."""
-    obs_mode: str = "state"
+    obs_mode: Literal["state", "pixels", "pixels+state"] = "state"
     """Env observations: state, pixels or pixels+state (a policy from scratch needs state)."""
     backend: Literal["mujoco", "mjx", "warp"] = "mujoco"
     """Physics of the training envs: mujoco (MuJoCo on the CPU), mjx (MuJoCo XLA, state only) or warp
     (MuJoCo Warp: physics, pixels and rewards on the policy's device, observations handed to the
     policy as device tensors). Evaluation always runs on mujoco."""
-    world_model: str | None = None
+    world_model: Path | None = None
     """Train in imagination: a world model folder (a `worldsim train-wm` run) steps the envs instead
     of physics (needs keyframes and obs_mode pixels). Evaluation stays in physics."""
-    keyframes: str | None = None
+    keyframes: Path | None = None
     """Imagination: the episode file whose real states start the imagined episodes."""
     keyframe_ratio: float | None = None
     """Imagination: share of starts at mid-episode keyframes rather than episode starts (None: the
@@ -182,7 +183,7 @@ class RLRunConfig:
     """Global gradient-norm clip."""
     norm_obs: bool = True
     """Update the policy's running observation normaliser (policies that have one)."""
-    policy: str | None = None
+    policy: Path | None = None
     """A policy checkpoint or run folder to fine-tune (e.g. runs/bc_push); None: a new state MLP."""
     chunk_size: int = 1
     """Actions per decision of a new MLP policy (a loaded policy keeps its own)."""
@@ -202,8 +203,8 @@ class RLRunConfig:
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
     resume: bool = False
     """Continue the run in `out` from its checkpoint.pt, exactly."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
+    device: Device = "auto"
+    """Where torch runs (auto: CUDA when available)."""
     torch_threads: int = 1
     """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
     the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
@@ -218,6 +219,8 @@ class RLRunConfig:
             self.task = get_suite(self.suite).seen[0]
         self.task = get_task(self.task).name
         self.out = Path(self.out)
+        self.policy, self.world_model, self.keyframes = (None if p is None else Path(p) for p in
+                                                         (self.policy, self.world_model, self.keyframes))
         if (self.world_model is None) != (self.keyframes is None):
             raise ValueError("training in imagination needs both world_model and keyframes (a world model "
                              "folder and an episode file of real start states)")
@@ -261,7 +264,7 @@ class RLRunConfig:
 
     def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
         return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
-                               init_log_std=self.init_log_std)
+                               init_log_std=self.init_log_std, tasks=tuple(self.tasks))
 
 
 def _check_int(name: str, value: Any, minimum: int) -> None:

@@ -1,0 +1,47 @@
+"""What every benchmark does with its figures: print them as one JSON line (the last line of its
+output) and keep that line as ``benchmarks/results/<name>.json``, with the machine it ran on, so
+each figure in the README has its data in the repository (the latest run of each benchmark)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    """The machine a figure was measured on: CPU cores, torch threads, GPU, commit, date."""
+    info: dict[str, Any] = {"cpu_cores": os.cpu_count(), "platform": platform.platform(),
+                            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+        info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except ImportError:
+        info["gpu"] = None
+    try:
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                        cwd=RESULTS.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        info["commit"] = None
+    return info
+
+
+def report(name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """Print ``result`` (with ``benchmark`` and ``machine``) as one JSON line and write it to
+    ``benchmarks/results/<name>.json`` (atomically: a reader never sees half a file)."""
+    record = {"benchmark": name, **result, "machine": machine()}
+    line = json.dumps(record)
+    RESULTS.mkdir(exist_ok=True)
+    tmp = RESULTS / f".{name}.json.tmp"
+    tmp.write_text(line + "\n")
+    tmp.replace(RESULTS / f"{name}.json")
+    print(line)
+    return record

@@ -1,0 +1,46 @@
+"""Training commands: ``worldsim train-bc`` and ``worldsim train-rl``; both run under torchrun too
+(``torchrun --nproc-per-node 2 -m worldsim train-bc ...``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from rich.console import Console
+
+from worldsim.commands.parsing import Choice
+from worldsim.training.bc import BCConfig
+from worldsim.training.grpo import GRPOConfig
+from worldsim.training.ppo import PPOConfig
+
+
+def train_bc(config: BCConfig) -> None:
+    """Train TinyVLA by behaviour cloning on recorded episodes.
+
+    A non-empty --out is refused unless --overwrite (start afresh) or --resume (continue it)."""
+    from worldsim.training.bc import train_bc as train
+
+    summary = train(config)
+    Console().print({k: v for k, v in summary.items() if k != "per_task_success"})
+    Console().print(f"policy -> {config.out / 'policy'}")
+
+
+RLConfig = Annotated[PPOConfig | GRPOConfig,
+                     Choice("--algo", "algorithm", {"ppo": PPOConfig, "grpo": GRPOConfig})]
+
+
+def train_rl(config: RLConfig) -> dict[str, Any]:
+    """Train a policy with PPO or GRPO, in physics or in a world model.
+
+    From scratch (a state MLP) or fine-tuning --policy; in imagination with --world-model and
+    --keyframes (evaluation stays in physics). A PPO option left unset takes the task family's
+    tuned value."""
+    from worldsim.training.grpo import train_grpo
+    from worldsim.training.ppo import train_ppo
+
+    algo = "ppo" if isinstance(config, PPOConfig) else "grpo"
+    summary = train_ppo(config) if algo == "ppo" else train_grpo(config)
+    if "eval" in summary:
+        Console().print(f"[bold]{algo}[/] {config.suite or config.task}: {summary['global_step']:,} env "
+                        f"steps in {summary['train_seconds']:.0f} s ({summary['stopped']}); eval success "
+                        f"{summary['eval']['success_rate']:.1%} -> {config.out}")
+    return summary
