@@ -309,22 +309,29 @@ def test_bad_files_are_one_clear_error(tmp_path, collected):
 def test_lerobot_loads_the_export(collected, tmp_path):
     lerobot_dataset = pytest.importorskip(
         "lerobot.datasets.lerobot_dataset",
-        reason="lerobot is not installed: lerobot 0.3.x, which reads the v2.1 export, pins torch<2.8 and "
-               "gymnasium<1.0 and cannot live beside worldsim; benchmarks/lerobot_roundtrip.py checks the "
-               "export against it in its own venv (README, 'Datasets in LeRobot format')")
+        reason="lerobot is not installed: it pins an older torch than worldsim's CI, so it lives in its own "
+               "environment (pip install -e '.[test,lerobot]'; README, 'Datasets in LeRobot format')")
+    root = tmp_path / "worldsim" / "test"  # lerobot 0.4's converter finds a dataset at <root>/<repo id>
+    export_lerobot(collected, root)
     version = getattr(lerobot_dataset, "CODEBASE_VERSION", None)
-    if version != "v2.1":
-        pytest.skip(f"this lerobot reads LeRobot datasets of codebase version {version}, not the v2.1 export "
-                    "(lerobot 0.3.x)")
-    export_lerobot(collected, tmp_path / "lerobot")
-    dataset = lerobot_dataset.LeRobotDataset("worldsim/test", root=tmp_path / "lerobot")
+    if version == "v3.0":  # lerobot 0.4 reads v3.0 only: its own converter turns the v2.1 export into one
+        converter = pytest.importorskip("lerobot.datasets.v30.convert_dataset_v21_to_v30",
+                                        reason="this lerobot reads v3.0 and has no v2.1 converter")
+        converter.convert_dataset("worldsim/test", root=tmp_path, push_to_hub=False)
+    elif version != "v2.1":
+        pytest.skip(f"this lerobot reads LeRobot datasets of codebase version {version}, not v2.1 or v3.0")
+    dataset = lerobot_dataset.LeRobotDataset("worldsim/test", root=root)
     with EpisodeReader(collected) as reader:
-        episode = reader[0]
-        assert len(dataset) == sum(info.num_samples + 1 for info in reader.episode_info())
-    for t in range(episode.num_samples + 1):
-        item = dataset[t]
-        image = np.rint(item["observation.images.front"].numpy().transpose(1, 2, 0) * 255).astype(np.uint8)
-        assert np.array_equal(image, episode.obs["image"][t])
-        assert np.array_equal(item["observation.state"].numpy(), episode.obs["proprio"][t])
-        assert np.array_equal(item["action"].numpy(), episode.actions[min(t, episode.num_samples - 1)])
-        assert item["task"] == episode.instruction
+        episodes = list(reader)
+    assert len(dataset) == sum(e.num_samples + 1 for e in episodes)
+    frame = 0
+    for episode in episodes:
+        for t in range(episode.num_samples + 1):
+            item = dataset[frame]
+            image = item["observation.images.front"].numpy().transpose(1, 2, 0)
+            assert np.array_equal(np.rint(image * 255).astype(np.uint8), episode.obs["image"][t])
+            assert np.array_equal(item["observation.state"].numpy(), episode.obs["proprio"][t])
+            assert np.array_equal(item["observation.environment_state"].numpy(), episode.obs["state"][t])
+            assert np.array_equal(item["action"].numpy(), episode.actions[min(t, episode.num_samples - 1)])
+            assert item["task"] == episode.instruction and item["frame_index"].item() == t
+            frame += 1
