@@ -17,7 +17,8 @@ few steps on it (lerobot's ``make_policy`` from the dataset's metadata), and rec
 datasets with lerobot's own ``LeRobotDataset.create`` / ``add_frame`` / ``save_episode``: one
 with an ``image`` camera (PNG in parquet, lossless) and one with a ``video`` camera (AV1 mp4).
 ``import`` reads both with :func:`worldsim.data.lerobot.import_lerobot` and compares them with
-the values they were made from (exactly; video frames within the codec's error).
+the values they were made from (exactly; video frames within the codec's error) and with the
+frames lerobot itself decodes (saved by the ``lerobot`` step).
 """
 
 from __future__ import annotations
