@@ -335,3 +335,19 @@ def test_lerobot_loads_the_export(collected, tmp_path):
             assert np.array_equal(item["action"].numpy(), episode.actions[min(t, episode.num_samples - 1)])
             assert item["task"] == episode.instruction and item["frame_index"].item() == t
             frame += 1
+
+
+def test_export_and_import_commands_round_trip_and_fail_in_one_line(collected, tmp_path, capsys):
+    from worldsim.commands.cli import main
+
+    assert main(["export", "--format", "lerobot", "--data", str(collected), "--out", str(tmp_path / "lr")]) == 0
+    assert (tmp_path / "lr" / "meta" / "info.json").is_file()
+    assert main(["import", "--format", "lerobot", "--data", str(tmp_path / "lr"), "--out", str(tmp_path / "back.h5")]) == 0
+    with EpisodeReader(collected) as a, EpisodeReader(tmp_path / "back.h5") as b:
+        assert len(a) == len(b) and np.array_equal(a[0].obs["image"], b[0].obs["image"])
+    capsys.readouterr()
+    assert main(["export", "--data", str(collected), "--out", str(tmp_path / "lr")]) == 2  # exists
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:")
+    assert main(["import", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "x.h5")]) == 2
+    assert not (tmp_path / "x.h5").exists()

@@ -1,10 +1,11 @@
-"""Data commands: ``worldsim collect`` and ``worldsim dataset-info``."""
+"""Data commands: ``worldsim collect``, ``worldsim dataset-info``, ``worldsim export`` and ``worldsim import``."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import tyro
 from rich.console import Console
@@ -64,3 +65,63 @@ def dataset_info(args: DatasetInfoArgs) -> None:
     console.print(f"observations: {layout}")
     console.print(f"policy outputs (per step): {outputs}")
     console.print(f"env kwargs: {json.dumps(env_kwargs, sort_keys=True)}")
+
+
+@dataclass
+class ExportArgs:
+    data: Path
+    """The worldsim episode file (.h5) to export."""
+    out: Path
+    """The dataset folder to write (it must not exist, unless --overwrite)."""
+    format: Literal["lerobot"] = "lerobot"
+    """Dataset format: lerobot (LeRobot v2.1, read by lerobot 0.3; lerobot 0.4 converts it to v3.0)."""
+    fps: int = 20
+    """Frames per second recorded in the dataset (worldsim's control rate is 20 Hz)."""
+    overwrite: bool = False
+    """Replace an existing --out."""
+
+
+def export(args: ExportArgs) -> None:
+    """Write an episode file as a dataset in another format (LeRobot v2.1).
+
+    Lossless: images are stored as PNG; everything worldsim records comes back on import."""
+    from worldsim.data.lerobot import export_lerobot
+
+    result = export_lerobot(args.data, args.out, fps=args.fps, overwrite=args.overwrite)
+    Console().print(f"{result.episodes} episodes, {result.frames} frames of {', '.join(result.tasks)} -> "
+                    f"{result.path} (LeRobot v2.1)")
+
+
+@dataclass
+class ImportArgs:
+    data: Path
+    """The dataset folder to read (LeRobot v2.0 or v2.1)."""
+    out: Path
+    """The worldsim episode file (.h5) to write."""
+    format: Literal["lerobot"] = "lerobot"
+    """Dataset format: lerobot."""
+    task: str | None = None
+    """worldsim task name of every episode (default: the one worldsim recorded, else the dataset's task)."""
+    image_key: str | None = None
+    """The dataset's front camera (default: observation.images.front, or its only camera)."""
+    wrist_image_key: str | None = None
+    """The dataset's wrist camera, if any."""
+    proprio_key: str | None = None
+    """The dataset's 4-d proprio (default: observation.state)."""
+    state_key: str | None = None
+    """The dataset's full low-dimensional state (default: observation.environment_state, if present)."""
+    overwrite: bool = False
+    """Replace an existing --out."""
+
+
+def import_(args: ImportArgs) -> None:
+    """Read a dataset of another format (LeRobot) into a worldsim episode file.
+
+    The file then trains world models and policies like any recorded one."""
+    from worldsim.data.lerobot import import_lerobot
+
+    result = import_lerobot(args.data, args.out, task=args.task, overwrite=args.overwrite,
+                            image_key=args.image_key, wrist_image_key=args.wrist_image_key,
+                            proprio_key=args.proprio_key, state_key=args.state_key)
+    Console().print(f"{result.episodes} episodes, {result.frames} frames of {', '.join(result.tasks)} -> "
+                    f"{result.path}")
