@@ -61,6 +61,7 @@ from worldsim.envs.tasks import TaskSpec, get_task
 
 MAX_NUM_ENVS = 65536
 RENDER_MODES = (None, "rgb_array")
+PHYSICS_REWARD_TYPES = ("dense", "sparse")
 
 
 class Outcome(NamedTuple):
@@ -93,10 +94,14 @@ def image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
 
 def check_env_arguments(env_class: type, unknown: dict[str, Any], num_envs: Any, what: str) -> int:
     """Refuse keyword arguments ``env_class`` does not take (``TypeError`` naming the closest
-    allowed one) and a ``num_envs`` outside 1..:data:`MAX_NUM_ENVS`; returns ``num_envs`` as an
-    int. ``what`` names the envs in the message."""
+    allowed one: the named parameters of its ``__init__`` and of its bases') and a ``num_envs``
+    outside 1..:data:`MAX_NUM_ENVS`; returns ``num_envs`` as an int. ``what`` names the envs in
+    the message."""
     if unknown:
-        allowed = [p for p in inspect.signature(env_class).parameters if p != "unknown"]
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        allowed = list(dict.fromkeys(
+            name for cls in env_class.__mro__ if "__init__" in vars(cls) and issubclass(cls, BatchedEnv)
+            for name, p in inspect.signature(cls.__init__).parameters.items() if p.kind in named and name != "self"))
         hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
         detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
         raise TypeError(f"unknown argument(s) {detail} for {what}; allowed: {', '.join(allowed)}")
@@ -389,3 +394,51 @@ class BatchedEnv(VectorEnv, ABC):
             ended = active & (outcome.failure | (outcome.success & self.terminate_on_success))
             if self.arrays.maybe_any(ended):
                 self._start_rows(ended, 1)
+
+
+class PhysicsEnv(BatchedEnv, ABC):
+    """The arguments every physics backend (MuJoCo, MJX, Warp) takes, with their defaults: a
+    backend's ``__init__`` names only its own extra ones and passes the rest here.
+
+    Args:
+        task: task name (see ``worldsim list-envs``), with or without ``worldsim/``.
+        num_envs: number of envs, 1 to 65536.
+        obs_mode: ``"state"``, ``"pixels"`` or ``"pixels+state"`` (see
+            :mod:`worldsim.envs.observations`; a backend may support fewer).
+        image_size: side (or ``(height, width)``) of the ``image`` observation, default 64.
+        wrist_camera: add a ``wrist_image`` from the gripper camera (pixel modes).
+        reward_type: ``"dense"`` (staged shaping in [0, 1], 1 on success) or ``"sparse"``
+            (1 on success, else 0). Named dense terms are in ``info["reward_terms"]``.
+        reset_schedule: a name from :mod:`worldsim.envs.reset_schedule` or a
+            :class:`ResetSchedule`.
+        autoreset_mode: ``"NextStep"`` (default), ``"SameStep"`` or ``"Disabled"``.
+        max_episode_steps: time limit override; the task's default otherwise.
+        terminate_on_success: end the episode (``terminated``) when the task succeeds.
+        render_mode: ``"rgb_array"`` to allow :meth:`render` (front camera, all envs).
+    """
+
+    #: How error messages name these envs.
+    description = "worldsim envs"
+
+    def __init__(
+        self,
+        task: str | TaskSpec = "PushCube-v0",
+        num_envs: int = 1,
+        *,
+        obs_mode: str = "state",
+        image_size: int | tuple[int, int] = 64,
+        wrist_camera: bool = False,
+        reward_type: str = "dense",
+        reset_schedule: str | ResetSchedule = "synchronous",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        max_episode_steps: int | None = None,
+        terminate_on_success: bool = True,
+        render_mode: str | None = None,
+        **unknown: Any,
+    ) -> None:
+        num_envs = check_env_arguments(type(self), unknown, num_envs, self.description)
+        super().__init__(task, num_envs, obs_mode=obs_mode, image_size=image_size, wrist_camera=wrist_camera,
+                         reward_type=reward_type, reward_types=PHYSICS_REWARD_TYPES,
+                         reset_schedule=ResetSchedule.parse(reset_schedule), autoreset_mode=autoreset_mode,
+                         max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
+                         render_mode=render_mode)

@@ -19,78 +19,44 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
-from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.core import Outcome, PhysicsEnv
 from worldsim.envs.families import make_family
 from worldsim.envs.layout import sample_layouts
 from worldsim.envs.observations import proprio_vector, state_vector
 from worldsim.envs.physics import BatchedPhysics, default_threads
 from worldsim.envs.rendering import BatchRenderer
-from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import TaskSpec
 
-REWARD_TYPES = ("dense", "sparse")
 
-
-class TabletopVectorEnv(BatchedEnv):
+class TabletopVectorEnv(PhysicsEnv):
     """``num_envs`` copies of one tabletop task, stepped together in C.
 
+    Takes :class:`~worldsim.envs.core.PhysicsEnv`'s arguments (task, number of envs, observation
+    mode and image size, reward type, reset schedule, autoreset mode, time limit, success
+    termination, render mode), plus:
+
     Args:
-        task: task name (see ``worldsim list-envs``), with or without ``worldsim/``.
-        num_envs: number of envs, 1 to 65536.
-        obs_mode: ``"state"``, ``"pixels"`` or ``"pixels+state"`` (see
-            :mod:`worldsim.envs.observations`).
-        image_size: side (or ``(height, width)``) of the ``image`` observation, default 64.
-        wrist_camera: add a ``wrist_image`` from the gripper camera (pixel modes).
-        reward_type: ``"dense"`` (staged shaping in [0, 1], 1 on success) or ``"sparse"``
-            (1 on success, else 0). Named dense terms are in ``info["reward_terms"]``.
-        reset_schedule: a name from :mod:`worldsim.envs.reset_schedule` or a
-            :class:`ResetSchedule`.
-        autoreset_mode: ``"NextStep"`` (default), ``"SameStep"`` or ``"Disabled"``.
-        max_episode_steps: time limit override; the task's default otherwise.
-        terminate_on_success: end the episode (``terminated``) when the task succeeds.
-        render_mode: ``"rgb_array"`` to allow :meth:`render` (front camera, all envs).
         render_size: side of :meth:`render` frames.
         num_threads: physics threads; default one per core (none below 8 envs).
 
     Actions are ``float32`` arrays of shape ``(num_envs, 4)``: the end-effector displacement
-    (x, y, z) as a fraction of 3 cm per step, and the gripper command (-1 open, +1 closed).
-    Chunks, episodes, autoreset, ``info`` and snapshots follow the contract of
-    :mod:`worldsim.envs.core`; ``failure`` is a cube leaving the table or the physics diverging.
+    (x, y, z) as a fraction of :data:`~worldsim.envs.scene.ACTION_SCALE` per step, and the
+    gripper command (-1 open, +1 closed). Chunks, episodes, autoreset, ``info`` and snapshots
+    follow the contract of :mod:`worldsim.envs.core`; ``failure`` is a cube leaving the table or
+    the physics diverging.
     """
 
-    def __init__(
-        self,
-        task: str | TaskSpec = "PushCube-v0",
-        num_envs: int = 1,
-        *,
-        obs_mode: str = "state",
-        image_size: int | tuple[int, int] = 64,
-        wrist_camera: bool = False,
-        reward_type: str = "dense",
-        reset_schedule: str | ResetSchedule = "synchronous",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-        max_episode_steps: int | None = None,
-        terminate_on_success: bool = True,
-        render_mode: str | None = None,
-        render_size: int = 256,
-        num_threads: int | None = None,
-        **unknown: Any,
-    ):
-        num_envs = check_env_arguments(TabletopVectorEnv, unknown, num_envs, "worldsim envs")
-        super().__init__(task, num_envs, obs_mode=obs_mode, image_size=image_size, wrist_camera=wrist_camera,
-                         reward_type=reward_type, reward_types=REWARD_TYPES,
-                         reset_schedule=ResetSchedule.parse(reset_schedule), autoreset_mode=autoreset_mode,
-                         max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
-                         render_mode=render_mode)
+    def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, *, render_size: int = 256,
+                 num_threads: int | None = None, **options: Any):
+        super().__init__(task, num_envs, **options)
         self.scene = Scene.load()
         self.family = make_family(self.task, self.scene)
         frame_skip = round(CONTROL_DT / self.scene.model.opt.timestep)
         threads = default_threads(self.num_envs) if num_threads is None else num_threads
         self.physics = BatchedPhysics(self.scene.model, self.num_envs, frame_skip, threads)
-        self._camera = BatchRenderer(self.scene.model, *self.image_shape) if obs_mode != "state" else None
+        self._camera = BatchRenderer(self.scene.model, *self.image_shape) if self.obs_mode != "state" else None
         self._frame_renderer: BatchRenderer | None = None
         self.render_size = render_size
 

@@ -29,7 +29,7 @@ from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import TaskSpec, get_task
 from worldsim.envs.arrays import ACTION_DIM
-from worldsim.envs.vector_env import REWARD_TYPES
+from worldsim.envs.core import PHYSICS_REWARD_TYPES as REWARD_TYPES
 
 _FREE_SPACE = int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
 

@@ -27,18 +27,15 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnasium.vector import AutoresetMode
 from worldsim.envs.arrays import DeviceArrays
-from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.core import Outcome, PhysicsEnv
 from worldsim.envs.families import make_family
 from worldsim.envs.mjx import core
 from worldsim.envs.mjx.layout import default_qpos
 from worldsim.envs.mjx.physics import mj_model, mjx_model
 from worldsim.envs.mjx.state import FAMILY_TERMS, EnvState, task_params
-from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import Scene
 from worldsim.envs.tasks import TaskSpec
-from worldsim.envs.vector_env import REWARD_TYPES
 
 
 class JaxArrays(DeviceArrays):
@@ -74,7 +71,7 @@ class JaxArrays(DeviceArrays):
         return core.commit(jnp.clip(array.astype(jnp.float32), -1.0, 1.0))
 
 
-class MjxVectorEnv(BatchedEnv):
+class MjxVectorEnv(PhysicsEnv):
     """``num_envs`` copies of one tabletop task on MuJoCo XLA (JAX), stepped in jitted calls.
 
     Takes :class:`~worldsim.envs.vector_env.TabletopVectorEnv`'s arguments (``task``,
@@ -99,39 +96,17 @@ class MjxVectorEnv(BatchedEnv):
     task and chunk length then shares that compiled physics step.
     """
 
-    metadata = {**BatchedEnv.metadata, "render_modes": []}
+    metadata = {**PhysicsEnv.metadata, "render_modes": []}
+    description = "worldsim envs with backend='mjx'"
     arrays = JaxArrays()
     obs_modes = ("state",)
     obs_mode_refusal = "with backend='mjx' (no renderer runs inside JAX); use backend='mujoco' for pixels"
 
-    def __init__(
-        self,
-        task: str | TaskSpec = "PushCube-v0",
-        num_envs: int = 1,
-        *,
-        obs_mode: str = "state",
-        image_size: int | tuple[int, int] = 64,
-        wrist_camera: bool = False,
-        reward_type: str = "dense",
-        reset_schedule: str | ResetSchedule = "synchronous",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-        max_episode_steps: int | None = None,
-        terminate_on_success: bool = True,
-        render_mode: str | None = None,
-        **unknown: Any,
-    ):
-        num_envs = check_env_arguments(MjxVectorEnv, unknown, num_envs, "worldsim envs with backend='mjx'")
-        if render_mode is not None:
-            raise ValueError(f"render_mode={render_mode!r} is not supported with backend='mjx'; allowed: None "
-                             "(use backend='mujoco' to render)")
-        super().__init__(task, num_envs, obs_mode=obs_mode, image_size=image_size, wrist_camera=wrist_camera,
-                         reward_type=reward_type, reward_types=REWARD_TYPES,
-                         reset_schedule=ResetSchedule.parse(reset_schedule), autoreset_mode=autoreset_mode,
-                         max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
-                         render_mode=None)
+    def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, **options: Any):
+        super().__init__(task, num_envs, **options)
         self.mjx_model = core.commit(mjx_model())
-        self.params = core.commit(task_params(self.task, reward_type=reward_type,
-                                              terminate_on_success=terminate_on_success))
+        self.params = core.commit(task_params(self.task, reward_type=self.reward_type,
+                                              terminate_on_success=self.terminate_on_success))
         self._terms = FAMILY_TERMS[self.task.family]
         self._family = make_family(self.task, Scene.load())  # the numpy expert (warm-up, expert_action)
         self._qpos0 = core.commit(default_qpos())

@@ -38,22 +38,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
 
-from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.core import Outcome, PhysicsEnv
 from worldsim.envs.families import make_family
 from worldsim.envs.layout import sample_layouts
 from worldsim.envs.observations import proprio_vector, state_vector
-from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import TaskSpec
-from worldsim.envs.vector_env import REWARD_TYPES
 from worldsim.envs.warp.arrays import TorchArrays
 from worldsim.envs.warp.physics import WarpPhysics
 from worldsim.envs.warp.rendering import WarpRenderer
 
 
-class WarpVectorEnv(BatchedEnv):
+class WarpVectorEnv(PhysicsEnv):
     """``num_envs`` copies of one tabletop task on MuJoCo Warp, on ``device``.
 
     Takes :class:`~worldsim.envs.vector_env.TabletopVectorEnv`'s arguments (``task``,
@@ -80,38 +77,19 @@ class WarpVectorEnv(BatchedEnv):
     Warp's kernel cache; later processes load them.
     """
 
-    def __init__(
-        self,
-        task: str | TaskSpec = "PushCube-v0",
-        num_envs: int = 1,
-        *,
-        obs_mode: str = "state",
-        image_size: int | tuple[int, int] = 64,
-        wrist_camera: bool = False,
-        reward_type: str = "dense",
-        reset_schedule: str | ResetSchedule = "synchronous",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-        max_episode_steps: int | None = None,
-        terminate_on_success: bool = True,
-        render_mode: str | None = None,
-        render_size: int = 256,
-        device: str | torch.device = "cuda",
-        **unknown: Any,
-    ):
-        num_envs = check_env_arguments(WarpVectorEnv, unknown, num_envs, "worldsim envs with backend='warp'")
+    description = "worldsim envs with backend='warp'"
+
+    def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, *, render_size: int = 256,
+                 device: str | torch.device = "cuda", **options: Any):
         self.arrays = TorchArrays(_checked_device(device))
-        super().__init__(task, num_envs, obs_mode=obs_mode, image_size=image_size, wrist_camera=wrist_camera,
-                         reward_type=reward_type, reward_types=REWARD_TYPES,
-                         reset_schedule=ResetSchedule.parse(reset_schedule), autoreset_mode=autoreset_mode,
-                         max_episode_steps=max_episode_steps, terminate_on_success=terminate_on_success,
-                         render_mode=render_mode)
+        super().__init__(task, num_envs, **options)
         self.device = self.arrays.device
         self.scene = Scene.load()
         self.family = make_family(self.task, self.scene)
         frame_skip = round(CONTROL_DT / self.scene.model.opt.timestep)
         self.physics = WarpPhysics(self.scene.model, self.num_envs, frame_skip, self.device)
-        cameras = ("front", "wrist") if wrist_camera else ("front",)
-        self._camera = WarpRenderer(self.physics, cameras, *self.image_shape) if obs_mode != "state" else None
+        cameras = ("front", "wrist") if self.wrist_camera else ("front",)
+        self._camera = WarpRenderer(self.physics, cameras, *self.image_shape) if self.obs_mode != "state" else None
         self._frame_renderer: WarpRenderer | None = None
         self.render_size = render_size
         self._generator = torch.Generator(self.device)
