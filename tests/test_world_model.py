@@ -294,9 +294,9 @@ def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(
     seen = []
     real_loss = WorldModel.loss
 
-    def spy(self, batch, generator=None, success_weight=1.0):
+    def spy(self, batch, generator=None, success_weight=1.0, objects=None):
         seen.append((generator.device, batch["target"].device))
-        return real_loss(self, batch, generator, success_weight)
+        return real_loss(self, batch, generator, success_weight, objects)
 
     monkeypatch.setattr(WorldModel, "loss", spy)
     train_world_model(config(episodes, tmp_path / "run", steps=4, val_every=2, video_every=0))

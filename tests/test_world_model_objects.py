@@ -44,14 +44,41 @@ def test_object_loss_counts_only_objects_in_view():
     assert object_loss(torch.tensor([[[6.0, 4.0], [-5.0, 3.0]]]), target, 32).item() > 0.5
 
 
-def test_loss_trains_the_pathway_and_needs_object_positions():
+def windows(b: int = 16, horizon: int = 3) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(2)
+    valid = torch.ones(b, horizon, dtype=torch.bool)
+    valid[0, 1:] = False  # an episode that ends after one step
+    return {"points": torch.rand(b, 2, E, 2, generator=g) * 32, "proprio": torch.rand(b, 2 + horizon, 4, generator=g),
+            "actions": torch.rand(b, horizon, 4, generator=g), "target": torch.rand(b, horizon, E, 2, generator=g) * 32,
+            "valid": valid, "task": torch.zeros(b, dtype=torch.long)}
+
+
+def test_loss_trains_the_pathway_on_its_own_rollouts_and_needs_object_positions():
     model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
-    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
+    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1), objects=windows())
     assert torch.isfinite(loss) and terms["objects"] > 0
     loss.backward()
     assert model.objects.net[-1].weight.grad.abs().sum() > 0  # the pathway learns from the positions' error
     with pytest.raises(ValueError, match="needs the 'state' observation"):
-        model.loss(batch(with_objects=False), torch.Generator().manual_seed(1))
+        model.loss(batch(with_objects=False), torch.Generator().manual_seed(1), objects=windows())
+    with pytest.raises(ValueError, match="position windows"):
+        model.loss(batch(), torch.Generator().manual_seed(1))
+
+
+def test_rollout_loss_feeds_the_pathway_its_own_predictions():
+    """A pathway that moves the first object 1.6 px right per step, rolled out 3 steps against
+    targets 1.6 px further each step, is exact: its own predictions are its next inputs."""
+    from worldsim.world_models.objects import rollout_loss
+
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    with torch.no_grad():
+        dynamics.net[-1].bias[0] = 1.0  # 1.0 * 0.1 * half the image (16 px) = 1.6 px per step
+    w = windows(b=2)
+    w["valid"][:] = True
+    w["target"] = w["points"][:, -1:].repeat(1, 3, 1, 1)
+    w["target"][..., 0, 0] += 1.6 * torch.arange(1, 4)[None]
+    loss = rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32, generator=None)
+    assert loss.item() < 0.2  # only the context noise (0.5 px) remains
 
 
 def test_imagination_carries_the_objects_and_judges_success_from_them():

@@ -57,6 +57,10 @@ class WorldModelConfig:
     (:mod:`~worldsim.world_models.objects`); needs ``state`` in the training data."""
     object_hidden: int = 256
     """Width of the object pathway's MLP."""
+    object_batch: int = 512
+    """Position windows per training step of the object pathway (positions are cheap)."""
+    object_horizon: int = 8
+    """Steps the object pathway is rolled out on its own predictions in training."""
     change_weight: float = 0.0
     """Extra weight of the denoising loss on the pixels that change from the last context frame
     (1 + change_weight there, 1 elsewhere): most of a frame is static scene."""
@@ -78,7 +82,7 @@ class WorldModelConfig:
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
         for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
-                     "object_hidden"):
+                     "object_hidden", "object_batch", "object_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         if any(c % self.norm_groups for c in self.channels):

@@ -132,6 +132,11 @@ class EpisodeBank:
             raise ValueError(f"{self.path} holds no {key!r} observations")
         return array[self.obs_start[j]:self.obs_start[j] + n + 1]
 
+    def recorded_points(self, rows: np.ndarray) -> torch.Tensor | None:
+        """The scene objects' recorded image positions (pixels) at observation ``rows`` (any
+        shape), or None when the file has no ``state``."""
+        return None if self.entity_pixels is None else torch.from_numpy(self.entity_pixels[rows])
+
     def context_rows(self, j: np.ndarray, t: np.ndarray, context: int) -> np.ndarray:
         """Flat observation rows ``(B, context)`` of frames ``t-context+1 .. t`` (frame 0 repeated
         before the start) of episodes ``j``."""

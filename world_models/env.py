@@ -212,7 +212,7 @@ class ImaginedVectorEnv(BatchedEnv):
         rows = bank.context_rows(episodes, steps, cfg.context)
         self._rollout.put(torch.as_tensor(index, device=self.device), self.model.start(
             torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
-            torch.from_numpy(bank.proprio[rows])))
+            torch.from_numpy(bank.proprio[rows]), bank.recorded_points(rows)))
         self._frames[index] = bank.images[rows[:, -1]]
         self._success[index] = bank.success[rows[:, -1]]
         self._success_prob[index] = self._success[index]

@@ -67,7 +67,7 @@ from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM,
 from worldsim.world_models.denoiser import Denoiser
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import mlp, randn
-from worldsim.world_models.objects import KEYPOINT_NOISE_PX, ObjectDynamics, keypoint_planes, object_loss
+from worldsim.world_models.objects import KEYPOINT_NOISE_PX, ObjectDynamics, keypoint_planes, rollout_loss
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
@@ -199,13 +199,15 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ training
     def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
-             success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+             success_weight: float = 1.0, objects: dict[str, torch.Tensor] | None = None
+             ) -> tuple[torch.Tensor, dict[str, float]]:
         """Total training loss and its named terms: denoising (weighted up by ``change_weight``
         where the frame changes) + proprio + ``success_weight`` times the success head's
         (binary cross-entropy of the success flag, plus, when the batch has ``goal_offset``
         ``(B, 3)`` in metres, the squared error of its offset estimate in decimetres, and when
         it has ``entity_pixels``, the detector's :func:`keypoint_loss`) + with the object
-        pathway, the error of the objects' predicted next positions. The head judges both the
+        pathway, its :func:`~worldsim.world_models.objects.rollout_loss` on the position windows
+        ``objects`` (:func:`~worldsim.world_models.objects.object_windows`). The head judges both the
         real next frame and the denoiser's own detached estimate of it, so it learns to judge
         imagined frames as it judges real ones."""
         cfg = self.config
@@ -221,16 +223,16 @@ class WorldModel(nn.Module):
         points = next_points = None
         total = proprio
         if cfg.object_pathway:
-            if "context_entity_pixels" not in batch:
+            if objects is None or "entity_pixels" not in batch:
                 raise ValueError("the object pathway trains on the objects' positions: the data needs the "
-                                 "'state' observation (collect with obs_mode='pixels+state')")
+                                 "'state' observation (collect with obs_mode='pixels+state'), and the loss "
+                                 "the pathway's position windows (objects=object_windows(...))")
             truth = batch["context_entity_pixels"]
             points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
-            predicted = self.objects(points, self._normalized_proprio(batch["proprio"]), wanted,
-                                     batch["action"], self._one_hot(batch["task"]))
-            objects = object_loss(predicted, batch["entity_pixels"], cfg.image_size)
-            terms["objects"] = objects.item()
-            total = total + objects
+            pathway = rollout_loss(self.objects, objects, self._normalized_proprio, self._one_hot(objects["task"]),
+                                   cfg.image_size, generator)
+            terms["objects"] = pathway.item()
+            total = total + pathway
             target_points = batch["entity_pixels"]
             next_points = target_points + KEYPOINT_NOISE_PX * randn(target_points.shape, generator, target_points)
         context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
@@ -262,14 +264,19 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
-    def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor) -> Rollout:
+    def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
+              points: torch.Tensor | None = None) -> Rollout:
         """The :class:`Rollout` of real starts: uint8 context frames ``(B, C, H, W, 3)``, first
         frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device.
-        The object pathway's positions are found by the success head's keypoint detector."""
+        The object pathway's positions are the recorded ``points`` ``(B, C, E, 2)`` (pixels) when
+        given, else the success head's keypoint detector finds them in the frames."""
         device = self.device
         context = frames_to_latents(frames.to(device), self.config.patch)
-        points = None
-        if self.config.object_pathway:
+        if not self.config.object_pathway:
+            points = None
+        elif points is not None:
+            points = points.to(device).float()
+        else:
             b, c = context.shape[:2]
             points = self.success_head.locate(context.flatten(0, 1)).view(b, c, -1, 2)
         return Rollout(context, frames_to_latents(first.to(device), self.config.patch),

@@ -9,13 +9,17 @@ then conditions the frame's denoiser on where they are and where they go: one Ga
 per object at its current and at its next position, as extra input planes
 (:func:`keypoint_planes`). The frame only has to draw the objects where the pathway puts them.
 
-Training is teacher-forced, like the proprio: the true positions (the data's ``state``,
-projected into the camera) with a little Gaussian noise are the context, and the true next
-positions condition the frame, so the denoiser learns to follow the planes; the pathway itself
-learns the positions' change. In imagination, the positions are carried from step to step
-(:class:`~worldsim.world_models.model.Rollout`), found at the start by the success head's
-keypoint detector on the real context frames, and the success head judges the carried
-positions rather than re-detecting them in imagined frames.
+Training has two parts. The frame is teacher-forced, like the proprio: the true positions (the
+data's ``state``, projected into the camera) with a little Gaussian noise are the context, and
+the true next positions condition the frame, so the denoiser learns to follow the planes. The
+pathway learns on its own, far larger batches of position windows (:func:`object_windows`:
+positions are cheap, frames are not), rolled out ``object_horizon`` steps on its own
+predictions with the recorded gripper motion, so it learns to keep its errors from compounding
+(:func:`rollout_loss`). In imagination the positions are carried from step to step
+(:class:`~worldsim.world_models.model.Rollout`): at a real start they are the recorded ones
+when the start's file has ``state``, else the success head's keypoint detector finds them in
+the real context frames; the success head judges the carried positions rather than
+re-detecting them in imagined frames.
 """
 
 from __future__ import annotations
@@ -24,8 +28,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
+
+if TYPE_CHECKING:
+    from worldsim.world_models.data import EpisodeBank
 
 PLANE_SIGMA = 0.75  # width (latent cells) of an object's blob on the denoiser's input planes
 KEYPOINT_NOISE_PX = 0.5  # std of the noise on teacher-forced context positions (pixels)
@@ -75,3 +87,57 @@ def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int) 
     if not inside.any():
         return predicted.sum() * 0.0
     return F.smooth_l1_loss(predicted[inside], target[inside])
+
+
+def object_windows(bank: EpisodeBank, batch_size: int, context: int, horizon: int, task_ids: dict[str, int],
+                   generator: torch.Generator, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """``batch_size`` random windows of the objects' positions for :func:`rollout_loss`:
+    ``points`` ``(B, C, E, 2)`` (the context), ``proprio`` ``(B, C + H, 4)`` raw (the context's
+    and the next ``H`` steps'), ``actions`` ``(B, H, 4)``, ``target`` ``(B, H, E, 2)`` (the next
+    ``H`` positions), ``valid`` ``(B, H)`` (False past the episode's end, where the last
+    observation repeats) and ``task`` ``(B,)``. The bank must have ``state``."""
+    if bank.entity_pixels is None:
+        raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
+                         "observation (collect with obs_mode='pixels+state')")
+    lengths = bank.lengths
+    j = torch.multinomial(torch.from_numpy(lengths.astype(np.float64)), batch_size, replacement=True,
+                          generator=generator).numpy()
+    t = (torch.rand(batch_size, generator=generator).numpy() * lengths[j]).astype(np.int64)
+    ahead = t[:, None] + 1 + np.arange(horizon)[None]
+    valid = ahead <= lengths[j][:, None]
+    future = bank.obs_start[j][:, None] + np.minimum(ahead, lengths[j][:, None])
+    context_rows = bank.context_rows(j, t, context)
+    action_rows = bank.step_start[j][:, None] + np.minimum(ahead - 1, lengths[j][:, None] - 1)
+    tensors = bank.tensors(device)
+    on = tensors["image"].device
+
+    def rows(index: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(index).to(on)
+
+    return {"points": tensors["entity_pixels"][rows(context_rows)],
+            "proprio": tensors["proprio"][rows(np.concatenate([context_rows, future], axis=1))],
+            "actions": tensors["actions"][rows(action_rows)], "target": tensors["entity_pixels"][rows(future)],
+            "valid": torch.from_numpy(valid).to(on),
+            "task": torch.tensor([task_ids[bank.infos[e].task] for e in j], dtype=torch.long, device=on)}
+
+
+def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], normalize: Callable[[torch.Tensor],
+                 torch.Tensor], task_one_hot: torch.Tensor, image_size: int,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """:func:`object_loss` over ``H`` steps of ``dynamics`` rolled out on its own predictions from
+    the (noised) context positions of ``windows`` (:func:`object_windows`), with the recorded
+    gripper motion; steps past an episode's end are left out."""
+    points = windows["points"]
+    noise = torch.randn(points.shape, generator=generator, device=points.device, dtype=points.dtype)
+    points = points + KEYPOINT_NOISE_PX * noise
+    proprio = normalize(windows["proprio"])
+    context = points.shape[1]
+    losses = []
+    for k in range(windows["actions"].shape[1]):
+        predicted = dynamics(points, proprio[:, k:k + context], proprio[:, k + context], windows["actions"][:, k],
+                             task_one_hot)
+        valid = windows["valid"][:, k]
+        if valid.any():
+            losses.append(object_loss(predicted[valid], windows["target"][:, k][valid], image_size))
+        points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
+    return torch.stack(losses).mean() if losses else points.sum() * 0.0

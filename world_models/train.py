@@ -56,6 +56,7 @@ from worldsim.runtime.run_logging import RunLogger, to_jsonable, write_json
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.config import PRESETS, preset
 from worldsim.world_models.model import WorldModel
+from worldsim.world_models.objects import object_windows
 
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
@@ -249,10 +250,10 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     def validate() -> dict[str, float]:
         model.eval()
         windows, noise = generators(config.seed + 1, device)
-        losses = [model.loss(val.sample(config.batch_size, model.config.context, model.config.patch, task_ids,
-                                        windows, config.success_fraction, device), noise,
-                             config.success_weight)[0].item()
-                  for _ in range(4)]
+        losses = []
+        for _ in range(4):
+            batch, objects = draw(val, model, config, task_ids, windows, device)
+            losses.append(model.loss(batch, noise, config.success_weight, objects)[0].item())
         run = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
                         generator=torch.Generator(device).manual_seed(config.seed + 2))
         model.train()
@@ -274,9 +275,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     stopped_early = False
     while step < config.steps:
         windows, noise = generators(config.seed * 1_000_003 + dist_info.rank * 7919 + step, device)
-        batch = train.sample(config.batch_size, model.config.context, model.config.patch, task_ids, windows,
-                             config.success_fraction, device)
-        loss, logs = model.loss(batch, noise, config.success_weight)
+        batch, objects = draw(train, model, config, task_ids, windows, device)
+        loss, logs = model.loss(batch, noise, config.success_weight, objects)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
@@ -347,6 +347,18 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
         return False
     model.config.success_threshold = threshold
     return True
+
+
+def draw(bank: EpisodeBank, model: WorldModel, config: TrainWMConfig, task_ids: dict[str, int],
+         generator: torch.Generator, device: torch.device
+         ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """One training batch of ``bank`` and, with the object pathway, its position windows."""
+    cfg = model.config
+    batch = bank.sample(config.batch_size, cfg.context, cfg.patch, task_ids, generator, config.success_fraction,
+                        device)
+    objects = (object_windows(bank, cfg.object_batch, cfg.context, cfg.object_horizon, task_ids, generator, device)
+               if cfg.object_pathway else None)
+    return batch, objects
 
 
 def generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:
