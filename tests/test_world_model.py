@@ -350,7 +350,8 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     held = report["held_out"]
     assert held["episodes"] == 6 and held["base_rate"] == held["successes"] / 6
     assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
-    assert set(report["success_by_horizon"]) == {"keyframe_2", "keyframe_4", "full"}
+    assert set(report["success_by_horizon"]) == {"last_2", "last_4", "keyframe_2", "keyframe_4", "full"}
+    assert report["success_by_horizon"]["last_4"]["base_rate"] == held["base_rate"]  # the episodes' outcomes
     for name, a in report["success_by_horizon"].items():
         assert a["majority_accuracy"] >= 0.5 and 0 <= a["accuracy"] <= 1, name
     assert json.dumps(report["success_by_horizon"]["full"]) == json.dumps(report["success"])  # NaN-safe

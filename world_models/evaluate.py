@@ -9,9 +9,12 @@ held-out set that can tell a good model from a bad one:
   near misses (at 64x64 a near miss and a success differ by a pixel or two);
 - **image fidelity**: PSNR and SSIM per imagined step from episode starts and from keyframes;
 - **outcome agreement**, beside its base rate and as balanced accuracy, at the horizons RL in
-  imagination uses (replays of ``h`` steps from keyframes: does the imagined episode succeed
-  within ``h`` steps exactly when the real one did) and over full replays from episode starts,
-  with a per-episode confusion table;
+  imagination uses: replays of the last ``h`` steps of every held-out episode (``last_<h>``:
+  the start is a real mid-episode state, as a keyframe start is, and the outcome is the
+  episode's, so a balanced set stays balanced) and replays of ``h`` steps from the keyframe
+  rule's starts (``keyframe_<h>``: RL's own start distribution, whose outcomes within ``h``
+  steps are mostly failures); and over full replays from episode starts, with a per-episode
+  confusion table;
 - **the task object's position error after contact**: replays from the step before the object
   first moves (``contact_horizon`` steps), in cm on the table, per step;
 - the success head on the real frames (perfect dynamics' agreement), and side-by-side videos.
@@ -133,8 +136,8 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``
     and ``ssim`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
     ``psnr_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
-    replays), ``success_by_horizon`` (``keyframe_<h>`` for each of ``rl_horizons``, and
-    ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
+    replays), ``success_by_horizon`` (``last_<h>`` and ``keyframe_<h>`` for each of
+    ``rl_horizons``, and ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
     ``confusion`` (per episode: index, task, real and imagined outcome, highest imagined
     probability, near miss, closest approach in cm), ``success_head_on_real_frames``,
     ``object_error`` (full replays from episode starts) and ``object_error_after_contact``
@@ -158,12 +161,15 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         bar.update(1)
         return run
 
-    bar = tqdm(total=4 + len(rl_horizons), desc="eval-wm", disable=not progress)
+    bar = tqdm(total=4 + 2 * len(rl_horizons), desc="eval-wm", disable=not progress)
     full = replay(every, zeros, int(bank.lengths.max()))
     head = min(horizon, int(bank.lengths.max())) + 1  # the first steps of the full replays
     from_start = OpenLoop(*(getattr(full, f)[:, :head] for f in OpenLoop.__dataclass_fields__))
     from_keyframes = replay(keys.episode[pick], keys.step[pick], horizon) if len(pick) else None
     by_horizon = {}
+    for h in rl_horizons:
+        by_horizon[f"last_{h}"] = agreement(*window_outcomes(replay(every, np.maximum(bank.lengths - h, 0), h),
+                                                             threshold))
     for h in rl_horizons:
         run = replay(keys.episode[pick], keys.step[pick], h) if len(pick) else None
         by_horizon[f"keyframe_{h}"] = agreement(*window_outcomes(run, threshold)) if run else None
