@@ -455,3 +455,13 @@ def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcom
     run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), int(bank.lengths.max()),
                     generator=torch.Generator().manual_seed(0))
     assert model.config.success_threshold == calibrate_threshold(*episode_scores(run))
+
+
+def test_videos_people_look_at_are_upscaled_without_blur():
+    from worldsim.runtime.video import upscale
+
+    frames = np.random.default_rng(0).integers(0, 256, (3, 64, 130, 3), dtype=np.uint8)
+    big = upscale(frames)
+    assert big.shape == (3, 256, 520, 3)
+    assert np.array_equal(big[:, ::4, ::4], frames)  # nearest neighbour: every pixel kept as it was
+    assert upscale(big).shape == big.shape  # already tall enough

@@ -50,7 +50,6 @@ from worldsim.world_models.replay import OpenLoop, open_loop, side_by_side
 NEAR_MISS_M = 0.04
 RL_HORIZONS = (8, 16, 40)
 CONTACT_HORIZON = 16
-VIDEO_HEIGHT = 256  # side-by-side videos are upscaled (nearest) to at least this many pixels
 
 
 @dataclass
@@ -204,7 +203,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         object_error=_rounded(object_error(model, bank, full, every, zeros)),
         object_error_after_contact=contact_error, keyframe_counts=keys.counts())
     if out is not None:
-        from worldsim.runtime.video import write_video
+        from worldsim.runtime.video import upscale, write_video
 
         out = Path(out)
         write_json(out / "fidelity.json", report)
@@ -214,12 +213,6 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         for i in range(min(videos, len(bank))):
             write_video(out / f"replay_{i}.mp4", upscale(side_by_side(full, i)), fps=10)
     return report
-
-
-def upscale(frames: np.ndarray, height: int = VIDEO_HEIGHT) -> np.ndarray:
-    """Frames ``(T, H, W, 3)`` repeated pixel by pixel to at least ``height`` rows."""
-    factor = max(1, -(-height // frames.shape[1]))
-    return frames.repeat(factor, axis=1).repeat(factor, axis=2)
 
 
 def confusion_markdown(report: dict[str, Any]) -> str:

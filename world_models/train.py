@@ -188,7 +188,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     """Train (or fine-tune) a world model; returns the final figures (also ``out/summary.json``)."""
     from worldsim.world_models.metrics import psnr_curve
     from worldsim.world_models.replay import open_loop, side_by_side
-    from worldsim.runtime.video import write_video
+    from worldsim.runtime.video import upscale, write_video
 
     if config.torch_threads:
         torch.set_num_threads(config.torch_threads)
@@ -264,7 +264,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         model.eval()
         run = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
                         config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3))
-        write_video(config.out / "videos" / f"step_{step:06d}.mp4", side_by_side(run, 0), fps=10)
+        write_video(config.out / "videos" / f"step_{step:06d}.mp4", upscale(side_by_side(run, 0)), fps=10)
         model.train()
 
     # 3-4. optimise

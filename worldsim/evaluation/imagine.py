@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from worldsim.runtime.video import check_video_path, write_video
+from worldsim.runtime.video import check_video_path, upscale, write_video
 
 
 @dataclass
@@ -59,7 +59,7 @@ def imagine_episodes(world_model: str | Path, data: str | Path, out: str | Path,
                     sampling_steps=sampling_steps, policy=acting,
                     generator=torch.Generator().manual_seed(seed))
     clips = [side_by_side(run, i) for i in range(len(bank))]
-    path = write_video(out, np.concatenate(clips), fps=10)
+    path = write_video(out, upscale(np.concatenate(clips)), fps=10)
     threshold = model.config.success_threshold
     imagined = [(run.success_prob[i][run.valid[i]] >= threshold).any() for i in range(len(bank))]
     recorded = float(np.mean([info.success for info in bank.infos]))

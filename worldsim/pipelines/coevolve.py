@@ -432,7 +432,8 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "wall_clock_s": round(time.time() - run_start, 1)}
     videos = []
     if world_model is not None and config.videos:
-        videos = side_by_side_videos(final_policy, world_model, config, config.out / "videos")
+        videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
+                                     config.out / "videos")
     results["videos"] = [str(v) for v in videos]
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")

@@ -4,14 +4,11 @@ imagined), side-by-side videos (real | imagined) of the final policy, and ``repo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from worldsim.runtime.atomic import atomic_path
-
-if TYPE_CHECKING:
-    from worldsim.pipelines.coevolve import CoevolveConfig
 
 
 def plot_rounds(results: dict[str, Any], path: Path) -> Path:
@@ -49,32 +46,32 @@ def plot_rounds(results: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def side_by_side_videos(policy_path: Path, world_model: Path, config: CoevolveConfig, out: Path) -> list[Path]:
-    """``config.videos`` real episodes per task of the policy (deterministic, recorded into
+def side_by_side_videos(policy_path: Path, world_model: Path, tasks: list[str], episodes: int, seed: int,
+                        out: Path) -> list[Path]:
+    """``episodes`` real episodes per task of the policy (deterministic, recorded into
     ``out/final_rollouts.h5``) next to the policy acting in imagination from the same real
-    starts: one mp4 per task, real on the left."""
+    starts: one mp4 per task, real on the left, at least 256 pixels high."""
     import torch
 
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import load_policy
-    from worldsim.runtime.video import write_video
+    from worldsim.runtime.video import upscale, write_video
     from worldsim.world_models import EpisodeBank, WorldModel
     from worldsim.world_models.replay import open_loop, side_by_side
 
     policy = load_policy(policy_path).eval()
     model = WorldModel.from_pretrained(world_model)
     data = out / "final_rollouts.h5"
-    collect_episodes(config.tasks, lambda task: policy, config.videos, data, num_envs=config.videos,
-                     seed=config.seed + 30_000, image_size=model.config.image_size, obs_mode="pixels+state",
+    collect_episodes(tasks, lambda task: policy, episodes, data, num_envs=episodes, seed=seed + 30_000, image_size=model.config.image_size, obs_mode="pixels+state",
                      deterministic=True, overwrite=True, progress=False)
     bank = EpisodeBank(data)
     paths = []
-    for task in config.tasks:
-        episodes = np.array([j for j, info in enumerate(bank.infos) if info.task == task])
-        run = open_loop(model, bank, episodes, np.zeros(len(episodes), np.int64), int(bank.lengths[episodes].max()),
-                        policy=policy, generator=torch.Generator().manual_seed(config.seed))
-        clips = [side_by_side(run, i, until=int(bank.lengths[j])) for i, j in enumerate(episodes)]
-        paths.append(write_video(out / f"{task}_real_vs_imagined.mp4", np.concatenate(clips), fps=10))
+    for task in tasks:
+        chosen = np.array([j for j, info in enumerate(bank.infos) if info.task == task])
+        run = open_loop(model, bank, chosen, np.zeros(len(chosen), np.int64), int(bank.lengths[chosen].max()),
+                        policy=policy, generator=torch.Generator().manual_seed(seed))
+        clips = [side_by_side(run, i, until=int(bank.lengths[j])) for i, j in enumerate(chosen)]
+        paths.append(write_video(out / f"{task}_real_vs_imagined.mp4", upscale(np.concatenate(clips)), fps=10))
     return paths
 
 

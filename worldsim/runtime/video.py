@@ -15,6 +15,7 @@ import numpy as np
 from worldsim.runtime.atomic import atomic_path
 
 VIDEO_SUFFIXES = (".mp4", ".gif")
+VIDEO_HEIGHT = 256  # videos people look at are upscaled to at least this many pixels
 
 
 def check_video_path(path: str | os.PathLike) -> Path:
@@ -74,3 +75,10 @@ def _write_gif(path: Path, frames: np.ndarray, fps: int) -> None:
 
     with atomic_path(path) as tmp:
         iio.imwrite(tmp, frames, plugin="pillow", extension=".gif", duration=1000 / fps, loop=0)
+
+
+def upscale(frames: np.ndarray, height: int = VIDEO_HEIGHT) -> np.ndarray:
+    """Frames ``(T, H, W, 3)`` repeated pixel by pixel (nearest neighbour, no blur) to at least
+    ``height`` rows: 64-pixel frames are too small to look at."""
+    factor = max(1, -(-height // frames.shape[1]))
+    return frames.repeat(factor, axis=1).repeat(factor, axis=2)
