@@ -6,7 +6,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from worldsim.data.datasets import Episode, EpisodeReader, EpisodeWriter, WindowDataset, dataset_statistics
+from worldsim.data.episode import Episode
+from worldsim.data.reader import EpisodeReader
+from worldsim.data.statistics import dataset_statistics
+from worldsim.data.windows import WindowDataset
+from worldsim.data.writer import EpisodeWriter
 
 
 def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: bool = True,

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from worldsim.data.datasets import EpisodeInfo, EpisodeReader
+from worldsim.data.reader import EpisodeInfo, EpisodeReader
 from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene

@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from worldsim.training.bc import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from worldsim.runtime.device import Device
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,

@@ -4,7 +4,7 @@
 so the final observation of an episode arrives in ``info["final_obs"]`` while the env already
 starts the next one), serves the policy one action per step through
 :class:`~worldsim.policies.runner.ChunkQueue`, and writes every finished episode through
-:class:`~worldsim.data.datasets.EpisodeWriter` (the file appears only when all tasks are done).
+:class:`~worldsim.data.writer.EpisodeWriter` (the file appears only when all tasks are done).
 
 Episodes are counted without bias towards short ones: with ``N`` episodes wanted from ``M``
 parallel envs, the first ``N`` episodes *started* are recorded, each to its end (episodes
@@ -14,7 +14,7 @@ episodes, and fast episodes are mostly successes.
 With ``record_features=True`` each episode also carries what failure detectors read, so that
 they can be fitted and scored offline: at every observation an action was taken at, the
 policy's ``features`` ``(D,)`` and ``num_samples`` sampled action chunks ``(S, K, A)`` (stored
-as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.data.datasets`). This
+as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.data.episode`). This
 needs a learned policy; the scripted expert is refused.
 
 Randomness flows from ``seed``: task ``k`` (in the order given) runs its envs with seed
@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from worldsim.data.datasets import Episode, EpisodeWriter
+from worldsim.data.episode import Episode
+from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.policies.base import Policy

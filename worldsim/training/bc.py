@@ -2,7 +2,7 @@
 
 Read top to bottom, :func:`train_bc` is the whole recipe:
 
-1. load the episodes (:class:`~worldsim.data.datasets.WindowDataset`: the current frame, proprio and
+1. load the episodes (:class:`~worldsim.data.windows.WindowDataset`: the current frame, proprio and
    instruction, and the next ``chunk_size`` actions with a mask past the episode end), split
    them by episode into train and validation sets;
 2. build a :class:`~worldsim.policies.tinyvla.TinyVLA` that knows the dataset's instructions,
@@ -149,7 +149,9 @@ def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
 
 def train_bc(config: BCConfig) -> dict:
     """Train TinyVLA by behaviour cloning; returns the final metrics (also in ``out/summary.json``)."""
-    from worldsim.data.datasets import EpisodeReader, WindowDataset, dataset_statistics
+    from worldsim.data.reader import EpisodeReader
+    from worldsim.data.statistics import dataset_statistics
+    from worldsim.data.windows import WindowDataset
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
     if config.torch_threads:
