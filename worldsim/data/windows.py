@@ -1,5 +1,6 @@
 """Behaviour-cloning training windows: :class:`WindowDataset`, a torch ``Dataset`` of context
-frames and action chunks over the episodes of one file."""
+frames and action chunks over the episodes of one file, built on
+:class:`~worldsim.data.index.EpisodeIndex`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import torch
 from torch.utils.data import Dataset
 
 from worldsim.data.episode import IMAGE_KEYS
-from worldsim.data.reader import EpisodeInfo, EpisodeReader
+from worldsim.data.index import EpisodeIndex
+from worldsim.data.reader import EpisodeReader, open_reader
 
 
 class WindowDataset(Dataset):
@@ -34,14 +36,14 @@ class WindowDataset(Dataset):
       ``success`` (the episode's outcome, bool).
 
     Args:
-        data: an :class:`EpisodeReader` or the path of an episode file.
+        data: an :class:`~worldsim.data.reader.EpisodeReader` or the path of an episode file.
         context: observation frames per item (>= 1).
         chunk: actions per item (>= 1).
         future: future image frames per item (>= 0).
         keys: obs keys to serve (default: all in the file).
         in_memory: load the selected arrays once (fast training); False reads each item from
             the file, opening it once per process, so ``DataLoader`` workers are safe.
-        tasks: only episodes of these tasks (default: all).
+        tasks: only episodes of these tasks (default: all); each must be in the file.
     """
 
     def __init__(self, data: EpisodeReader | str | Path, context: int = 1, chunk: int = 1, future: int = 0,
@@ -51,25 +53,13 @@ class WindowDataset(Dataset):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{name}={value!r} must be an int >= {low}")
         self.context, self.chunk, self.future = int(context), int(chunk), int(future)
-        reader = data if isinstance(data, EpisodeReader) else EpisodeReader(data)
-        try:
+        self.in_memory = in_memory
+        with open_reader(data) as reader:
             self.path = reader.path
             self.keys = self._select_keys(reader, keys)
-            self.infos = self._select_episodes(reader, tasks)
-            self.in_memory = in_memory
-            lengths = np.array([info.num_samples for info in self.infos], np.int64)
-            self._lengths = lengths
-            self._item_episode = np.repeat(np.arange(len(self.infos)), lengths)
-            self._item_step = np.concatenate([np.arange(n) for n in lengths])
-            self._arrays: dict[str, np.ndarray] = {}
-            if in_memory:  # one array per key over all selected episodes, rows found by offset
-                self._obs_start = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]])
-                self._step_start = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-                for key in (*self.keys, "actions", "rewards"):
-                    self._arrays[key] = np.concatenate([reader.load(info.index, key) for info in self.infos])
-        finally:
-            if reader is not data:
-                reader.close()
+            loaded = (*self.keys, "actions", "rewards") if in_memory else ()
+            self.index = EpisodeIndex(reader, tasks=tasks, keys=loaded)
+        self.infos = self.index.infos
         self._h5: h5py.File | None = None
         self._h5_pid = -1
 
@@ -83,20 +73,6 @@ class WindowDataset(Dataset):
                              f"{', '.join(reader.obs_keys)}")
         return tuple(dict.fromkeys(keys))
 
-    @staticmethod
-    def _select_episodes(reader: EpisodeReader, tasks: Sequence[str] | None) -> list[EpisodeInfo]:
-        infos = reader.episode_info()
-        if tasks is None:
-            if not infos:
-                raise ValueError(f"{reader.path} holds no episodes")
-            return infos
-        tasks = [tasks] if isinstance(tasks, str) else list(tasks)
-        unknown = [t for t in tasks if t not in reader.tasks]
-        if unknown or not tasks:
-            raise ValueError(f"tasks={tasks!r}: {unknown or 'none given'} not in {reader.path}; "
-                             f"it holds {', '.join(reader.tasks)}")
-        return [info for info in infos if info.task in tasks]
-
     @property
     def instructions(self) -> list[str]:
         """Distinct instructions of the selected episodes (e.g. to cache their embeddings)."""
@@ -105,15 +81,15 @@ class WindowDataset(Dataset):
     @property
     def tasks(self) -> list[str]:
         """Distinct tasks of the selected episodes."""
-        return list(dict.fromkeys(info.task for info in self.infos))
+        return self.index.tasks
 
     def __len__(self) -> int:
-        return len(self._item_step)
+        return self.index.num_items
 
     @property
     def episode_index(self) -> np.ndarray:
         """``(len(self),)`` file index of each item's episode (for splits by episode)."""
-        return np.array([info.index for info in self.infos], np.int64)[self._item_episode]
+        return self.index.file_index[self.index.item_episode]
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -123,8 +99,7 @@ class WindowDataset(Dataset):
     def _source(self, j: int, key: str) -> tuple[Any, int]:
         """Where key's rows of selected episode ``j`` live: (array or dataset, first row)."""
         if self.in_memory:
-            start = self._obs_start[j] if key in self.keys else self._step_start[j]
-            return self._arrays[key], int(start)
+            return self.index.arrays[key], int(self.index.starts(key)[j])
         if self._h5 is None or self._h5_pid != os.getpid():
             self._h5 = h5py.File(self.path, "r")  # one handle per process (DataLoader workers)
             self._h5_pid = os.getpid()
@@ -145,26 +120,23 @@ class WindowDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Any]:
         if not -len(self) <= index < len(self):
             raise IndexError(f"window {index} is out of range; the dataset has {len(self)}")
-        j, t = int(self._item_episode[index]), int(self._item_step[index])
-        steps, info = int(self._lengths[j]), self.infos[j]
+        j, t = int(self.index.item_episode[index]), int(self.index.item_step[index])
+        info = self.infos[j]
         item: dict[str, Any] = {}
-        frames = np.maximum(np.arange(t - self.context + 1, t + 1), 0)
+        frames = self.index.context_steps(t, self.context)
         for key in self.keys:
             item[key] = torch.from_numpy(np.ascontiguousarray(self._gather(j, key, frames)))
-        wanted = np.arange(t, t + self.chunk)
-        mask = wanted < steps
-        rows = np.minimum(wanted, steps - 1)
+        rows, mask = self.index.chunk_steps(j, t, self.chunk)
         item["actions"] = torch.from_numpy(self._gather(j, "actions", rows).astype(np.float32))
         item["action_mask"] = torch.from_numpy(mask)
         rewards = np.where(mask, self._gather(j, "rewards", rows), 0).astype(np.float32)
         item["rewards"] = torch.from_numpy(rewards)
         if self.future:
-            ahead = np.arange(t + 1, t + self.future + 1)
-            item["next_mask"] = torch.from_numpy(ahead <= steps)
+            ahead, real = self.index.future_steps(j, t, self.future)
+            item["next_mask"] = torch.from_numpy(real)
             for key in self.keys:
                 if key in IMAGE_KEYS:
-                    item[f"next_{key}"] = torch.from_numpy(
-                        np.ascontiguousarray(self._gather(j, key, np.minimum(ahead, steps))))
+                    item[f"next_{key}"] = torch.from_numpy(np.ascontiguousarray(self._gather(j, key, ahead)))
         item.update(instruction=info.instruction, task=info.task, episode=info.index, step=t,
                     success=info.success)
         return item

@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from worldsim.data.index import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import (
@@ -127,13 +128,6 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
     cols = (dx[:, None] + torch.arange(w)[None])[:, None, :].expand(b, h, w)
     batch = torch.arange(b)[:, None, None].expand(b, h, w)
     return padded.permute(0, 2, 3, 1)[batch, rows, cols].to(images.dtype)
-
-
-def split_episodes(num_episodes: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Episode indices for training and validation (at least one each when possible)."""
-    order = np.random.default_rng(seed).permutation(num_episodes)
-    n_val = min(num_episodes - 1, max(1, round(val_fraction * num_episodes))) if val_fraction > 0 else 0
-    return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
 def _obs(items: dict, keys: tuple[str, ...]) -> dict:
