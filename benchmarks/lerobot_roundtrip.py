@@ -60,7 +60,7 @@ def prepare(work: Path) -> dict:
 
 
 def check_import(work: Path) -> dict:
-    from worldsim.data.datasets import EpisodeReader
+    from worldsim.data.reader import EpisodeReader
     from worldsim.data.lerobot import import_lerobot
 
     result: dict = {"step": "import"}

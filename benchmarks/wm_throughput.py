@@ -24,7 +24,7 @@ import torch
 
 import worldsim  # noqa: F401  (registers the envs)
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import WorldModel, preset
 from worldsim.runtime.device import resolve_device

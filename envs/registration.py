@@ -14,11 +14,15 @@ CPU, :class:`~worldsim.envs.vector_env.TabletopVectorEnv`), ``"mjx"`` (MuJoCo XL
 device, :class:`~worldsim.envs.mjx.MjxVectorEnv`; needs ``pip install "worldsim[mjx]"``) or
 ``"warp"`` (MuJoCo Warp physics and rendering on a GPU, torch tensors in and out,
 :class:`~worldsim.envs.warp.vector_env.WarpVectorEnv`; needs ``pip install "worldsim[warp]"``).
+
+Library code makes a task's envs through :func:`make_task_envs` (ids from :func:`task_env_id`),
+physics or imagined, so the ids and the imagined env's arguments are spelled in one place.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -26,7 +30,29 @@ import gymnasium as gym
 from worldsim.envs.tasks import TASKS
 
 NAMESPACE = "worldsim"
+IMAGINED_PREFIX = "Imagined-"
 BACKENDS: tuple[str, ...] = ("mujoco", "mjx", "warp")
+
+
+def task_env_id(task: str, *, imagined: bool = False) -> str:
+    """The registered id of ``task``'s envs: ``worldsim/<task>``, or with ``imagined`` its
+    world-model twin ``worldsim/Imagined-<task>``."""
+    return f"{NAMESPACE}/{IMAGINED_PREFIX if imagined else ''}{task}"
+
+
+def make_task_envs(task: str, num_envs: int, *, imagination: Mapping[str, Any] | None = None,
+                   **env_kwargs: Any) -> gym.vector.VectorEnv:
+    """``num_envs`` envs of ``task`` (``gym.make_vec``): physics, or with ``imagination`` the
+    task's imagined twin, given those arguments of
+    :class:`~worldsim.world_models.env.ImaginedVectorEnv` (``world_model``, ``keyframes`` and any
+    of its other arguments). ``env_kwargs`` go to either env. ``ValueError`` when
+    ``imagination`` and ``env_kwargs`` both set an argument: which value was meant is unclear."""
+    imagined = dict(imagination) if imagination is not None else {}
+    both = sorted(set(imagined) & set(env_kwargs))
+    if both:
+        raise ValueError(f"imagination and env_kwargs both set {both}; give each argument once")
+    return gym.make_vec(task_env_id(task, imagined=imagination is not None), num_envs=num_envs,
+                        **env_kwargs, **imagined)
 
 
 def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **kwargs: Any) -> gym.vector.VectorEnv:
@@ -57,7 +83,7 @@ def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **
 def register_envs() -> None:
     """Register every task (idempotent)."""
     for name in TASKS:
-        env_id = f"{NAMESPACE}/{name}"
+        env_id = task_env_id(name)
         if env_id not in gym.registry:
             gym.register(
                 id=env_id,
@@ -65,7 +91,7 @@ def register_envs() -> None:
                 vector_entry_point="worldsim.envs.registration:make_vector_env",
                 kwargs={"task": name},
             )
-        imagined_id = f"{NAMESPACE}/Imagined-{name}"
+        imagined_id = task_env_id(name, imagined=True)
         if imagined_id not in gym.registry:
             gym.register(id=imagined_id, entry_point="worldsim.world_models.env:ImaginedEnv",
                          vector_entry_point="worldsim.world_models.env:ImaginedVectorEnv",

@@ -10,7 +10,7 @@ from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, TinyVLA, Tin
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 
 
 def expert(noise: float = 0.0):

@@ -1,4 +1,5 @@
-"""Episode files: exact round trips, atomic writes, clear errors for bad files, training windows."""
+"""Episode files: exact round trips, atomic writes, clear errors for bad files, the episode index,
+training windows."""
 
 import h5py
 import numpy as np
@@ -6,7 +7,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from worldsim.data.datasets import Episode, EpisodeReader, EpisodeWriter, WindowDataset, dataset_statistics
+from worldsim.data.episode import Episode
+from worldsim.data.index import EpisodeIndex, split_episodes
+from worldsim.data.reader import EpisodeReader
+from worldsim.data.statistics import dataset_statistics
+from worldsim.data.windows import WindowDataset
+from worldsim.data.writer import EpisodeWriter
+from worldsim.world_models.data import EpisodeBank
 
 
 def make_episode(steps: int, code: int = 0, task: str = "PushCube-v0", success: bool = True,
@@ -272,6 +279,90 @@ def test_dataset_statistics_match_numpy(two_task_file):
     np.testing.assert_allclose(stats["state"][0], state.mean(0), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="no statistics for 'image'"):
         dataset_statistics(path, keys=["image"])
+
+
+# ---------------------------------------------------------------------------- the episode index
+def test_index_lays_out_flat_rows_and_items_episode_by_episode(two_task_file):
+    path, episodes = two_task_file
+    with EpisodeReader(path) as reader:
+        index = EpisodeIndex(reader, keys=["proprio", "actions", "success"])
+    assert len(index) == 3 and index.num_items == 10 and index.lengths.tolist() == [5, 3, 2]
+    assert index.obs_start.tolist() == [0, 6, 10] and index.step_start.tolist() == [0, 5, 8]
+    assert index.item_episode.tolist() == [0] * 5 + [1] * 3 + [2] * 2
+    assert index.item_step.tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 0, 1]
+    assert index.arrays["proprio"].shape == (13, 4) and index.arrays["actions"].shape == (10, 4)
+    for j, episode in enumerate(episodes):
+        for key, expected in (("proprio", episode.obs["proprio"]), ("actions", episode.actions),
+                              ("success", episode.success)):
+            np.testing.assert_array_equal(index.arrays[key][index.episode_rows(j, key)], expected)
+
+
+def test_index_context_rows_repeat_the_first_frame_before_the_start(two_task_file):
+    path, _ = two_task_file
+    with EpisodeReader(path) as reader:
+        index = EpisodeIndex(reader, keys=["proprio"])
+    assert index.context_steps(0, 3).tolist() == [0, 0, 0]
+    assert index.context_steps(np.array([1, 4]), 3).tolist() == [[0, 0, 1], [2, 3, 4]]
+    rows = index.context_rows(np.array([0, 1, 2]), np.array([4, 1, 0]), 3)
+    assert rows.tolist() == [[2, 3, 4], [6, 6, 7], [10, 10, 10]]
+    proprio = index.arrays["proprio"][rows]  # proprio[t] = (t, code, 0.5, -0.5)
+    assert proprio[..., 0].tolist() == [[2, 3, 4], [0, 0, 1], [0, 0, 0]]
+    assert proprio[..., 1].tolist() == [[0] * 3, [1] * 3, [2] * 3]
+
+
+def test_index_chunk_and_future_rows_stop_at_the_episode_end(two_task_file):
+    path, _ = two_task_file
+    with EpisodeReader(path) as reader:
+        index = EpisodeIndex(reader)
+    assert index.arrays == {}  # nothing loaded without keys: lazy readers read the file
+    rows, mask = index.chunk_steps(1, 1, 4)  # T = 3, t = 1: actions 1, 2, then the last one repeated
+    assert rows.tolist() == [1, 2, 2, 2] and mask.tolist() == [True, True, False, False]
+    rows, mask = index.chunk_steps(np.array([0, 2]), np.array([0, 1]), 2)
+    assert rows.tolist() == [[0, 1], [1, 1]] and mask.tolist() == [[True, True], [True, False]]
+    ahead, real = index.future_steps(1, 1, 3)  # observations 2 and 3 = T, then T repeated
+    assert ahead.tolist() == [2, 3, 3] and real.tolist() == [True, True, False]
+
+
+def test_index_selects_episodes_by_task_and_file_index_with_clear_errors(two_task_file):
+    path, _ = two_task_file
+    with EpisodeReader(path) as reader:
+        push = EpisodeIndex(reader, tasks=["PushCube-v0"])
+        assert push.file_index.tolist() == [0, 2] and push.tasks == ["PushCube-v0"]
+        assert push.lengths.tolist() == [5, 2] and push.num_items == 7
+        assert EpisodeIndex(reader, tasks="ReachCube-v0").file_index.tolist() == [1]
+        assert EpisodeIndex(reader, tasks=["PushCube-v0"], episodes=[1, 2]).file_index.tolist() == [2]
+        assert EpisodeIndex(reader, episodes=np.array([2, 0])).file_index.tolist() == [0, 2]  # file order
+        with pytest.raises(ValueError, match=r"tasks=\['PushCube-v0', 'StackCube-v0'\]: \['StackCube-v0'\] not in "
+                                             r"keyframes=.*d\.h5'.*it holds PushCube-v0, ReachCube-v0"):
+            EpisodeIndex(reader, tasks=["PushCube-v0", "StackCube-v0"], argument="keyframes")
+        with pytest.raises(ValueError, match=r"tasks=\[\] selects nothing"):
+            EpisodeIndex(reader, tasks=[])
+        with pytest.raises(ValueError, match=r"data=.*holds no episodes of task\(s\) ReachCube-v0 to use "
+                                             r"\(it has 3 episodes of PushCube-v0, ReachCube-v0\)"):
+            EpisodeIndex(reader, tasks=["ReachCube-v0"], episodes=[0])
+        with pytest.raises(KeyError, match="unknown array 'depth'"):
+            EpisodeIndex(reader, keys=["depth"])
+
+
+def test_windows_and_the_world_model_bank_read_one_index(two_task_file):
+    path, _ = two_task_file
+    windows = WindowDataset(path, context=3, tasks=["PushCube-v0"], keys=["proprio"])
+    bank = EpisodeBank(path, tasks=["PushCube-v0"])
+    assert len(windows) == bank.num_transitions == 7
+    j, t = bank.index.item_episode, bank.index.item_step
+    served = np.stack([windows[i]["proprio"].numpy() for i in range(len(windows))])
+    np.testing.assert_array_equal(served, bank.proprio[bank.context_rows(j, t, 3)])
+    assert windows.episode_index.tolist() == bank.index.file_index[j].tolist() == [0] * 5 + [2] * 2
+    with pytest.raises(ValueError, match=r"\['StackCube-v0'\] not in keyframes="):
+        EpisodeBank(path, tasks=["StackCube-v0"], argument="keyframes")
+
+
+def test_split_episodes_is_seeded_disjoint_and_keeps_one_of_each_when_it_can():
+    train, val = split_episodes(10, 0.2, seed=3)
+    assert len(val) == 2 and sorted([*train, *val]) == list(range(10))
+    assert [a.tolist() for a in split_episodes(10, 0.2, seed=3)] == [train.tolist(), val.tolist()]
+    assert [len(a) for a in split_episodes(2, 0.9, seed=0)] == [1, 1]
+    assert [len(a) for a in split_episodes(5, 0.0, seed=0)] == [5, 0]
 
 
 # ---------------------------------------------------------------------------- policy outputs

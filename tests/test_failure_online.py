@@ -8,7 +8,8 @@ import torch
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import EpisodeReader, EpisodeWriter
+from worldsim.data.reader import EpisodeReader
+from worldsim.data.writer import EpisodeWriter
 from worldsim.failure import DetectorWrapper, Rollout, load_detector, load_rollouts, make_detector
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
 

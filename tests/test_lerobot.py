@@ -13,7 +13,9 @@ from PIL import Image
 
 from worldsim.data import lerobot_format
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import Episode, EpisodeReader, EpisodeWriter
+from worldsim.data.episode import Episode
+from worldsim.data.reader import EpisodeReader
+from worldsim.data.writer import EpisodeWriter
 from worldsim.data.lerobot import export_lerobot, import_lerobot
 from worldsim.policies.expert import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.atomic import atomic_dir

@@ -18,7 +18,7 @@ import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each f
 from safetensors.torch import load_file
 
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_positions
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig

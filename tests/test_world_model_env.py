@@ -9,7 +9,7 @@ import torch
 import worldsim.training.grpo
 import worldsim.training.ppo
 from worldsim.data.collect import collect_episodes
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.evaluation.evaluate import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig

@@ -2,7 +2,8 @@
 
 :class:`EpisodeBank` loads the ``image``, ``proprio``, ``actions`` and ``success`` arrays (and
 ``state`` when the file has it: the keyframe rule reads the cube's motion from it) of the
-selected episodes of a worldsim episode file into flat arrays, and serves
+selected episodes of a worldsim episode file into flat arrays (the rows and transitions of
+:class:`~worldsim.data.index.EpisodeIndex`), and serves
 
 - :meth:`EpisodeBank.sample`: random training windows ``(episode, t)``: the context frames
   ``t-C+1 .. t`` (frame 0 repeated before the start), the episode's first frame, the context
@@ -24,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from worldsim.data.datasets import EpisodeInfo, EpisodeReader
+from worldsim.data.index import EpisodeIndex
+from worldsim.data.reader import EpisodeReader, open_reader
 from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene
@@ -54,62 +56,45 @@ class Start:
 
 
 class EpisodeBank:
-    """The selected episodes of one file, loaded into memory.
+    """The selected episodes of one file, loaded into memory (flat rows and ``(episode, t)``
+    transitions of :class:`~worldsim.data.index.EpisodeIndex`, the bank's :attr:`index`).
 
     Args:
-        data: an episode file path or an open :class:`EpisodeReader`.
-        tasks: only episodes of these tasks (default: all).
+        data: an episode file path or an open :class:`~worldsim.data.reader.EpisodeReader`.
+        tasks: only episodes of these tasks (default: all); each must be in the file.
         episodes: only these file indices (after the task filter; default: all).
         argument: the name of the argument ``data`` came from, used in error messages.
 
     Raises ``ValueError`` naming the file when it holds no ``image`` or ``proprio``
-    observations, or when the selection is empty.
+    observations, lacks a task named, or when the selection is empty.
     """
 
     def __init__(self, data: str | Path | EpisodeReader, tasks: Sequence[str] | None = None,
                  episodes: Sequence[int] | None = None, argument: str = "data"):
-        reader = data if isinstance(data, EpisodeReader) else EpisodeReader(data)
-        try:
-            self.path = reader.path
+        with open_reader(data) as reader:
             missing = [k for k in ("image", "proprio") if k not in reader.obs_keys]
             if missing:
-                raise ValueError(f"{argument}={str(self.path)!r} has no {' or '.join(missing)} observations "
+                raise ValueError(f"{argument}={str(reader.path)!r} has no {' or '.join(missing)} observations "
                                  f"(it holds {', '.join(reader.obs_keys)}); a world model needs both: "
                                  "collect with obs_mode='pixels' or 'pixels+state'")
-            infos = reader.episode_info()
-            if tasks is not None:
-                infos = [info for info in infos if info.task in set(tasks)]
-            if episodes is not None:
-                wanted = {int(e) for e in episodes}
-                infos = [info for info in infos if info.index in wanted]
-            if not infos:
-                what = f" of task(s) {', '.join(tasks)}" if tasks is not None else ""
-                raise ValueError(f"{argument}={str(self.path)!r} holds no episodes{what} to use (it has "
-                                 f"{len(reader)} episodes of {', '.join(reader.tasks) or 'no task'})")
-            self.infos: list[EpisodeInfo] = infos
             self.image_shape = reader.image_shape
             self.has_state = "state" in reader.obs_keys
             keys = ["image", "proprio", "actions", "success"] + (["state"] if self.has_state else [])
-            arrays = {k: [reader.load(info.index, k) for info in infos] for k in keys}
-        finally:
-            if reader is not data:
-                reader.close()
-        self.lengths = np.array([info.num_samples for info in infos], np.int64)  # T per episode
-        self.obs_start = np.concatenate([[0], np.cumsum(self.lengths + 1)[:-1]]).astype(np.int64)
-        self.step_start = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int64)
-        self.images = np.concatenate(arrays["image"])
-        self.proprio = np.concatenate(arrays["proprio"]).astype(np.float32)
-        self.actions = np.concatenate(arrays["actions"]).astype(np.float32)
-        self.success = np.concatenate(arrays["success"]).astype(bool)
-        self.state = np.concatenate(arrays["state"]) if self.has_state else None
+            self.index = EpisodeIndex(reader, tasks=tasks, episodes=episodes, keys=keys, argument=argument)
+        index, arrays = self.index, self.index.arrays
+        self.path, self.infos = index.path, index.infos
+        self.lengths, self.obs_start, self.step_start = index.lengths, index.obs_start, index.step_start
+        self.images = arrays["image"]
+        self.proprio = arrays["proprio"].astype(np.float32, copy=False)
+        self.actions = arrays["actions"].astype(np.float32, copy=False)
+        self.success = arrays["success"].astype(bool, copy=False)
+        self.state = arrays["state"] if self.has_state else None
         self.camera = image_camera(*self.image_shape[:2])
         self.entity_pixels = (self.camera.project(entity_positions(self.state)).astype(np.float32)
                               if self.state is not None else None)
-        self.tasks = list(dict.fromkeys(info.task for info in infos))
-        self.instructions = {info.task: info.instruction for info in infos}
-        self._transition_episode = np.repeat(np.arange(len(infos)), self.lengths)
-        self._transition_step = np.concatenate([np.arange(n) for n in self.lengths])
-        targets = self.obs_start[self._transition_episode] + self._transition_step + 1
+        self.tasks = index.tasks
+        self.instructions = {info.task: info.instruction for info in self.infos}
+        targets = self.obs_start[index.item_episode] + index.item_step + 1
         self._success_transitions = np.flatnonzero(self.success[targets])
         self._tensors: dict[torch.device, dict[str, torch.Tensor]] = {}
 
@@ -118,19 +103,16 @@ class EpisodeBank:
 
     @property
     def num_transitions(self) -> int:
-        return int(self.lengths.sum())
+        return self.index.num_items
 
     def episode(self, j: int, key: str) -> np.ndarray:
         """Rows of ``key`` (``image``, ``proprio``, ``success``, ``state``: ``T + 1``; ``actions``: ``T``)
         of the ``j``-th selected episode."""
-        n = int(self.lengths[j])
-        if key == "actions":
-            return self.actions[self.step_start[j]:self.step_start[j] + n]
-        array = {"image": self.images, "proprio": self.proprio, "success": self.success,
-                 "state": self.state}[key]
+        array = {"image": self.images, "proprio": self.proprio, "actions": self.actions,
+                 "success": self.success, "state": self.state}[key]
         if array is None:
             raise ValueError(f"{self.path} holds no {key!r} observations")
-        return array[self.obs_start[j]:self.obs_start[j] + n + 1]
+        return array[self.index.episode_rows(j, key)]
 
     def recorded_points(self, rows: np.ndarray) -> torch.Tensor | None:
         """The scene objects' recorded image positions (pixels) at observation ``rows`` (any
@@ -140,8 +122,7 @@ class EpisodeBank:
     def context_rows(self, j: np.ndarray, t: np.ndarray, context: int) -> np.ndarray:
         """Flat observation rows ``(B, context)`` of frames ``t-context+1 .. t`` (frame 0 repeated
         before the start) of episodes ``j``."""
-        offsets = np.arange(-context + 1, 1)
-        return self.obs_start[j][:, None] + np.maximum(t[:, None] + offsets, 0)
+        return self.index.context_rows(j, t, context)
 
     def start(self, j: int, t: int, context: int) -> Start:
         """The real state at step ``t`` of the ``j``-th selected episode, with its context."""
@@ -175,7 +156,7 @@ class EpisodeBank:
         positive = torch.randint(0, max(len(self._success_transitions), 1), (n_pos,), generator=generator)
         uniform = torch.randint(0, self.num_transitions, (batch_size - n_pos,), generator=generator)
         pick = np.concatenate([self._success_transitions[positive.numpy()], uniform.numpy()])
-        j, t = self._transition_episode[pick], self._transition_step[pick]
+        j, t = self.index.item_episode[pick], self.index.item_step[pick]
         bank = self.tensors(device)
         on = bank["image"].device
 

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import STATE_LAYOUT
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import write_json

@@ -39,10 +39,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from worldsim.training.bc import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from worldsim.runtime.device import Device
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.index import split_episodes
+from worldsim.data.reader import EpisodeReader
 from worldsim.runtime.distributed import (
     all_reduce_mean,
     average_gradients,

@@ -42,7 +42,7 @@ def dataset_info(args: DatasetInfoArgs) -> None:
 
     The layout is the observations and the recorded policy outputs; per task, the episodes,
     steps, mean length and success rate."""
-    from worldsim.data.datasets import EpisodeReader
+    from worldsim.data.reader import EpisodeReader
 
     with EpisodeReader(args.data) as reader:
         summary = reader.summary()

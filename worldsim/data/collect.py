@@ -2,19 +2,16 @@
 
 :func:`collect_episodes` runs each task on its own vector env (``autoreset_mode="SameStep"``,
 so the final observation of an episode arrives in ``info["final_obs"]`` while the env already
-starts the next one), serves the policy one action per step through
-:class:`~worldsim.policies.runner.ChunkQueue`, and writes every finished episode through
-:class:`~worldsim.data.datasets.EpisodeWriter` (the file appears only when all tasks are done).
-
-Episodes are counted without bias towards short ones: with ``N`` episodes wanted from ``M``
-parallel envs, the first ``N`` episodes *started* are recorded, each to its end (episodes
-started after the quota run but are discarded). A fast env would otherwise contribute more
-episodes, and fast episodes are mostly successes.
+starts the next one) through the rollout loop shared with evaluation
+(:func:`worldsim.rollout.run_episodes`: the policy served one action per step, episodes counted
+without bias towards short ones, the first ``N`` started recorded, each to its end), and writes
+every finished episode through :class:`~worldsim.data.writer.EpisodeWriter` (the file appears
+only when all tasks are done).
 
 With ``record_features=True`` each episode also carries what failure detectors read, so that
 they can be fitted and scored offline: at every observation an action was taken at, the
 policy's ``features`` ``(D,)`` and ``num_samples`` sampled action chunks ``(S, K, A)`` (stored
-as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.data.datasets`). This
+as ``policy/features`` and ``policy/action_samples``, see :mod:`worldsim.data.episode`). This
 needs a learned policy; the scripted expert is refused.
 
 Randomness flows from ``seed``: task ``k`` (in the order given) runs its envs with seed
@@ -34,17 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium as gym
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from worldsim.data.datasets import Episode, EpisodeWriter
+from worldsim.data.episode import Episode
+from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import OBS_MODES
+from worldsim.envs.registration import make_task_envs, task_env_id
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.policies.expert import ScriptedExpert
-from worldsim.policies.runner import ChunkQueue
+from worldsim.rollout import RolloutHooks, Step, env_row, run_episodes
 from worldsim.runtime.run_logging import to_jsonable
 
 
@@ -189,18 +187,48 @@ class _EpisodeBuffer:
                        policy_outputs={key: np.stack(rows) for key, rows in self.outputs.items()})
 
 
-def _row(obs: Any, i: int) -> dict[str, np.ndarray]:
-    """Env ``i``'s stored observation keys (a copy; the env reuses its arrays)."""
-    if isinstance(obs, np.ndarray):
-        return {"state": obs[i].copy()}
-    return {key: np.array(value[i]) for key, value in obs.items() if key != "instruction"}
-
-
-def _unbatched(obs: Any) -> dict[str, np.ndarray]:
-    """A final observation from ``info["final_obs"]`` (already one env's, already a copy)."""
+def _stored(obs: Any) -> dict[str, np.ndarray]:
+    """The keys stored of one env's observation (the instruction is an episode attribute)."""
     if isinstance(obs, np.ndarray):
         return {"state": obs}
     return {key: value for key, value in obs.items() if key != "instruction"}
+
+
+class _Recording(RolloutHooks):
+    """Collection's hooks: each counted episode grows in a buffer of its env and goes to
+    ``writer`` when it ends, with the policy's outputs at every step when ``outputs`` is given."""
+
+    def __init__(self, writer: EpisodeWriter, spec: TaskSpec, seed: int, policy: str, env_id: str,
+                 outputs: _OutputRecorder | None, progress: tqdm | None):
+        self.writer, self.spec, self.seed, self.policy, self.env_id = writer, spec, seed, policy, env_id
+        self.outputs, self.progress = outputs, progress
+        self.buffers: dict[int, _EpisodeBuffer] = {}
+        self.stats = TaskCollectStats(spec.name, 0, 0, 0, 0, 0.0)
+        self._step_outputs: dict[str, np.ndarray] = {}
+
+    def started(self, slot: int, env: int, obs: Any, info: dict[str, Any]) -> None:
+        self.buffers[env] = _EpisodeBuffer(_stored(env_row(obs, env)), bool(info["success"][env]))
+
+    def act(self, obs: Any, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        # every step, not only when the queue re-plans: detectors score each observation
+        self._step_outputs = self.outputs(obs) if self.outputs is not None else {}
+        return actions
+
+    def stepped(self, step: Step) -> None:
+        for i in np.flatnonzero(step.active):
+            self.buffers[i].add(step.actions[i], float(step.reward[i]), bool(step.terminated[i]),
+                                bool(step.truncated[i]), _stored(step.next_obs(i)), bool(step.next_info(i, "success")),
+                                {key: value[i] for key, value in self._step_outputs.items()})
+
+    def finished(self, slot: int, env: int, step: Step) -> None:
+        episode = self.buffers.pop(env).episode(self.spec, self.seed, env, self.policy, self.env_id)
+        self.writer.add_episode(episode)
+        self.stats.episodes += 1
+        self.stats.successes += episode.succeeded
+        self.stats.steps += episode.num_samples
+        if self.progress is not None:
+            self.progress.update(1)
+            self.progress.set_postfix(task=self.spec.name, success=f"{self.stats.success_rate:.0%}", refresh=False)
 
 
 def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes: int, *, num_envs: int,
@@ -209,66 +237,31 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                  num_samples: int = 8, deterministic: bool = False,
                  imagination: dict[str, Any] | None = None) -> TaskCollectStats:
     """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
-    ``writer`` (in the order they finish). ``seed`` seeds the envs and torch's sampling.
-    ``record_features``: also record the policy's features and ``num_samples`` action samples
-    at every step (``ValueError`` for the scripted expert, before any env runs).
-    ``deterministic``: execute the policy's mean action chunk instead of sampling it.
-    ``imagination``: ``{"world_model": ..., "keyframes": ...}`` to roll out in the task's
-    imagined env (``worldsim/Imagined-<task>``) instead of physics."""
+    ``writer`` (in the order they finish), through the rollout loop shared with evaluation
+    (:func:`worldsim.rollout.run_episodes`, SameStep autoreset). ``seed`` seeds the envs and
+    torch's sampling. ``record_features``: also record the policy's features and
+    ``num_samples`` action samples at every step (``ValueError`` for the scripted expert,
+    before any env runs). ``deterministic``: execute the policy's mean action chunk instead of
+    sampling it. ``imagination``: the imagined env's arguments (``{"world_model": ...,
+    "keyframes": ...}``) to roll out in the task's imagined twin instead of physics."""
     if record_features:
         check_feature_recording(policy, num_samples)
     num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
-    description = describe_policy(policy)
-    env_id = f"worldsim/Imagined-{spec.name}" if imagination else f"worldsim/{spec.name}"
-    env = gym.make_vec(env_id, num_envs=num_envs, autoreset_mode="SameStep", **env_kwargs,
-                       **(imagination or {}))
+    env_id = task_env_id(spec.name, imagined=imagination is not None)
+    env = make_task_envs(spec.name, num_envs, imagination=imagination, autoreset_mode="SameStep", **env_kwargs)
     start = time.perf_counter()
-    stats = TaskCollectStats(spec.name, 0, 0, 0, 0, 0.0)
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            queue = ChunkQueue(policy, num_envs, execute_steps, deterministic)
-            recorder = _OutputRecorder(policy, num_samples, seed) if record_features else None
-            obs, info = env.reset(seed=seed)
-            buffers: list[_EpisodeBuffer | None] = [
-                _EpisodeBuffer(_row(obs, i), bool(info["success"][i])) for i in range(num_envs)]
-            started = num_envs
-            while stats.episodes < episodes:
-                # every step, not only when the queue re-plans: detectors score each observation
-                outputs = recorder(obs) if recorder is not None else {}
-                actions = np.clip(queue(obs), -1.0, 1.0).astype(np.float32)  # what the env executes
-                obs, reward, terminated, truncated, info = env.step(actions)
-                queue.restart(info["episode_step"] == 0)
-                stats.env_steps += num_envs
-                ended = terminated | truncated
-                for i, buffer in enumerate(buffers):
-                    if buffer is None:
-                        continue
-                    if ended[i]:
-                        next_obs, success = _unbatched(info["final_obs"][i]), info["final_info"]["success"][i]
-                    else:
-                        next_obs, success = _row(obs, i), info["success"][i]
-                    buffer.add(actions[i], float(reward[i]), bool(terminated[i]), bool(truncated[i]),
-                               next_obs, bool(success), {key: value[i] for key, value in outputs.items()})
-                    if ended[i]:
-                        episode = buffer.episode(spec, seed, i, description, env_id)
-                        writer.add_episode(episode)
-                        stats.episodes += 1
-                        stats.successes += episode.succeeded
-                        stats.steps += episode.num_samples
-                        if progress is not None:
-                            progress.update(1)
-                            progress.set_postfix(task=spec.name, success=f"{stats.success_rate:.0%}",
-                                                 refresh=False)
-                for i in np.flatnonzero(ended):  # the env already started its next episode
-                    buffers[i] = None
-                    if started < episodes:
-                        buffers[i] = _EpisodeBuffer(_row(obs, i), bool(info["success"][i]))
-                        started += 1
+            outputs = _OutputRecorder(policy, num_samples, seed) if record_features else None
+            recording = _Recording(writer, spec, seed, describe_policy(policy), env_id, outputs, progress)
+            env_steps = run_episodes(env, policy, episodes, recording, seed=seed, execute_steps=execute_steps,
+                                     deterministic=deterministic)
     finally:
         env.close()
-    stats.seconds = time.perf_counter() - start
-    return stats
+    recording.stats.env_steps = env_steps
+    recording.stats.seconds = time.perf_counter() - start
+    return recording.stats
 
 
 def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Policy], episodes: int,

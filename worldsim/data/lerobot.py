@@ -55,12 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from worldsim.data.datasets import (ACTION_DIM, FORMAT, IMAGE_KEYS, OBS_KEYS, PROPRIO_DIM, VERSION, Episode,
-                                    EpisodeReader, EpisodeWriter)
+from worldsim.data.episode import ACTION_DIM, FORMAT, IMAGE_KEYS, OBS_KEYS, PROPRIO_DIM, VERSION, Episode
 from worldsim.data.lerobot_format import (CAMERA_DTYPES, CHUNKS_SIZE, CODEBASE_VERSION, DATA_PATH,
                                           EPISODES_PATH, EPISODES_STATS_PATH, IMAGE_NAMES, INDEX_FEATURES,
                                           INFO_PATH, TASKS_PATH, LeRobotFolder, column_stats, feature,
                                           write_json, write_jsonl, write_table)
+from worldsim.data.reader import EpisodeReader
+from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import STATE_DIM, STATE_LAYOUT
 from worldsim.runtime.atomic import atomic_dir
 
@@ -332,7 +333,7 @@ def import_lerobot(root: str | Path, out: str | Path, *, task: str | None = None
     to read as that worldsim observation instead of the default. Image and video cameras are
     both read (videos through imageio's ffmpeg, lossy as recorded).
 
-    ``out`` is written atomically through :class:`~worldsim.data.datasets.EpisodeWriter`; an
+    ``out`` is written atomically through :class:`~worldsim.data.writer.EpisodeWriter`; an
     existing one is refused with ``FileExistsError`` unless ``overwrite``. A missing ``root``
     raises ``FileNotFoundError``; a folder that is not such a LeRobot dataset, another codebase
     version, a missing or misshapen feature, a corrupt parquet or video file raise ``ValueError``

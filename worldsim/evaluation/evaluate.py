@@ -1,8 +1,9 @@
 """Policy evaluation: per-task success rates with confidence intervals, videos, a results table.
 
-:func:`evaluate_policy` runs a policy on each task for a fixed number of episodes. Episodes are
-counted without bias towards short ones: the first ``episodes`` episodes *started* are the ones
-counted, each run to its end, however many parallel envs there are. Success rates come with a
+:func:`evaluate_policy` runs a policy on each task for a fixed number of episodes, through the
+rollout loop shared with collection (:mod:`worldsim.rollout`). Episodes are counted without
+bias towards short ones: the first ``episodes`` episodes *started* are the ones counted, each
+run to its end, however many parallel envs there are. Success rates come with a
 95% Wilson score interval (``scipy.stats.binomtest``), which stays inside [0, 1] and is honest
 at 0% and 100%.
 """
@@ -19,9 +20,10 @@ import torch
 from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
+from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
-from worldsim.policies.runner import ChunkQueue
+from worldsim.rollout import RolloutHooks, Step, run_episodes
 
 VIDEO_SIZE = 128
 
@@ -40,7 +42,7 @@ class Imagination:
     device: str = "auto"
 
     def env_kwargs(self) -> dict[str, Any]:
-        """Arguments of ``gym.make_vec("worldsim/Imagined-<Task>", ...)``."""
+        """The imagined env's arguments (``make_task_envs(task, n, imagination=...)``)."""
         schedule = {"reset_schedule": "keyframe", "keyframe_rule": {"ratio": self.keyframe_ratio}} \
             if self.keyframe_ratio > 0 else {"reset_schedule": "synchronous"}
         return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
@@ -127,12 +129,51 @@ def trained_tasks(policy: Policy) -> list[str]:
     return names
 
 
+class _Tally(RolloutHooks):
+    """Evaluation's hooks: each counted episode's return, length, outcome and failure flag, and
+    the frames of the first ``videos`` episodes (rendered only while one of them runs). Idle envs
+    stand still (zero actions)."""
+
+    def __init__(self, env: gym.vector.VectorEnv, episodes: int, videos: int, bar: tqdm):
+        self.env, self.bar = env, bar
+        self.returns = np.zeros(episodes)
+        self.lengths = np.zeros(episodes, np.int64)
+        self.success = np.zeros(episodes, bool)
+        self.failure = np.zeros(episodes, bool)
+        self.clips: dict[int, list[np.ndarray]] = {k: [] for k in range(min(videos, episodes))}
+        self._frames: tuple[Step | None, Any] = (None, None)
+
+    def act(self, obs: Any, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        filming = [i for i, k in enumerate(slots) if k in self.clips]
+        if filming:
+            frames = self.env.render()
+            for i in filming:
+                self.clips[slots[i]].append(frames[i])
+        actions[slots < 0] = 0.0
+        return actions
+
+    def stepped(self, step: Step) -> None:
+        live = step.active
+        self.returns[step.slots[live]] += step.reward[live]
+
+    def finished(self, slot: int, env: int, step: Step) -> None:
+        self.lengths[slot] = step.next_info(env, "episode_step")
+        self.success[slot] = step.next_info(env, "success")
+        self.failure[slot] = step.next_info(env, "failure")
+        if slot in self.clips:
+            if self._frames[0] is not step:  # one render per step, however many clips end in it
+                self._frames = (step, self.env.render())
+            self.clips[slot].append(self._frames[1][env])
+        self.bar.update(1)
+
+
 def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,
                   deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
                   video_dir: Path | None = None, progress: bool = True,
                   imagination: Imagination | None = None) -> TaskResult:
     """Run ``episodes`` episodes of ``task`` with ``policy`` and measure them, in physics or, with
-    ``imagination``, in that world model's imagined twin of the task.
+    ``imagination``, in that world model's imagined twin of the task. The episodes are the
+    first ``episodes`` started on ``num_envs`` envs (:func:`worldsim.rollout.run_episodes`).
 
     ``videos`` > 0 records the first that many episodes (front camera, 128 px in physics, the
     model's frames in imagination) into ``video_dir/<task>_<k>.mp4``."""
@@ -142,67 +183,27 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
     policy.check_task(spec.instruction)
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
-    n = min(num_envs, episodes)
-    render_mode = "rgb_array" if videos else None
+    env_kwargs = {"render_mode": "rgb_array" if videos else None, **policy.env_kwargs()}
     if imagination is None:
-        env = gym.make_vec(f"worldsim/{spec.name}", num_envs=n, autoreset_mode="Disabled", render_mode=render_mode,
-                           render_size=VIDEO_SIZE, **policy.env_kwargs())
-    else:
-        env = gym.make_vec(f"worldsim/Imagined-{spec.name}", num_envs=n, autoreset_mode="Disabled",
-                           render_mode=render_mode, **imagination.env_kwargs(), **policy.env_kwargs())
-    queue = ChunkQueue(policy, n, execute_steps, deterministic)
-    started = n  # episodes begun so far; env i runs episode slot[i]
-    slot = np.arange(n)
-    returns = np.zeros(episodes)
-    lengths = np.zeros(episodes, np.int64)
-    success = np.zeros(episodes, bool)
-    failure = np.zeros(episodes, bool)
-    finished = 0
-    recording = {k: [] for k in range(min(videos, episodes))}
-    active = np.ones(n, bool)
+        env_kwargs["render_size"] = VIDEO_SIZE
+    env = make_task_envs(spec.name, min(num_envs, episodes), autoreset_mode="Disabled",
+                         imagination=imagination.env_kwargs() if imagination is not None else None, **env_kwargs)
+    bar = tqdm(total=episodes, desc=f"eval {spec.name}", disable=not progress, leave=False)
+    tally = _Tally(env, episodes, videos, bar)
     try:
-        obs, info = env.reset(seed=seed)
-        bar = tqdm(total=episodes, desc=f"eval {spec.name}", disable=not progress, leave=False)
-        frames = env.render() if videos else None
-        while finished < episodes:
-            for i in np.flatnonzero(active):
-                if slot[i] in recording:
-                    recording[slot[i]].append(frames[i])
-            actions = queue(obs)
-            actions[~active] = 0.0
-            obs, reward, terminated, truncated, info = env.step(actions)
-            frames = env.render() if videos else None
-            live = np.flatnonzero(active)
-            returns[slot[live]] += reward[live]
-            ended = terminated | truncated  # idle envs (quota reached) end episodes too
-            done = ended & active
-            for i in np.flatnonzero(done):
-                k = slot[i]
-                lengths[k], success[k], failure[k] = info["episode_step"][i], info["success"][i], info["failure"][i]
-                if k in recording:
-                    recording[k].append(frames[i])
-                finished += 1
-                bar.update(1)
-            if ended.any():
-                restart = done & (started + np.cumsum(done) - 1 < episodes)
-                for i in np.flatnonzero(restart):
-                    slot[i] = started
-                    started += 1
-                active &= ~(done & ~restart)
-                obs, _ = env.reset(options={"reset_mask": ended})
-                queue.restart(ended)
-                frames = env.render() if videos else None
-        bar.close()
+        run_episodes(env, policy, episodes, tally, seed=seed, execute_steps=execute_steps,
+                     deterministic=deterministic)
     finally:
+        bar.close()
         env.close()
     paths = []
     if videos and video_dir is not None:
-        for k, clip in recording.items():
+        for k, clip in tally.clips.items():
             path = write_video(Path(video_dir) / f"{spec.name}_{k}.mp4", np.stack(clip), fps=20)
             paths.append(str(path))
-    wins = int(success.sum())
+    wins = int(tally.success.sum())
     return TaskResult(spec.name, spec.instruction, episodes, wins, wins / episodes, wilson_interval(wins, episodes),
-                      float(returns.mean()), float(lengths.mean()), int(failure.sum()), paths)
+                      float(tally.returns.mean()), float(tally.lengths.mean()), int(tally.failure.sum()), paths)
 
 
 def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs: int = 50, seed: int = 0,

@@ -35,7 +35,7 @@ def imagine_episodes(world_model: str | Path, data: str | Path, out: str | Path,
     exact counterpart of the real frames). A pixel policy checkpoint instead acts on the
     imagined frames; the left column then shows the recorded episode from the same start.
     ``horizon``: imagined steps per episode (default: the longest selected episode)."""
-    from worldsim.data.datasets import EpisodeReader
+    from worldsim.data.reader import EpisodeReader
     from worldsim.policies import load_policy
     from worldsim.world_models import EpisodeBank, WorldModel
     from worldsim.world_models.replay import open_loop, side_by_side

@@ -18,7 +18,7 @@ from typing import Literal
 from rich.console import Console
 from tqdm.auto import tqdm
 
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.failure.detectors import DETECTORS, make_detector
 from worldsim.failure.protocol import (

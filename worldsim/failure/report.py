@@ -12,7 +12,7 @@ from PIL import Image, ImageDraw
 from rich.table import Table
 
 from worldsim.runtime.atomic import atomic_path
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 from worldsim.failure.protocol import DetectorResult
 from worldsim.runtime.video import write_video
 

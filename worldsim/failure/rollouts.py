@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from worldsim.data.datasets import EpisodeReader
+from worldsim.data.reader import EpisodeReader
 
 RECORDED_KEYS: tuple[str, ...] = ("features", "action_samples")
 

@@ -331,7 +331,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     """Run co-evolution (or the direct-RL baseline) as ``config`` says; returns ``results.json``."""
     import torch
 
-    from worldsim.data.datasets import merge_episode_files
+    from worldsim.data.merge import merge_episode_files
     from worldsim.policies import load_policy
 
     load_policy(config.base_policy)  # a missing or broken checkpoint fails here, before out is created

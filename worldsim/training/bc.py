@@ -2,7 +2,7 @@
 
 Read top to bottom, :func:`train_bc` is the whole recipe:
 
-1. load the episodes (:class:`~worldsim.data.datasets.WindowDataset`: the current frame, proprio and
+1. load the episodes (:class:`~worldsim.data.windows.WindowDataset`: the current frame, proprio and
    instruction, and the next ``chunk_size`` actions with a mask past the episode end), split
    them by episode into train and validation sets;
 2. build a :class:`~worldsim.policies.tinyvla.TinyVLA` that knows the dataset's instructions,
@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from worldsim.data.index import split_episodes
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import (
@@ -129,13 +130,6 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
     return padded.permute(0, 2, 3, 1)[batch, rows, cols].to(images.dtype)
 
 
-def split_episodes(num_episodes: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Episode indices for training and validation (at least one each when possible)."""
-    order = np.random.default_rng(seed).permutation(num_episodes)
-    n_val = min(num_episodes - 1, max(1, round(val_fraction * num_episodes))) if val_fraction > 0 else 0
-    return np.sort(order[n_val:]), np.sort(order[:n_val])
-
-
 def _obs(items: dict, keys: tuple[str, ...]) -> dict:
     """The current observation of a window batch (last context frame) in env-observation form."""
     obs = {k: items[k][:, -1] for k in keys}
@@ -149,7 +143,9 @@ def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
 
 def train_bc(config: BCConfig) -> dict:
     """Train TinyVLA by behaviour cloning; returns the final metrics (also in ``out/summary.json``)."""
-    from worldsim.data.datasets import EpisodeReader, WindowDataset, dataset_statistics
+    from worldsim.data.reader import EpisodeReader
+    from worldsim.data.statistics import dataset_statistics
+    from worldsim.data.windows import WindowDataset
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
     if config.torch_threads:

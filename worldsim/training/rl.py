@@ -24,6 +24,7 @@ from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.arrays import host_array
 from worldsim.envs.observations import OBS_MODES
+from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.wrappers import ActionChunk
@@ -309,13 +310,13 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
         kwargs["backend"] = config.backend
     if config.backend == "warp":
         kwargs["device"] = policy.device
+    imagination = None
     if config.imagined:
-        kwargs |= {"world_model": config.world_model, "keyframes": config.keyframes,
-                   "horizon": config.imagined_horizon, "device": config.device}
+        imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
+                       "horizon": config.imagined_horizon, "device": config.device}
         if config.keyframe_ratio is not None:
-            kwargs["keyframe_rule"] = {"ratio": config.keyframe_ratio}
-    prefix = "worldsim/Imagined-" if config.imagined else "worldsim/"
-    envs = [gym.make_vec(prefix + task, num_envs=num_envs // len(tasks), **kwargs) for task in tasks]
+            imagination["keyframe_rule"] = {"ratio": config.keyframe_ratio}
+    envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
     env = envs[0] if len(envs) == 1 else ConcatVectorEnv(envs)
     return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
 
