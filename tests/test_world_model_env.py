@@ -14,7 +14,7 @@ from worldsim.evaluation.evaluate import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.world_models import EpisodeBank, ImaginedVectorEnv, KeyframeRule, WorldModel, WorldModelConfig
+from worldsim.world_models import EpisodeBank, KeyframeRule, WorldModel, WorldModelConfig
 
 INSTRUCTION = "push the red cube onto the blue square"
 
