@@ -16,11 +16,12 @@ from worldsim.training.ppo import PPOConfig
 def train_bc(config: BCConfig) -> None:
     """Train TinyVLA by behaviour cloning on recorded episodes.
 
-    A non-empty --out is refused unless --overwrite (start afresh) or --resume (continue it)."""
+    The run takes --steps optimiser steps (--time-budget is a safety net that stops it sooner, with
+    a warning) and prints its final loss; the figures are in summary.json. A non-empty --out is
+    refused unless --overwrite (start afresh) or --resume (continue it)."""
     from worldsim.training.bc import train_bc as train
 
-    summary = train(config)
-    Console().print({k: v for k, v in summary.items() if k != "per_task_success"})
+    train(config)
     Console().print(f"policy -> {config.out / 'policy'}")
 
 
