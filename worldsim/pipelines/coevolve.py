@@ -307,7 +307,8 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     else:
         summary = train_ppo(PPOConfig(**common))
     return {"policy": str(out / "policy"), "env_steps": summary["global_step"],
-            "train_seconds": summary["train_seconds"], "stopped": summary["stopped"], "eval": summary.get("eval")}
+            "train_seconds": summary["train_seconds"], "stopped_by": summary["stopped_by"],
+            "eval": summary.get("eval")}
 
 
 def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: CoevolveConfig) -> dict[str, Any]:
