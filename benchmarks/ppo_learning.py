@@ -65,7 +65,7 @@ def main(args: Args) -> None:
         eval_every = max(1, round(args.eval_seconds * 5500 / (probe.num_envs * probe.num_steps)))
         config = PPOConfig(task=task, time_budget=budget, eval_every=eval_every,
                            eval_episodes=args.eval_episodes, seed=args.seed, out=args.out / task,
-                           total_env_steps=10**10)
+                           total_env_steps=10**10, overwrite=True)
         summary = train_ppo(config)
         rows = read_metrics(args.out / task / "metrics.jsonl")
         step, seconds = first_crossing(rows[:-1], args.threshold)  # the last row is the final evaluation

@@ -125,7 +125,7 @@ def main(args: Args) -> None:
                                    reset_schedule=schedule, num_minibatches=args.num_minibatches,
                                    total_env_steps=args.total_env_steps, eval_every=0,
                                    eval_episodes=args.eval_episodes, checkpoint_every=0, seed=seed, out=out,
-                                   progress=False)
+                                   overwrite=True, progress=False)
                 summary = finished_run(out, args.total_env_steps) or train_ppo(config)
                 rows = read_metrics(out / "metrics.jsonl")
                 for key in curves[schedule][steps]:

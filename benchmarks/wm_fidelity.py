@@ -69,7 +69,7 @@ def main() -> None:
         data=data, out=args.out / "wm", config=args.config, steps=args.steps, batch_size=args.batch_size,
         time_budget=args.time_budget, val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500,
         device=args.device, torch_threads=args.threads or None, object_pathway=args.object_pathway or None,
-        change_weight=args.change_weight))
+        change_weight=args.change_weight, overwrite=True))
     fidelity = evaluate_world_model(args.out / "wm", held_out, balance=True, out=args.out / "eval", progress=False)
     contact = fidelity["object_error_after_contact"]
     agreement = {name: {k: a[k] for k in ("accuracy", "balanced_accuracy", "base_rate", "episodes")}
@@ -79,7 +79,7 @@ def main() -> None:
         "change_weight": args.change_weight, "train_episodes": args.episodes, "train_noise": args.noise,
         "train_epsilon": args.epsilon, "held_out": fidelity["held_out"], "val_noise": args.val_noise,
         "val_epsilon": args.val_epsilon, "train_steps": summary["steps"], "steps_asked": args.steps,
-        "stopped_by_time_budget": summary["stopped_by_time_budget"], "train_seconds": summary["wall_clock_s"],
+        "stopped_by": summary["stopped_by"], "train_seconds": summary["train_seconds"],
         "collect_seconds": round(collect_s, 1), "parameters": summary["parameters"],
         "psnr_at_8": fidelity["psnr_at_8"], "psnr_at_32": fidelity["psnr_at_horizon"],
         "agreement": agreement,

@@ -48,7 +48,7 @@ def test_a_run_leaves_config_metrics_curves_and_a_loadable_policy(demos, tmp_pat
 def test_resume_continues_exactly(demos, tmp_path):
     train_bc(tiny(demos, tmp_path / "straight"))
     stopped = train_bc(tiny(demos, tmp_path / "resumed", time_budget=1e-6))  # stops after one step
-    assert stopped["steps"] == 1 and stopped["stopped_by_time_budget"]
+    assert stopped["steps"] == 1 and stopped["stopped_by"] == "time_budget"
     train_bc(tiny(demos, tmp_path / "resumed", resume=True))
     a = load_file(tmp_path / "straight" / "policy" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "policy" / "model.safetensors")

@@ -284,12 +284,37 @@ def test_resume_refuses_changed_settings(tmp_path):
 
 def test_time_budget_stops_cleanly_with_a_checkpoint(tmp_path):
     summary = train_ppo(tiny(tmp_path, total_env_steps=10**9, time_budget=1.0))
-    assert summary["stopped"] == "time_budget"
+    assert summary["stopped_by"] == "time_budget"
     assert 1 <= summary["iterations"] < 10**9 // 64
     state = load_checkpoint(tmp_path / "run" / CHECKPOINT_FILE)
     assert state["iteration"] == summary["iterations"]
     assert weights_digest(load_policy(tmp_path / "run")) == summary["weights_digest"]
     assert (tmp_path / "run" / "eval.json").exists()
+
+
+def test_train_rl_refuses_an_earlier_run_unless_overwrite_or_resume(tmp_path, capsys):
+    from worldsim.commands.cli import main
+
+    run = tmp_path / "run"
+    argv = ["train-rl", "--task", "ReachCube-v0", "--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2",
+            "--update-epochs", "2", "--hidden", "32", "32", "--eval-every", "0", "--eval-episodes", "4",
+            "--checkpoint-every", "0", "--no-anneal-lr", "--device", "cpu", "--no-progress", "--out", str(run)]
+    assert main([*argv, "--total-env-steps", "128"]) == 0
+    assert "ppo ReachCube-v0: 2 of 2 iterations; 128 env steps" in capsys.readouterr().out
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main([*argv, "--total-env-steps", "256"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "already holds files" in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # untouched
+    assert main([*argv, "--total-env-steps", "256", "--resume"]) == 0
+    straight = train_ppo(tiny(tmp_path / "straight", anneal_lr=False))
+    assert weights_digest(load_policy(run)) == straight["weights_digest"]  # resumed exactly
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["iterations"] == summary["iterations_asked"] == 4 and summary["stopped_by"] == "steps"
+    (run / "stale.txt").write_text("from another run")
+    assert main([*argv, "--total-env-steps", "64", "--overwrite"]) == 0
+    assert not (run / "stale.txt").exists() and json.loads((run / "summary.json").read_text())["iterations"] == 1
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "approx_kl" in r] == [64]
 
 
 def _free_port() -> int:

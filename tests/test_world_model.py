@@ -230,7 +230,7 @@ def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
 
 def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes, trained, tmp_path):
     stopped = train_world_model(config(episodes, tmp_path / "resumed", time_budget=1e-6, video_every=0))
-    assert stopped["steps"] == 1 and stopped["stopped_by_time_budget"]
+    assert stopped["steps"] == 1 and stopped["stopped_by"] == "time_budget"
     train_world_model(config(episodes, tmp_path / "resumed", resume=True))
     a = load_file(trained[0] / "world_model" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "world_model" / "model.safetensors")
@@ -387,6 +387,35 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     imagined = imagine_episodes(out, episodes, tmp_path / "policy.mp4", policy=tmp_path / "vla", episodes=1,
                                 horizon=3)
     assert imagined.path.stat().st_size > 0
+
+
+def test_train_wm_refuses_an_earlier_run_unless_overwrite_or_resume(episodes, tmp_path, capsys):
+    from worldsim.commands.cli import main
+
+    def argv(out):
+        return ["train-wm", "--data", str(episodes), "--out", str(out), "--steps", "4", "--batch-size", "4",
+                "--val-fraction", "0.2", "--val-every", "2", "--val-horizon", "2", "--video-every", "0",
+                "--checkpoint-every", "2", "--torch-threads", "1", "--device", "cpu", "--no-progress"]
+
+    run = tmp_path / "run"
+    assert main([*argv(run), "--time-budget", "1e-9"]) == 0  # cut short after one step
+    assert "time budget of 1e-09 s reached at step 1 of 4" in capsys.readouterr().err
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert main(argv(run)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "already holds files" in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before  # untouched
+    assert main([*argv(run), "--resume"]) == 0
+    assert main(argv(tmp_path / "straight")) == 0
+    a = load_file(run / "world_model" / "model.safetensors")
+    b = load_file(tmp_path / "straight" / "world_model" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # resumed exactly
+    (run / "stale.txt").write_text("from another run")
+    assert main([*argv(run), "--overwrite"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert not (run / "stale.txt").exists() and summary["steps"] == 4 and summary["stopped_by"] == "steps"
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()
+            if "val/loss" in line] == [2, 4]  # the new run's history alone
 
 
 def test_commands_parse_from_the_command_line(episodes, tmp_path):

@@ -24,35 +24,28 @@ Each minibatch is drawn, and its noise sampled, from generators seeded by (seed,
 noise's lives on the training device), so a resumed run draws the same batches as an
 uninterrupted one and ranks under ``torchrun`` draw different ones; batches are gathered on the
 device from a copy of the episodes there (:meth:`EpisodeBank.tensors`);
-gradients are averaged across ranks before every step (DistributedDataParallel's recipe).
+gradients are averaged across ranks before every step (DistributedDataParallel's recipe). The
+run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budget and the
+``time_budget`` safety net, ``summary.json``) is a :class:`~worldsim.runtime.run.TrainingRun`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
-from worldsim.runtime.device import Device
-from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
-from worldsim.runtime.distributed import (
-    all_reduce_mean,
-    average_gradients,
-    broadcast_module,
-    init_distributed,
-    ranks_in_sync,
-    shutdown,
-)
+from worldsim.data.index import split_episodes
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.run_logging import RunLogger, to_jsonable, write_json
+from worldsim.runtime.device import Device
+from worldsim.runtime.distributed import average_gradients, broadcast_module
+from worldsim.runtime.run import TrainingRun, check_run_settings
+from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.config import PRESETS, preset
 from worldsim.world_models.model import WorldModel
@@ -60,9 +53,9 @@ from worldsim.world_models.objects import object_windows
 
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
-# Settings a resumed run must share with the run that wrote the checkpoint.
 # Settings of a new model's architecture the command line may override.
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "change_weight")
+# Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
                  "success_fraction", "success_weight")
 
@@ -75,6 +68,11 @@ class TrainWMConfig:
     """HDF5 episode file with image and proprio observations (``worldsim collect``)."""
     out: Path = Path("runs/wm")
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
+    resume: bool = False
+    """Continue the run in ``out`` from its checkpoint, exactly."""
+    overwrite: bool = False
+    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
+    ``resume`` such an ``out`` is refused)."""
     config: Literal["tiny", "base"] = "tiny"
     """Architecture preset: tiny (CPU, >= 200 imagined frames/s at batch 64) or base (GPU)."""
     task: tuple[str, ...] = ()
@@ -93,7 +91,7 @@ class TrainWMConfig:
     change_weight: float | None = None
     """A new model's extra denoising weight on the pixels that change (default: the preset's)."""
     steps: int = 4000
-    """Optimiser steps."""
+    """Optimiser steps: the run's budget."""
     batch_size: int = 32
     """Windows per minibatch per process."""
     lr: float = 1e-3
@@ -117,9 +115,7 @@ class TrainWMConfig:
     checkpoint_every: int = 500
     """Steps between checkpoints."""
     time_budget: float | None = None
-    """Stop cleanly (final checkpoint) after this many seconds."""
-    resume: bool = False
-    """Continue the run in ``out`` from its checkpoint, exactly."""
+    """Safety net: after this many seconds, stop cleanly (with a warning) short of ``steps``."""
     seed: int = 0
     """Seed of initialisation, splits and batches."""
     device: Device = "auto"
@@ -149,8 +145,7 @@ class TrainWMConfig:
             raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr={self.lr!r} must be a positive number")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
+        check_run_settings(self)
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
         if self.init is not None and any(getattr(self, k) is not None for k in ARCHITECTURE_FIELDS):
@@ -185,16 +180,17 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
 
 
 def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
-    """Train (or fine-tune) a world model; returns the final figures (also ``out/summary.json``)."""
+    """Train (or fine-tune) a world model for ``config.steps`` steps (``time_budget`` may stop it
+    sooner). Returns the summary, also ``out/summary.json``: ``steps`` done and ``steps_asked``,
+    ``stopped_by`` (``"steps"`` or ``"time_budget"``), ``train_loss`` (the last step's), with
+    validation episodes ``val/loss`` and ``val/psnr_<val_horizon>``, the calibrated success
+    threshold, ``train_seconds``, ``world_size``, ``ranks_in_sync`` and ``out`` (the model)."""
     from worldsim.world_models.metrics import psnr_curve
     from worldsim.world_models.replay import open_loop, side_by_side
     from worldsim.runtime.video import upscale, write_video
 
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
-    dist_info = init_distributed(config.device)
-    device = dist_info.device
-    torch.manual_seed(config.seed)
+    run = TrainingRun("train-wm", config)
+    device = run.device
 
     # 1. data, split by episode
     with EpisodeReader(config.data) as reader:
@@ -219,30 +215,18 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     step = 0
-    checkpoint_path = config.out / CHECKPOINT_FILE
-    run_config = {**to_jsonable(config), "model": to_jsonable(model.config)}
-    if config.resume:
-        state = load_checkpoint(checkpoint_path)
-        changed = [f"{k}: {state['config'].get(k)!r} -> {run_config.get(k)!r}" for k in RESUME_FIELDS
-                   if state["config"].get(k) != run_config.get(k)]
-        if changed:
-            raise ValueError(f"cannot resume from {checkpoint_path}: settings changed "
-                             f"({'; '.join(changed)}); use the original values or a new --out")
+    state = run.restore({**to_jsonable(config), "model": to_jsonable(model.config)}, RESUME_FIELDS)
+    if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step = state["step"]
-    broadcast_module(model, dist_info)
-    logger = RunLogger(config.out, run_config, enabled=dist_info.is_main,
-                       resume_step=step if config.resume else None)
+    broadcast_module(model, run.dist)
+    run.start(config.steps, done=step)
 
     def checkpoint() -> None:
-        if dist_info.is_main:
-            model.save_pretrained(config.out / MODEL_DIR)
-            save_checkpoint(checkpoint_path, {"model": model.state_dict(),
-                                              "optimizer": optimizer.state_dict(),
-                                              "schedule": schedule.state_dict(), "step": step,
-                                              "config": run_config})
+        run.save(model, MODEL_DIR, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "schedule": schedule.state_dict(), "step": step})
 
     val_starts = np.zeros(min(len(val), 8), np.int64) if val is not None else None
 
@@ -254,74 +238,60 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         for _ in range(4):
             batch, objects = draw(val, model, config, task_ids, windows, device)
             losses.append(model.loss(batch, noise, config.success_weight, objects)[0].item())
-        run = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
-                        generator=torch.Generator(device).manual_seed(config.seed + 2))
+        replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
+                           generator=torch.Generator(device).manual_seed(config.seed + 2))
         model.train()
         return {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}":
-                float(psnr_curve(run)[-1])}
+                float(psnr_curve(replay)[-1])}
 
     def sample_video() -> None:
         model.eval()
-        run = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
-                        config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3))
-        write_video(config.out / "videos" / f"step_{step:06d}.mp4", upscale(side_by_side(run, 0)), fps=10)
+        replay = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
+                           config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3))
+        write_video(config.out / "videos" / f"step_{step:06d}.mp4", upscale(side_by_side(replay, 0)), fps=10)
         model.train()
 
     # 3-4. optimise
-    start_time = time.time()
-    bar = tqdm(total=config.steps, initial=step, desc="train-wm",
-               disable=not (config.progress and dist_info.is_main))
     model.train()
-    stopped_early = False
-    while step < config.steps:
-        windows, noise = generators(config.seed * 1_000_003 + dist_info.rank * 7919 + step, device)
+    train_loss = float("nan")
+    while run.keep_going(step):
+        windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
         batch, objects = draw(train, model, config, task_ids, windows, device)
         loss, logs = model.loss(batch, noise, config.success_weight, objects)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        average_gradients(model, dist_info)
+        average_gradients(model, run.dist)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
         step += 1
-        bar.update(1)
-        if step % 25 == 0 or step == config.steps:
-            metrics = all_reduce_mean({"train/loss": loss.item(), "train/grad_norm": grad_norm.item(),
-                                       **{f"train/{k}": v for k, v in logs.items()}}, dist_info)
-            metrics["train/lr"] = schedule.get_last_lr()[0]
-            logger.log(step, metrics)
-            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}", refresh=False)
-        if dist_info.is_main and val is not None and (step % config.val_every == 0 or step == config.steps):
-            logger.log(step, validate())
-        if dist_info.is_main and config.video_every and step % config.video_every == 0:
+        train_loss = loss.item()
+        run.log_train(step, {"loss": loss, "grad_norm": grad_norm, **logs, "lr": schedule.get_last_lr()[0]})
+        if run.is_main and val is not None and (step % config.val_every == 0 or step == config.steps):
+            run.log(step, validate())
+        if run.is_main and config.video_every and step % config.video_every == 0:
             sample_video()
         if step % config.checkpoint_every == 0:
             checkpoint()
-        if config.time_budget is not None and time.time() - start_time > config.time_budget:
-            stopped_early = step < config.steps
-            break
-    bar.close()
     calibrated = False
-    if dist_info.is_main and val is not None:
+    if run.is_main and val is not None:
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     checkpoint()
-    summary: dict[str, Any] = {
-        "steps": step, "stopped_by_time_budget": stopped_early, "train_episodes": len(train),
-        "val_episodes": 0 if val is None else len(val), "parameters": model.num_parameters(),
-        "wall_clock_s": round(time.time() - start_time, 1), "world_size": dist_info.world_size,
-        "ranks_in_sync": ranks_in_sync(model, dist_info), "out": str(config.out / MODEL_DIR),
+    summary = run.summary(model) | {
+        "train_episodes": len(train), "val_episodes": 0 if val is None else len(val),
+        "parameters": model.num_parameters(), "out": str(config.out / MODEL_DIR), "train_loss": train_loss,
         "success_threshold": model.config.success_threshold, "success_threshold_calibrated": calibrated}
-    if dist_info.is_main:
+    result = f"final loss {train_loss:.4f}"
+    if run.is_main:
         if val is not None:
             summary.update(validate())
+            psnr = summary[f"val/psnr_{config.val_horizon}"]
+            result += f", validation loss {summary['val/loss']:.4f}, PSNR@{config.val_horizon} {psnr:.2f} dB"
         if config.video_every:
             sample_video()
-        write_json(config.out / "summary.json", summary)
-    logger.close()
-    shutdown(dist_info)
-    return summary
+    return run.finish(summary, result)
 
 
 @torch.no_grad()

@@ -16,11 +16,12 @@ from worldsim.training.ppo import PPOConfig
 def train_bc(config: BCConfig) -> None:
     """Train TinyVLA by behaviour cloning on recorded episodes.
 
-    A non-empty --out is refused unless --overwrite (start afresh) or --resume (continue it)."""
+    The run takes --steps optimiser steps (--time-budget is a safety net that stops it sooner, with
+    a warning) and prints its final loss; the figures are in summary.json. A non-empty --out is
+    refused unless --overwrite (start afresh) or --resume (continue it)."""
     from worldsim.training.bc import train_bc as train
 
-    summary = train(config)
-    Console().print({k: v for k, v in summary.items() if k != "per_task_success"})
+    train(config)
     Console().print(f"policy -> {config.out / 'policy'}")
 
 
@@ -33,14 +34,12 @@ def train_rl(config: RLConfig) -> dict[str, Any]:
 
     From scratch (a state MLP) or fine-tuning --policy; in imagination with --world-model and
     --keyframes (evaluation stays in physics). A PPO option left unset takes the task family's
-    tuned value."""
+    tuned value. The run takes --total-env-steps (whole iterations; --time-budget is a safety net
+    that stops it sooner, with a warning) and prints its final success with a 95% interval. A
+    non-empty --out is refused unless --overwrite (start afresh) or --resume (continue it)."""
     from worldsim.training.grpo import train_grpo
     from worldsim.training.ppo import train_ppo
 
-    algo = "ppo" if isinstance(config, PPOConfig) else "grpo"
-    summary = train_ppo(config) if algo == "ppo" else train_grpo(config)
-    if "eval" in summary:
-        Console().print(f"[bold]{algo}[/] {config.suite or config.task}: {summary['global_step']:,} env "
-                        f"steps in {summary['train_seconds']:.0f} s ({summary['stopped']}); eval success "
-                        f"{summary['eval']['success_rate']:.1%} -> {config.out}")
+    summary = train_ppo(config) if isinstance(config, PPOConfig) else train_grpo(config)
+    Console().print(f"policy -> {config.out / 'policy'}")
     return summary

@@ -22,11 +22,13 @@ def train_wm(config: TrainWMConfig) -> None:
     """Train a world model on recorded episodes, or fine-tune one.
 
     The model predicts the next frame (diffusion), the proprio and success; --init fine-tunes an
-    existing model on new episodes."""
+    existing model on new episodes. The run takes --steps optimiser steps (--time-budget is a
+    safety net that stops it sooner, with a warning) and prints its validation loss and PSNR; the
+    figures are in summary.json. A non-empty --out is refused unless --overwrite (start afresh) or
+    --resume (continue it)."""
     from worldsim.world_models.train import train_world_model
 
-    summary = train_world_model(config)
-    Console().print(summary)
+    train_world_model(config)
     Console().print(f"world model -> {config.out / MODEL_DIR}")
 
 

@@ -272,7 +272,7 @@ def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, s
         data=data, out=out, config=config.wm_config, init=init, steps=steps, time_budget=config.wm_time_budget,
         val_every=max(steps // 4, 1), video_every=steps, checkpoint_every=steps, seed=seed,
         device=config.device, torch_threads=config.torch_threads, progress=config.progress))
-    return {"world_model": str(out), **{k: summary[k] for k in ("steps", "wall_clock_s") if k in summary}}
+    return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
 
 
 def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path | None, keyframes: Path | None,
@@ -307,7 +307,8 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     else:
         summary = train_ppo(PPOConfig(**common))
     return {"policy": str(out / "policy"), "env_steps": summary["global_step"],
-            "train_seconds": summary["train_seconds"], "stopped": summary["stopped"], "eval": summary.get("eval")}
+            "train_seconds": summary["train_seconds"], "stopped_by": summary["stopped_by"],
+            "eval": summary.get("eval")}
 
 
 def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: CoevolveConfig) -> dict[str, Any]:

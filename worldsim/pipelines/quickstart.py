@@ -116,7 +116,7 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     resume_bc = config.resume and (bc / CHECKPOINT_FILE).exists()
     stage("behaviour cloning", bc / "summary.json", lambda: train_bc(BCConfig(
         data=demos, out=bc, steps=config.bc_steps, seed=config.seed, torch_threads=config.torch_threads,
-        resume=resume_bc, overwrite=not resume_bc)))
+        resume=resume_bc, overwrite=not resume_bc, progress=config.progress)))
     coevolution = CoevolveConfig(
         base_policy=bc / "policy", task=config.task, demonstrations=demos, real_episodes=config.real_episodes,
         rounds=1, wm_steps=config.wm_steps, wm_time_budget=config.wm_time_budget,

@@ -1,1 +1,2 @@
-"""Runtime plumbing every stage uses: atomic writes, checkpoints, run logs, torchrun, videos."""
+"""Runtime plumbing every stage uses: atomic writes, checkpoints, run logs, torchrun, videos, and
+the training run around every trainer."""

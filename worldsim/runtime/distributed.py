@@ -1,9 +1,11 @@
 """Data-parallel training under ``torchrun``: one learner process per device (or CPU slot).
 
-Every trainer (BC, PPO, GRPO) follows the same recipe, as in DistributedDataParallel: each
-rank computes gradients on its own share of the data (its own minibatches, or its own envs),
-:func:`average_gradients` all-reduces them before every optimiser step, so the ranks hold
-identical weights throughout; rank 0 alone writes logs and checkpoints. Launch with::
+Every trainer (BC, world model, PPO, GRPO) follows the same recipe, as in
+DistributedDataParallel: each rank computes gradients on its own share of the data (its own
+minibatches, or its own envs), :func:`average_gradients` all-reduces them before every optimiser
+step, so the ranks hold identical weights throughout; rank 0 writes the logs, the model and the
+checkpoint, every other rank only its own part of the checkpoint
+(:class:`~worldsim.runtime.run.TrainingRun`). Launch with::
 
     torchrun --nproc-per-node 2 -m worldsim train-bc --data data/push.h5 --out runs/bc
 
@@ -81,6 +83,15 @@ def all_reduce_mean(values: dict[str, float], info: DistInfo) -> dict[str, float
     tensor = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
     dist.all_reduce(tensor)
     return {k: v / info.world_size for k, v in zip(keys, tensor.tolist())}
+
+
+def any_rank(flag: bool, info: DistInfo) -> bool:
+    """True if ``flag`` is True on any rank (so that all ranks stop at the same step)."""
+    if info.world_size == 1:
+        return flag
+    tensor = torch.tensor([float(flag)])
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return bool(tensor.item() > 0)
 
 
 def barrier(info: DistInfo) -> None:

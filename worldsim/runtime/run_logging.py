@@ -46,14 +46,15 @@ def prepare_run_folder(out: str | Path, *, resume: bool, overwrite: bool) -> Non
     run continues there) or ``overwrite`` (its contents are removed first, by rank 0 alone under
     ``torchrun``). Call it before the process group forms, so no rank has written yet."""
     out = Path(out)
-    if resume or not out.exists() or (out.is_dir() and not any(out.iterdir())):
+    rank = int(os.environ.get("RANK", "0"))
+    # the other ranks must not look into out while rank 0 clears it
+    if resume or (overwrite and rank != 0) or not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return
     if not overwrite:
         raise FileExistsError(f"out={str(out)!r} already holds files (an earlier run?); pass "
                               "overwrite=True (--overwrite) to start afresh there, removing them, or "
                               "resume=True (--resume) to continue that run")
-    if int(os.environ.get("RANK", "0")) == 0:
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
+    shutil.rmtree(out) if out.is_dir() else out.unlink()
 
 
 def write_json(path: str | Path, value: Any) -> Path:

@@ -14,6 +14,9 @@ Read top to bottom, :func:`train_bc` is the whole recipe:
    write the policy and the training state (resumable exactly);
 5. at the end, optionally roll the policy out in the envs and record success rates.
 
+The run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budget and the
+``time_budget`` safety net, ``summary.json``) is a :class:`~worldsim.runtime.run.TrainingRun`.
+
 Each minibatch is drawn from a generator seeded by (seed, rank, step), so a resumed run draws
 the same batches as an uninterrupted one, and ranks under ``torchrun`` draw different ones.
 """
@@ -21,29 +24,25 @@ the same batches as an uninterrupted one, and ranks under ``torchrun`` draw diff
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from worldsim.data.index import split_episodes
-from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
-from worldsim.runtime.device import Device
-from worldsim.runtime.distributed import (
-    all_reduce_mean,
-    average_gradients,
-    broadcast_module,
-    init_distributed,
-    ranks_in_sync,
-    shutdown,
-)
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
+from worldsim.runtime.device import Device
+from worldsim.runtime.distributed import average_gradients, broadcast_module
+from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run_logging import to_jsonable, write_json
+
+# Settings a resumed run must share with the run that wrote the checkpoint: they shape the
+# policy, the train/validation split and the minibatches.
+RESUME_FIELDS = ("data", "task", "chunk_size", "language", "std_head", "batch_size", "val_fraction",
+                 "augment_shift", "seed")
 
 
 @dataclass
@@ -54,6 +53,11 @@ class BCConfig:
     """HDF5 episodes file (from ``worldsim collect``)."""
     out: Path = Path("runs/bc")
     """Run folder: config, metrics, curves, checkpoint, policy/."""
+    resume: bool = False
+    """Continue the run in ``out`` from its checkpoint."""
+    overwrite: bool = False
+    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
+    ``resume`` such an ``out`` is refused)."""
     task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     chunk_size: int = 4
@@ -64,7 +68,7 @@ class BCConfig:
     """TinyVLA's action std: predicted per state (sampled chunks then show where the policy is
     unsure, which failure detectors read) or one global parameter per action dimension."""
     steps: int = 3000
-    """Optimiser steps."""
+    """Optimiser steps: the run's budget."""
     batch_size: int = 128
     """Minibatch size per process."""
     lr: float = 1e-3
@@ -82,12 +86,7 @@ class BCConfig:
     eval_episodes: int = 0
     """Episodes per task to roll out in the envs after training (0: none)."""
     time_budget: float | None = None
-    """Stop cleanly (final checkpoint) after this many seconds."""
-    resume: bool = False
-    """Continue the run in ``out`` from its checkpoint."""
-    overwrite: bool = False
-    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
-    ``resume`` such an ``out`` is refused)."""
+    """Safety net: after this many seconds, stop cleanly (with a warning) short of ``steps``."""
     seed: int = 0
     """Seed of initialisation, batches and augmentation."""
     device: Device = "auto"
@@ -95,6 +94,8 @@ class BCConfig:
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:
     oversubscribed, torch's thread pool slows down several times."""
+    progress: bool = True
+    """Show a progress bar."""
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)
@@ -107,12 +108,9 @@ class BCConfig:
             raise ValueError(f"lr={self.lr!r} must be a positive number")
         if self.augment_shift < 0 or self.eval_episodes < 0:
             raise ValueError("augment_shift and eval_episodes must be >= 0")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise ValueError(f"time_budget={self.time_budget!r} must be > 0 seconds")
+        check_run_settings(self)
         if not self.data.exists():
             raise ValueError(f"data={str(self.data)!r}: no such file")
-        if self.resume and self.overwrite:
-            raise ValueError("resume=True continues the run in out and overwrite=True removes it: pass one")
 
 
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
@@ -141,19 +139,19 @@ def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
     return torch.utils.data.default_collate([dataset[int(i)] for i in index])
 
 
-def train_bc(config: BCConfig) -> dict:
-    """Train TinyVLA by behaviour cloning; returns the final metrics (also in ``out/summary.json``)."""
+def train_bc(config: BCConfig) -> dict[str, Any]:
+    """Train TinyVLA by behaviour cloning for ``config.steps`` steps (``time_budget`` may stop it
+    sooner). Returns the summary, also ``out/summary.json``: ``steps`` done and ``steps_asked``,
+    ``stopped_by`` (``"steps"`` or ``"time_budget"``), ``train_loss`` and ``val_loss`` at the end,
+    the split's sizes, ``train_seconds``, ``world_size``, ``ranks_in_sync``, and with
+    ``eval_episodes`` the success rates (``success_rate``, ``success_ci95``, ``per_task_success``)."""
     from worldsim.data.reader import EpisodeReader
     from worldsim.data.statistics import dataset_statistics
     from worldsim.data.windows import WindowDataset
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
-    prepare_run_folder(config.out, resume=config.resume, overwrite=config.overwrite)
-    dist_info = init_distributed(config.device)
-    device = dist_info.device
-    torch.manual_seed(config.seed)
+    run = TrainingRun("train-bc", config)
+    device = run.device
 
     # 1. data
     reader = EpisodeReader(config.data)
@@ -180,21 +178,18 @@ def train_bc(config: BCConfig) -> dict:
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
     step = 0
-    checkpoint_path = config.out / CHECKPOINT_FILE
-    if config.resume:
-        state = load_checkpoint(checkpoint_path)
+    state = run.restore(to_jsonable(config), RESUME_FIELDS)
+    if state is not None:
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
         step = state["step"]
-    broadcast_module(policy, dist_info)
-    logger = RunLogger(config.out, config, enabled=dist_info.is_main, resume_step=step if config.resume else None)
+    broadcast_module(policy, run.dist)
+    run.start(config.steps, done=step)
 
     def checkpoint() -> None:
-        if dist_info.is_main:
-            policy.save_pretrained(config.out / "policy")
-            save_checkpoint(checkpoint_path, {"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
-                                              "schedule": schedule.state_dict(), "step": step})
+        run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+                                    "schedule": schedule.state_dict(), "step": step})
 
     @torch.no_grad()
     def validation_loss() -> float:
@@ -209,12 +204,10 @@ def train_bc(config: BCConfig) -> dict:
         return sum(losses) / max(len(val_idx), 1)
 
     # 3-4. optimise
-    start_time = time.time()
-    bar = tqdm(total=config.steps, initial=step, desc="train-bc", disable=not dist_info.is_main)
     policy.train()
-    stopped_early = False
-    while step < config.steps:
-        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + dist_info.rank * 7919 + step)
+    train_loss = float("nan")
+    while run.keep_going(step):
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + run.rank * 7919 + step)
         pick = torch.randint(0, len(train_idx), (config.batch_size,), generator=generator).numpy()
         items = _collate(dataset, train_idx[pick])
         for key in ("image", "wrist_image"):
@@ -226,46 +219,35 @@ def train_bc(config: BCConfig) -> dict:
             raise FloatingPointError(f"the BC loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        average_gradients(policy, dist_info)
+        average_gradients(policy, run.dist)
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), 10.0)
         optimizer.step()
         schedule.step()
         step += 1
-        bar.update(1)
-        if step % 25 == 0 or step == config.steps:
-            metrics = all_reduce_mean({"train/loss": loss.item(), "train/grad_norm": grad_norm.item(),
-                                       **{f"train/{k}": v for k, v in logs.items()}}, dist_info)
-            metrics["train/lr"] = schedule.get_last_lr()[0]
-            logger.log(step, metrics)
-            bar.set_postfix(loss=f"{metrics['train/loss']:.4f}", refresh=False)
+        train_loss = logs["loss"]
+        run.log_train(step, {"loss": loss, "grad_norm": grad_norm, **logs, "lr": schedule.get_last_lr()[0]})
         if len(val_idx) and (step % config.val_every == 0 or step == config.steps):
-            logger.log(step, {"val/loss": validation_loss()})
+            run.log(step, {"val/loss": validation_loss()})
         if step % config.checkpoint_every == 0:
             checkpoint()
-        if config.time_budget is not None and time.time() - start_time > config.time_budget:
-            stopped_early = step < config.steps
-            break
-    bar.close()
     checkpoint()
-    summary = {"steps": step, "stopped_by_time_budget": stopped_early,
-               "train_samples": int(len(train_idx)), "val_samples": int(len(val_idx)),
-               "train_episodes": int(len(train_eps)), "val_episodes": int(len(val_eps)),
-               "val_loss": validation_loss() if len(val_idx) else float("nan"),
-               "wall_clock_s": round(time.time() - start_time, 1), "world_size": dist_info.world_size,
-               "ranks_in_sync": ranks_in_sync(policy, dist_info)}
+    summary = run.summary(policy) | {
+        "train_samples": int(len(train_idx)), "val_samples": int(len(val_idx)),
+        "train_episodes": int(len(train_eps)), "val_episodes": int(len(val_eps)), "train_loss": train_loss,
+        "val_loss": validation_loss() if len(val_idx) else float("nan")}
+
+    result = f"final loss {train_loss:.4f}, validation loss {summary['val_loss']:.4f}"
 
     # 5. roll out
-    if config.eval_episodes and dist_info.is_main:
+    if config.eval_episodes and run.is_main:
         from worldsim.evaluation.evaluate import evaluate_policy
 
         policy.eval()
         results = evaluate_policy(policy, list(dataset.tasks), config.eval_episodes, seed=config.seed + 10_000,
                                   videos=2, video_dir=config.out / "videos", name=str(config.out))
-        write_json(config.out / "eval.json", results.to_json())
-        summary["success_rate"] = results.success_rate
-        summary["per_task_success"] = {k: r.success_rate for k, r in results.tasks.items()}
-    if dist_info.is_main:
-        write_json(config.out / "summary.json", summary)
-    logger.close()
-    shutdown(dist_info)
-    return summary
+        evaluation = results.to_json()
+        write_json(config.out / "eval.json", evaluation)
+        summary |= {"success_rate": results.success_rate, "success_ci95": evaluation["pooled_ci95"],
+                    "per_task_success": {k: r.success_rate for k, r in results.tasks.items()}}
+        result += f"; {success_text(evaluation)}"
+    return run.finish(summary, result)

@@ -26,31 +26,24 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from worldsim.runtime.checkpoint import save_checkpoint
-from worldsim.runtime.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
+from worldsim.runtime.distributed import average_gradients, broadcast_module
+from worldsim.runtime.run import TrainingRun
+from worldsim.runtime.run_logging import to_jsonable
 from worldsim.training.rl import (
-    any_rank,
-    build_policy,
     RLRunConfig,
-    check_resume,
-    checkpoint_path,
+    build_policy,
     clipped_surrogate,
     env_actions,
-    evaluation_metrics,
-    final_evaluation,
+    finish_run,
     flatten_batch,
     gather_rows,
-    load_training_state,
+    log_iteration,
     make_train_env,
-    seed_everything,
     stack_batches,
-    weights_digest,
 )
-from worldsim.runtime.run_logging import RunLogger, to_jsonable
 
 RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
                  "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
@@ -128,15 +121,12 @@ def success_mask(success: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
 def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     """Train with GRPO as ``config`` says; returns a summary like :func:`worldsim.training.ppo.train_ppo`."""
     cfg = config
-    info_dist = init_distributed(cfg.device)
-    device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size
+    run = TrainingRun(f"grpo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}", cfg, unit="iteration")
+    device, rank, world = run.device, run.rank, run.dist.world_size
     specs = [get_task(task) for task in cfg.tasks]
-    seed_everything(cfg.seed + rank)
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
 
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
-    broadcast_module(policy, info_dist)
+    broadcast_module(policy, run.dist)
     # Every episode of an iteration starts with its group: in physics at step 0 of the group's
     # layout, in imagination at the group's real start state (an episode start or a keyframe).
     env = make_train_env(cfg, cfg.num_envs, policy,
@@ -146,39 +136,23 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     # decisions that cover the longest task's episode (shorter tasks' later steps are masked out)
     horizon = math.ceil(max(spec.max_episode_steps for spec in specs) / chunk)
     steps_per_iter = horizon * chunk * cfg.num_envs * world
-    num_iterations = math.ceil(cfg.total_env_steps / steps_per_iter)
 
     iteration = 0
-    run_config = {"algo": "grpo", **to_jsonable(cfg)}
-    ckpt_file = checkpoint_path(cfg.out, rank)
-    if cfg.resume:
-        state = load_training_state(cfg.out, rank)
-        check_resume(state["config"], run_config, RESUME_FIELDS, ckpt_file)
+    state = run.restore({"algo": "grpo", **to_jsonable(cfg)}, RESUME_FIELDS)
+    if state is None:
+        env.reset(seed=cfg.seed + rank)
+    else:
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
         env.unwrapped.set_state(state["env"])
         iteration = state["iteration"]
-    else:
-        env.reset(seed=cfg.seed + rank)
-    logger = RunLogger(cfg.out, run_config, enabled=info_dist.is_main,
-                       resume_step=iteration * steps_per_iter if cfg.resume else None)
+    run.start(math.ceil(cfg.total_env_steps / steps_per_iter), done=iteration, scale=steps_per_iter)
 
     def save() -> None:
-        part = {"config": run_config, "env": env.unwrapped.get_state(), "iteration": iteration}
-        if info_dist.is_main:
-            part |= {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}
-            policy.save_pretrained(cfg.out / "policy")
-        save_checkpoint(ckpt_file, part)
+        run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()},
+                 rank_state={"env": env.unwrapped.get_state(), "iteration": iteration})
 
-    bar = tqdm(total=num_iterations * steps_per_iter, initial=iteration * steps_per_iter, unit="step",
-               desc=f"grpo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}",
-               disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
-    start = time.time()
-    stopped = "done"
-    while iteration < num_iterations:
-        if any_rank(cfg.time_budget is not None and time.time() - start >= cfg.time_budget, info_dist):
-            stopped = "time_budget"
-            break
+    while run.keep_going(iteration):
         iter_start = time.time()
 
         # ---- one episode per env, groups of group_size envs from one start
@@ -230,7 +204,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                 loss = pg_loss - cfg.ent_coef * entropy_mean
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                average_gradients(policy, info_dist)
+                average_gradients(policy, run.dist)
                 nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
                 optimizer.step()
                 for key, value in {"policy_loss": pg_loss, "entropy": entropy_mean, **mb_stats}.items():
@@ -238,11 +212,9 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
 
         if cfg.norm_obs and hasattr(policy, "update_normalizer"):
             states = flatten_batch(stack_batches(obs_steps))["state"][alive.reshape(-1)]
-            policy.update_normalizer({"state": gather_rows(states, info_dist)})
+            policy.update_normalizer({"state": gather_rows(states, run.dist)})
 
         iteration += 1
-        global_step = iteration * steps_per_iter
-        bar.update(steps_per_iter)
         metrics = {k: float(np.mean(v)) for k, v in stats.items()}
         metrics |= {"episode/return": float(episode_returns.mean()),
                     "episode/success_rate": float((successes & alive).any(0).float().mean()),
@@ -250,25 +222,10 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         metrics |= {"group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
                     "masked_fraction": 1.0 - len(keep) / mask.numel(),
                     "sps": steps_per_iter / (time.time() - iter_start)}
-        periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
-        if info_dist.is_main and periodic_eval:
-            result, eval_metrics = evaluation_metrics(policy, cfg)
-            metrics |= eval_metrics
-            bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
-        logger.log(global_step, metrics)
+        log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
         if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
             save()
-    bar.close()
-    train_seconds = time.time() - start
 
     save()
-    summary: dict[str, Any] = {"global_step": iteration * steps_per_iter, "iterations": iteration,
-                               "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
-                               "weights_digest": weights_digest(policy)}
-    if info_dist.is_main:
-        summary["eval"] = final_evaluation(policy, cfg, logger, summary["global_step"],
-                                           train_seconds, "grpo")
-    logger.close()
     env.close()
-    shutdown(info_dist)
-    return summary
+    return finish_run(run, policy, cfg, "grpo", iteration * steps_per_iter)

@@ -44,34 +44,27 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from worldsim.runtime.checkpoint import save_checkpoint
-from worldsim.runtime.distributed import average_gradients, broadcast_module, init_distributed, shutdown
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.runtime.distributed import any_rank, average_gradients, broadcast_module
+from worldsim.runtime.run import TrainingRun
+from worldsim.runtime.run_logging import to_jsonable
 from worldsim.training.rl import (
     EpisodeTracker,
-    any_rank,
-    build_policy,
     RLRunConfig,
-    check_resume,
-    checkpoint_path,
+    build_policy,
     clipped_surrogate,
     env_actions,
-    evaluation_metrics,
-    final_evaluation,
     final_obs_of,
+    finish_run,
     flatten_batch,
     gather_rows,
     host_step,
-    load_training_state,
+    log_iteration,
     make_train_env,
-    seed_everything,
     stack_batches,
-    weights_digest,
 )
-from worldsim.runtime.run_logging import RunLogger, to_jsonable
 
 # Tuned on this repo's 2-core CPU with benchmarks/ppo_learning.py (state obs, MLP from scratch).
 # Reach: 90% deterministic success after ~106k env steps (28 s), 100% by 3 minutes. Push: 80%
@@ -240,19 +233,19 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
 
 # ---------------------------------------------------------------------------- training
 def train_ppo(config: PPOConfig) -> dict[str, Any]:
-    """Train with PPO as ``config`` says; returns a summary (``global_step``, ``iterations``,
-    ``stopped`` = ``"done"`` or ``"time_budget"``, ``train_seconds``, final ``eval``)."""
+    """Train with PPO as ``config`` says, for ``total_env_steps`` (whole iterations; ``time_budget``
+    may stop it sooner). Returns the summary, also ``out/summary.json``: ``global_step``,
+    ``iterations`` done and ``iterations_asked``, ``stopped_by`` (``"steps"`` or ``"time_budget"``),
+    ``train_seconds``, ``weights_digest`` and the final evaluation ``eval``; see
+    :class:`~worldsim.runtime.run.TrainingRun` for the run's folder, checkpoints and budgets."""
     cfg = config
-    info_dist = init_distributed(cfg.device)
-    device, rank, world = info_dist.device, info_dist.rank, info_dist.world_size
+    run = TrainingRun(f"ppo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}", cfg, unit="iteration")
+    device, rank, world = run.device, run.rank, run.dist.world_size
     specs = [get_task(task) for task in cfg.tasks]
-    seed_everything(cfg.seed + rank)
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
 
     # ---- policy, env, optimiser
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
-    broadcast_module(policy, info_dist)
+    broadcast_module(policy, run.dist)
     env = make_train_env(cfg, cfg.num_envs, policy, reset_schedule=cfg.reset_schedule)
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     chunk = policy.chunk_size
@@ -264,39 +257,24 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
 
     # ---- start, or resume exactly where the checkpoint left off
     iteration = 0
-    run_config = {"algo": "ppo", **to_jsonable(cfg)}
-    ckpt_file = checkpoint_path(cfg.out, rank)
-    if cfg.resume:
-        state = load_training_state(cfg.out, rank)
-        check_resume(state["config"], run_config, RESUME_FIELDS, ckpt_file)
+    state = run.restore({"algo": "ppo", **to_jsonable(cfg)}, RESUME_FIELDS)
+    if state is None:
+        next_obs, _ = env.reset(seed=cfg.seed + rank)
+    else:
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
         env.unwrapped.set_state(state["env"])
         next_obs = state["next_obs"]
         tracker.load_state_dict(state["tracker"])
         iteration = state["iteration"]
-    else:
-        next_obs, _ = env.reset(seed=cfg.seed + rank)
-    logger = RunLogger(cfg.out, run_config, enabled=info_dist.is_main,
-                       resume_step=iteration * steps_per_iter if cfg.resume else None)
+    run.start(num_iterations, done=iteration, scale=steps_per_iter)
 
     def save() -> None:
-        part = {"config": run_config, "env": env.unwrapped.get_state(), "next_obs": next_obs,
-                "tracker": tracker.state_dict(), "iteration": iteration}
-        if info_dist.is_main:
-            part |= {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()}
-            policy.save_pretrained(cfg.out / "policy")
-        save_checkpoint(ckpt_file, part)
+        run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()},
+                 rank_state={"env": env.unwrapped.get_state(), "next_obs": next_obs,
+                             "tracker": tracker.state_dict(), "iteration": iteration})
 
-    bar = tqdm(total=num_iterations * steps_per_iter, initial=iteration * steps_per_iter, unit="step",
-               desc=f"ppo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}",
-               disable=not (cfg.progress and info_dist.is_main), dynamic_ncols=True)
-    start = time.time()
-    stopped = "done"
-    while iteration < num_iterations:
-        if any_rank(cfg.time_budget is not None and time.time() - start >= cfg.time_budget, info_dist):
-            stopped = "time_budget"
-            break
+    while run.keep_going(iteration):
         iter_start = time.time()
         if cfg.anneal_lr:
             optimizer.param_groups[0]["lr"] = cfg.lr * (1.0 - iteration / num_iterations)
@@ -363,23 +341,21 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                     for name, param in policy.named_parameters():
                         if name not in value_names:
                             param.grad = None
-                average_gradients(policy, info_dist)
+                average_gradients(policy, run.dist)
                 nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
                 optimizer.step()
                 for key, value in mb_stats.items():
                     stats.setdefault(key, []).append(value)
             epoch_kl = float(np.mean(stats["approx_kl"][-cfg.num_minibatches:]))
-            if cfg.target_kl is not None and not warmup and any_rank(epoch_kl > cfg.target_kl, info_dist):
+            if cfg.target_kl is not None and not warmup and any_rank(epoch_kl > cfg.target_kl, run.dist):
                 break
 
         # ---- the normaliser learns from this rollout only now, so the update above saw the
         # same normalisation as the rollout (every rank folds in every rank's states)
         if cfg.norm_obs and hasattr(policy, "update_normalizer"):
-            policy.update_normalizer({"state": gather_rows(b_obs["state"], info_dist)})
+            policy.update_normalizer({"state": gather_rows(b_obs["state"], run.dist)})
 
         iteration += 1
-        global_step = iteration * steps_per_iter
-        bar.update(steps_per_iter)
         metrics = {k: float(np.mean(v)) for k, v in stats.items()}
         metrics |= tracker.pop()
         metrics |= {"explained_variance": explained_variance(b_values, b_returns),
@@ -387,26 +363,10 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                     "sps": steps_per_iter / (time.time() - iter_start)}
         if isinstance(getattr(policy, "log_std", None), torch.Tensor):
             metrics["log_std"] = float(policy.log_std.detach().mean())
-        periodic_eval = cfg.eval_every and iteration % cfg.eval_every == 0 and iteration < num_iterations
-        if info_dist.is_main and periodic_eval:
-            result, eval_metrics = evaluation_metrics(policy, cfg)
-            metrics |= eval_metrics
-            bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
-        logger.log(global_step, metrics)
+        log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
         if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
             save()
-    bar.close()
-    train_seconds = time.time() - start
 
     save()
-    summary: dict[str, Any] = {"global_step": iteration * steps_per_iter, "iterations": iteration,
-                               "stopped": stopped, "train_seconds": train_seconds, "out": str(cfg.out),
-                               "weights_digest": weights_digest(policy)}
-    if info_dist.is_main:
-        summary["eval"] = final_evaluation(policy, cfg, logger, summary["global_step"],
-                                           train_seconds, "ppo")
-    logger.close()
     env.close()
-    shutdown(info_dist)
-    return summary
-
+    return finish_run(run, policy, cfg, "ppo", iteration * steps_per_iter)

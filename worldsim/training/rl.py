@@ -1,5 +1,6 @@
 """What PPO and GRPO share: the clipped surrogate, episode bookkeeping, the training env and
-policy, evaluation, and the per-rank training checkpoint.
+policy, evaluation, and the end of a run (the run itself is a
+:class:`~worldsim.runtime.run.TrainingRun`).
 
 The algorithms themselves live in :mod:`worldsim.training.ppo` and :mod:`worldsim.training.grpo`; this module
 holds only the pieces that are the same thing in both.
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +19,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.arrays import host_array
@@ -30,7 +29,8 @@ from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
-from worldsim.runtime.run_logging import RunLogger, write_json
+from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run_logging import write_json
 
 
 # ---------------------------------------------------------------------------- losses
@@ -175,7 +175,8 @@ class RLRunConfig:
     imagined_horizon: int | None = None
     """Imagination: truncate imagined episodes after this many steps (None: the task's time limit)."""
     time_budget: float | None = None
-    """Wall-clock seconds of training; when spent, stop cleanly with a final checkpoint."""
+    """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds of training,
+    even if total_env_steps is not reached; a run it cuts short is not reproducible."""
     terminate_on_success: bool = False
     """End training episodes on success (evaluation always does); see the module docstring."""
     clip_coef: float = 0.2
@@ -204,6 +205,9 @@ class RLRunConfig:
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
     resume: bool = False
     """Continue the run in `out` from its checkpoint.pt, exactly."""
+    overwrite: bool = False
+    """Start afresh in a non-empty `out`, removing the earlier run's files (without this or resume
+    such an `out` is refused)."""
     device: Device = "auto"
     """Where torch runs (auto: CUDA when available)."""
     torch_threads: int = 1
@@ -249,9 +253,7 @@ class RLRunConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
         if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
             raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
-        if self.time_budget is not None and not (math.isfinite(self.time_budget) and self.time_budget > 0):
-            raise ValueError(f"time_budget={self.time_budget!r} must be a number of seconds > 0 "
-                             "(or None: no limit)")
+        check_run_settings(self)
 
     @property
     def tasks(self) -> list[str]:
@@ -271,12 +273,6 @@ class RLRunConfig:
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name}={value!r} must be an int >= {minimum}")
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def build_policy(policy_path: str | Path | None, specs: list[TaskSpec], obs_mode: str, mlp: MLPPolicyConfig,
@@ -353,14 +349,33 @@ def evaluation_metrics(policy: Policy, config: RLRunConfig) -> tuple[dict[str, A
     return result, metrics
 
 
-def final_evaluation(policy: Policy, config: RLRunConfig, logger: RunLogger, env_steps: int,
-                     train_seconds: float, algo: str) -> dict[str, Any]:
-    """The end-of-run evaluation of a trainer: logged, and written to ``out/eval.json``."""
-    result, metrics = evaluation_metrics(policy, config)
-    result |= {"env_steps": env_steps, "train_seconds": train_seconds, "algo": algo}
-    write_json(config.out / "eval.json", result)
-    logger.log(env_steps, metrics)
-    return result
+def log_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iteration: int, global_step: int,
+                  metrics: dict[str, float]) -> None:
+    """Log an iteration's ``metrics`` at ``global_step``, with an evaluation every ``eval_every``
+    iterations (rank 0; not after the last iteration, which the final evaluation covers)."""
+    if run.is_main and config.eval_every and iteration % config.eval_every == 0 and iteration < run.steps:
+        result, eval_metrics = evaluation_metrics(policy, config)
+        metrics = metrics | eval_metrics
+        run.bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
+    run.log(global_step, metrics)
+
+
+def finish_run(run: TrainingRun, policy: Policy, config: RLRunConfig, algo: str,
+               global_step: int) -> dict[str, Any]:
+    """The end of a PPO or GRPO run, after its last checkpoint: the summary (the run's
+    :meth:`~worldsim.runtime.run.TrainingRun.summary`, ``global_step``, ``out``,
+    ``weights_digest``, and on rank 0 the final evaluation, ``eval``, also in ``eval.json``),
+    written to ``summary.json`` and printed as one line."""
+    summary = run.summary(policy) | {"global_step": global_step, "out": str(config.out),
+                                     "weights_digest": weights_digest(policy)}
+    result = ""
+    if run.is_main:
+        evaluation, metrics = evaluation_metrics(policy, config)
+        summary["eval"] = evaluation | {"env_steps": global_step, "train_seconds": run.seconds, "algo": algo}
+        write_json(config.out / "eval.json", summary["eval"])
+        run.log(global_step, metrics)
+        result = f"{global_step:,} env steps in {run.seconds:.0f} s; {success_text(evaluation)}"
+    return run.finish(summary, result)
 
 
 def gather_rows(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
@@ -373,33 +388,6 @@ def gather_rows(x: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return torch.cat(parts)
 
 
-def any_rank(flag: bool, info: DistInfo) -> bool:
-    """True if ``flag`` is True on any rank (so that all ranks stop at the same iteration)."""
-    if info.world_size == 1:
-        return flag
-    tensor = torch.tensor([float(flag)])
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return bool(tensor.item() > 0)
-
-
-def checkpoint_path(out: Path, rank: int) -> Path:
-    """Rank 0's full training checkpoint, or another rank's own env/RNG part of it."""
-    return out / (CHECKPOINT_FILE if rank == 0 else f"checkpoint.rank{rank}.pt")
-
-
-def load_training_state(out: Path, rank: int) -> dict[str, Any]:
-    """What a rank resumes from: rank 0's checkpoint (policy, optimiser, counters, shared by all
-    ranks) updated with the rank's own part (its envs, observation and RNG states, restored last)."""
-    for r in {0, rank}:
-        if not checkpoint_path(out, r).exists():
-            raise ValueError(f"resume: no checkpoint at {checkpoint_path(out, r)}; run without --resume to "
-                             "start a new run there")
-    shared = load_checkpoint(checkpoint_path(out, 0))
-    if rank == 0:
-        return shared
-    return {**shared, **load_checkpoint(checkpoint_path(out, rank))}
-
-
 def weights_digest(module: torch.nn.Module) -> str:
     """SHA-256 of every parameter and buffer, in order: equal digests mean identical weights."""
     digest = hashlib.sha256()
@@ -407,12 +395,3 @@ def weights_digest(module: torch.nn.Module) -> str:
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()
-
-
-def check_resume(saved: dict[str, Any], current: dict[str, Any], fields: tuple[str, ...], path: Path) -> None:
-    """Refuse to resume a run whose shape-defining settings changed."""
-    changed = [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in fields
-               if saved.get(k) != current.get(k)]
-    if changed:
-        raise ValueError(f"cannot resume from {path}: settings changed since it was written "
-                         f"({'; '.join(changed)}); use the original values or a new --out")

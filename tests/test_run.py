@@ -1,0 +1,147 @@
+"""The run around every trainer (worldsim.runtime.run): the step budget, the time budget as a
+loud safety net, exact resume and its refusal of changed settings, and the output-folder rule."""
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run_logging import read_metrics
+
+RUN_CONFIG = {"lr": 0.1, "batch": 4, "note": "free to change"}
+
+
+@dataclass
+class Settings:
+    out: Path
+    resume: bool = False
+    overwrite: bool = False
+    seed: int = 0
+    device: str = "cpu"
+    torch_threads: int | None = None
+    time_budget: float | None = None
+    progress: bool = False
+
+
+class Model(torch.nn.Linear):
+    def __init__(self) -> None:
+        super().__init__(2, 1)
+
+    def save_pretrained(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "weights.pt")
+
+
+def train(settings: Settings, steps: int, run_config: dict | None = None, step_seconds: float = 0.0):
+    """A stand-in trainer shaped like the real ones: one random draw per step (the RNG state is
+    what a resume must restore), a checkpoint every 2 steps and at the end."""
+    run = TrainingRun("toy", settings)
+    model = Model()
+    step = 0
+    state = run.restore(run_config or RUN_CONFIG, ("lr", "batch"))
+    if state is not None:
+        model.load_state_dict(state["model"])
+        step = state["step"]
+    run.start(steps, done=step)
+    draws = []
+    while run.keep_going(step):
+        draws.append(torch.rand(()).item())
+        time.sleep(step_seconds)
+        step += 1
+        run.log_train(step, {"loss": draws[-1]}, every=1)
+        if step % 2 == 0:
+            run.save(model, "model", {"model": model.state_dict(), "step": step})
+    run.save(model, "model", {"model": model.state_dict(), "step": step})
+    return run, run.finish(run.summary(model), f"last draw {draws[-1] if draws else None}"), draws
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_step_budget_is_exact_and_the_result_is_printed(tmp_path, capsys):
+    _, summary, draws = train(Settings(tmp_path / "run"), steps=7)
+    assert len(draws) == 7
+    assert summary["steps"] == summary["steps_asked"] == 7 and summary["stopped_by"] == "steps"
+    assert summary["world_size"] == 1 and summary["ranks_in_sync"] and summary["train_seconds"] >= 0
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary
+    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == list(range(1, 8))
+    assert load_checkpoint(tmp_path / "run" / CHECKPOINT_FILE)["step"] == 7
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == RUN_CONFIG
+    captured = capsys.readouterr()
+    assert captured.out == f"toy: 7 of 7 steps; last draw {draws[-1]}\n" and "time budget" not in captured.err
+
+
+def test_a_time_budget_stop_is_warned_shown_on_the_bar_and_recorded(tmp_path, capsys):
+    run, summary, draws = train(Settings(tmp_path / "run", time_budget=0.05, progress=True), steps=1000,
+                                step_seconds=0.01)
+    done = summary["steps"]
+    assert 1 <= done < 1000 and len(draws) == done
+    assert summary["stopped_by"] == "time_budget" and summary["steps_asked"] == 1000
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["stopped_by"] == "time_budget"
+    assert load_checkpoint(tmp_path / "run" / CHECKPOINT_FILE)["step"] == done  # stopped cleanly
+    captured = capsys.readouterr()
+    warning = (f"toy: time budget of 0.05 s reached at step {done} of 1,000 — results are not reproducible "
+               "across machines")
+    assert captured.err.count(warning) == 1
+    shown = "toy (stopped by the time budget)"
+    assert shown in run.bar.desc and shown in captured.err  # the progress bar's last state
+    assert captured.out.startswith(f"toy: {done} of 1,000 steps (stopped by the time budget); ")
+
+
+def test_a_run_cut_short_resumes_exactly_and_takes_a_step_per_session(tmp_path):
+    _, _, straight = train(Settings(tmp_path / "straight"), steps=6)
+    _, first, draws = train(Settings(tmp_path / "run", time_budget=1e-9), steps=6)
+    assert first["steps"] == 1 and first["stopped_by"] == "time_budget"  # a session takes one step at least
+    _, second, more = train(Settings(tmp_path / "run", resume=True, time_budget=1e-9), steps=6)
+    assert second["steps"] == 2
+    _, last, rest = train(Settings(tmp_path / "run", resume=True), steps=6)
+    assert last["steps"] == 6 and last["stopped_by"] == "steps"
+    assert draws + more + rest == straight  # the RNG states travel with the checkpoint
+    assert [r["step"] for r in read_metrics(tmp_path / "run" / "metrics.jsonl")] == list(range(1, 7))
+
+
+def test_resume_refuses_changed_settings_naming_each_of_them(tmp_path):
+    train(Settings(tmp_path / "run"), steps=2)
+    changed = {**RUN_CONFIG, "lr": 0.2, "batch": 8}
+    with pytest.raises(ValueError, match=r"changed since it was written \(lr: 0.1 -> 0.2; batch: 4 -> 8\)"):
+        train(Settings(tmp_path / "run", resume=True), steps=4, run_config=changed)
+    free = {**RUN_CONFIG, "note": "x"}
+    _, summary, _ = train(Settings(tmp_path / "run", resume=True), steps=4, run_config=free)
+    assert summary["steps"] == 4  # a setting outside the resume fields may change
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        train(Settings(tmp_path / "fresh", resume=True), steps=2)
+
+
+def test_an_earlier_run_in_out_is_refused_unless_overwrite_or_resume(tmp_path):
+    out = tmp_path / "run"
+    train(Settings(out), steps=2)
+    before = files(out)
+    with pytest.raises(FileExistsError, match="already holds files.*--overwrite.*--resume"):
+        TrainingRun("toy", Settings(out))
+    assert files(out) == before  # untouched
+    (out / "stale.txt").write_text("from another run")
+    _, summary, _ = train(Settings(out, overwrite=True), steps=3)
+    assert not (out / "stale.txt").exists() and summary["steps"] == 3
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1, 2, 3]  # one run's history
+    _, summary, _ = train(Settings(out, resume=True), steps=5)
+    assert summary["steps"] == 5
+
+
+def test_run_settings_are_checked():
+    with pytest.raises(ValueError, match="pass one"):
+        check_run_settings(Settings(Path("x"), resume=True, overwrite=True))
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=f"time_budget={bad!r} must be a number of seconds > 0"):
+            check_run_settings(Settings(Path("x"), time_budget=bad))
+    check_run_settings(Settings(Path("x"), time_budget=0.5))
+
+
+def test_success_text_gives_the_rate_with_its_interval():
+    result = {"success_rate": 0.45, "pooled_ci95": [0.356, 0.548], "episodes": 100}
+    assert success_text(result) == "success 45.0% (95% CI 35.6%-54.8%, 100 episodes)"
