@@ -6,6 +6,7 @@ import torch
 
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel, WorldModelConfig
+from worldsim.world_models.config import PRESETS
 from worldsim.world_models.denoiser import Denoiser
 from worldsim.world_models.objects import ObjectDynamics, keypoint_planes, object_loss
 
@@ -145,3 +146,21 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     env.close()
     with pytest.raises(ValueError, match="shape a new model"):
         TrainWMConfig(data=data, init=tmp_path / "run", object_pathway=True)
+
+
+def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, capsys):
+    from worldsim.data.collect import collect_episodes
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+    from worldsim.world_models import EpisodeBank, TrainWMConfig
+    from worldsim.world_models.train import build_model
+
+    assert PRESETS["tiny"]["object_pathway"] and PRESETS["base"]["object_pathway"]
+    pixels = tmp_path / "pixels.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2, pixels, num_envs=2,
+                     image_size=32, obs_mode="pixels+state", progress=False)
+    with_state = build_model(TrainWMConfig(data=pixels, out=tmp_path / "a"), EpisodeBank(pixels))
+    assert with_state.config.object_pathway
+    bank = EpisodeBank(pixels)
+    bank.state = bank.entity_pixels = None  # as a file recorded without 'state' reads
+    without = build_model(TrainWMConfig(data=pixels, out=tmp_path / "b"), bank)
+    assert not without.config.object_pathway and "without its object pathway" in capsys.readouterr().err

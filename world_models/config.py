@@ -109,12 +109,13 @@ class WorldModelConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step.
+    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step; the object pathway (measured: the
+    # pushed cube's error 16 steps after contact 5.5 -> 3.1 cm, README "World models").
     "tiny": {"channels": (32, 64, 64), "layers_per_block": 1, "norm_groups": 16, "cond_hidden": 128,
-             "sampling_steps": 1},
+             "sampling_steps": 1, "object_pathway": True},
     # GPU: wider and deeper, three denoising steps (DIAMOND's count).
     "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
-             "sampling_steps": 3, "success_channels": 64},
+             "sampling_steps": 3, "success_channels": 64, "object_pathway": True, "object_hidden": 512},
 }
 
 

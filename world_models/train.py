@@ -32,6 +32,7 @@ run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budg
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -172,6 +173,13 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                              f"the data holds {size}-pixel images")
         return model.train()
     overrides = {k: getattr(config, k) for k in ARCHITECTURE_FIELDS if getattr(config, k) is not None}
+    if bank.state is None and PRESETS[config.config].get("object_pathway") and config.object_pathway is None:
+        # The preset's object pathway learns from the objects' recorded positions; without them
+        # the model is built without it rather than refusing data a model can still learn from.
+        overrides["object_pathway"] = False
+        print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the {config.config} world model "
+              "is built without its object pathway (collect with obs_mode='pixels+state' to have it)",
+              file=sys.stderr)
     model = WorldModel(preset(config.config, tasks=tuple(bank.tasks),
                               instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
                               **overrides))
