@@ -23,7 +23,11 @@ The bookkeeping:
   and ``info["final_info"]``) or ``Disabled`` (the loop resets the ended envs with
   ``reset(options={"reset_mask": ended})`` once the hooks have seen them). Hooks read an env's
   observation and info after its action through :meth:`Step.next_obs` and
-  :meth:`Step.next_info`: the ended episode's last under either mode.
+  :meth:`Step.next_info`: the ended episode's last under either mode;
+- **paired starts** (Disabled, with a ``seed``): every counted episode starts from a reset of its
+  env seeded by ``(seed, slot)`` (:func:`slot_seed`), so episode ``k`` starts from the same state
+  whichever policy runs and however many envs run it: two policies evaluated with one seed are
+  compared on the same episodes (a paired comparison, :mod:`worldsim.evaluation.compare`).
 """
 
 from __future__ import annotations
@@ -115,13 +119,30 @@ class RolloutHooks:
         the env still holds the episode's last state (for ``render()``) until this returns."""
 
 
+def slot_seed(seed: int, slot: int) -> int:
+    """The seed of counted episode ``slot``'s start in a rollout seeded by ``seed``."""
+    return int(np.random.SeedSequence([int(seed), int(slot)]).generate_state(1)[0])
+
+
+def _start_slots(env: gym.vector.VectorEnv, seed: int, slots: dict[int, int]) -> tuple[Any, dict[str, Any]]:
+    """Reset each env ``i`` of ``slots`` (env -> slot) alone, seeded by its slot."""
+    obs = info = None
+    for i, slot in slots.items():
+        mask = np.zeros(env.num_envs, bool)
+        mask[i] = True
+        obs, info = env.reset(seed=slot_seed(seed, slot), options={"reset_mask": mask})
+    return obs, info
+
+
 def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks: RolloutHooks, *,
-                 seed: int | None = None, execute_steps: int | None = None, deterministic: bool = False) -> int:
+                 seed: int | None = None, execute_steps: int | None = None, deterministic: bool = False,
+                 paired: bool = True) -> int:
     """Run ``policy`` on ``env`` until the first ``episodes`` episodes started have finished,
     telling ``hooks`` what happens (see the module docstring); returns the env steps taken
     (``num_envs`` per step, idle envs included).
 
-    ``seed`` seeds the env's first reset; ``execute_steps`` and ``deterministic`` are the
+    ``seed`` seeds the env's first reset and, under Disabled autoreset with ``paired``, every
+    counted episode's start (paired starts); ``execute_steps`` and ``deterministic`` are the
     :class:`~worldsim.policies.runner.ChunkQueue`'s. ``ValueError`` for ``episodes`` < 1 or an
     env whose autoreset mode is not SameStep or Disabled.
     """
@@ -133,9 +154,12 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
                          "autoreset_mode='SameStep' or 'Disabled'")
     num_envs = env.num_envs
     queue = ChunkQueue(policy, num_envs, execute_steps, deterministic)
+    paired = paired and seed is not None and mode == AutoresetMode.DISABLED
     obs, info = env.reset(seed=seed)
     slots = np.where(np.arange(num_envs) < episodes, np.arange(num_envs), -1)
     started = int((slots >= 0).sum())
+    if paired:
+        obs, info = _start_slots(env, seed, {i: i for i in range(started)})
     for i in range(started):
         hooks.started(i, i, obs, info)
     finished = env_steps = 0
@@ -158,6 +182,8 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
         if step.ended.any():
             if mode == AutoresetMode.DISABLED:  # idle envs restart too: Disabled refuses to step them
                 obs, info = env.reset(options={"reset_mask": step.ended})
+                if paired and begun:
+                    obs, info = _start_slots(env, seed, {i: int(slots[i]) for i in begun})
             queue.restart(step.ended)
             for i in begun:
                 hooks.started(int(slots[i]), i, obs, info)

@@ -1,8 +1,9 @@
 """Rollout collection: record episodes of any policy on worldsim vector envs to one episode file.
 
-:func:`collect_episodes` runs each task on its own vector env (``autoreset_mode="SameStep"``,
-so the final observation of an episode arrives in ``info["final_obs"]`` while the env already
-starts the next one) through the rollout loop shared with evaluation
+:func:`collect_episodes` runs each task on its own vector env (``autoreset_mode="Disabled"``:
+the loop restarts ended envs itself, each counted episode from a start seeded by its number,
+so the same seed records the same episode starts whatever ``num_envs``) through the rollout
+loop shared with evaluation
 (:func:`worldsim.rollout.run_episodes`: the policy served one action per step, episodes counted
 without bias towards short ones, the first ``N`` started recorded, each to its end), and writes
 every finished episode through :class:`~worldsim.data.writer.EpisodeWriter` (the file appears
@@ -238,8 +239,8 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                  imagination: dict[str, Any] | None = None) -> TaskCollectStats:
     """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
     ``writer`` (in the order they finish), through the rollout loop shared with evaluation
-    (:func:`worldsim.rollout.run_episodes`, SameStep autoreset). ``seed`` seeds the envs and
-    torch's sampling. ``record_features``: also record the policy's features and
+    (:func:`worldsim.rollout.run_episodes`, Disabled autoreset, paired starts). ``seed`` seeds the
+    envs' starts and torch's sampling. ``record_features``: also record the policy's features and
     ``num_samples`` action samples at every step (``ValueError`` for the scripted expert,
     before any env runs). ``deterministic``: execute the policy's mean action chunk instead of
     sampling it. ``imagination``: the imagined env's arguments (``{"world_model": ...,
@@ -248,7 +249,7 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
         check_feature_recording(policy, num_samples)
     num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
     env_id = task_env_id(spec.name, imagined=imagination is not None)
-    env = make_task_envs(spec.name, num_envs, imagination=imagination, autoreset_mode="SameStep", **env_kwargs)
+    env = make_task_envs(spec.name, num_envs, imagination=imagination, autoreset_mode="Disabled", **env_kwargs)
     start = time.perf_counter()
     try:
         with torch.random.fork_rng(devices=[]):

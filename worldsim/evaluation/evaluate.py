@@ -69,6 +69,9 @@ class TaskResult:
     mean_length: float
     failures: int  # episodes ended by a cube leaving the table
     videos: list[str] = field(default_factory=list)
+    outcomes: list[bool] = field(default_factory=list)
+    """Success of each counted episode, in start order: with a seed, episode k starts from the
+    same state for every policy (:func:`worldsim.rollout.slot_seed`), so two policies' lists pair up."""
 
 
 @dataclass
@@ -99,7 +102,7 @@ class EvalResults:
             "per_task": {name: {"success_rate": r.success_rate, "ci95": list(r.ci95), "episodes": r.episodes,
                                 "successes": r.successes, "mean_return": r.mean_return,
                                 "mean_length": r.mean_length, "failures": r.failures,
-                                "instruction": r.instruction, "videos": r.videos}
+                                "instruction": r.instruction, "videos": r.videos, "outcomes": r.outcomes}
                          for name, r in self.tasks.items()},
         }
 
@@ -203,7 +206,8 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
             paths.append(str(path))
     wins = int(tally.success.sum())
     return TaskResult(spec.name, spec.instruction, episodes, wins, wins / episodes, wilson_interval(wins, episodes),
-                      float(tally.returns.mean()), float(tally.lengths.mean()), int(tally.failure.sum()), paths)
+                      float(tally.returns.mean()), float(tally.lengths.mean()), int(tally.failure.sum()), paths,
+                      tally.success.tolist())
 
 
 def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs: int = 50, seed: int = 0,
