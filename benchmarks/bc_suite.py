@@ -16,10 +16,10 @@ from pathlib import Path
 
 import tyro
 
-from worldsim.training.bc import BCConfig, train_bc
 from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.training.bc import BCConfig, train_bc
 
 
 @dataclass
@@ -61,7 +61,8 @@ def main(args: Args) -> None:
                                 torch_threads=args.threads, overwrite=True))
     t2 = time.perf_counter()
     print(json.dumps({
-        "suite": args.suite, "episodes_per_task": args.episodes, "noise": args.noise, "grasp_noise": args.grasp_noise, "bc_steps": summary["steps"],
+        "suite": args.suite, "episodes_per_task": args.episodes, "noise": args.noise, "grasp_noise": args.grasp_noise,
+        "bc_steps": summary["steps"],
         "per_task_success": summary.get("per_task_success"), "average_success": summary.get("success_rate"),
         "val_loss": summary["val_loss"], "collect_s": round(t1 - t0, 1), "train_and_eval_s": round(t2 - t1, 1),
         "machine": "2 CPU cores"}))

@@ -2,12 +2,14 @@
 
     python benchmarks/bc_suite.py --suite tabletop-10 --steps 8000 --eval-episodes 0 --out runs/bench_fd_policy
     python benchmarks/failure_detection.py
-    python benchmarks/failure_detection.py --cp constant --rollouts runs/bench_fd/rollouts.h5 --out runs/bench_fd_constant
+    python benchmarks/failure_detection.py --cp constant --rollouts runs/bench_fd/rollouts.h5 \
+        --out runs/bench_fd_constant
 
 The first command trains the policy watched here: TinyVLA (state-dependent action std) on 200
 noisy expert episodes of each tabletop-10 task, stopped early enough to fail often. This
 script then records ``--episodes`` rollouts per task (the policy executing its mean chunk, as
-deployed) with the policy's features and 8 sampled chunks per step (``rollouts.h5``, reused if present), runs the ``worldsim detect`` pipeline on them with
+deployed) with the policy's features and 8 sampled chunks per step (``rollouts.h5``, reused if present),
+runs the ``worldsim detect`` pipeline on them with
 the suite's seen/unseen split (results, table, ROC and alpha-sweep plots, annotated videos in
 ``--out``), and measures the online overhead of each saved detector inside
 :class:`~worldsim.failure.DetectorWrapper` on a 16-env pixel vector env. Prints one JSON line

@@ -60,8 +60,8 @@ def prepare(work: Path) -> dict:
 
 
 def check_import(work: Path) -> dict:
-    from worldsim.data.reader import EpisodeReader
     from worldsim.data.lerobot import import_lerobot
+    from worldsim.data.reader import EpisodeReader
 
     result: dict = {"step": "import"}
     for name in ("native_image", "native_video"):

@@ -17,8 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from worldsim.training.bc import BCConfig, train_bc
 from worldsim.evaluation.rank import RankConfig, rank_policies
+from worldsim.training.bc import BCConfig, train_bc
 
 
 def main() -> None:

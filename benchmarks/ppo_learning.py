@@ -18,11 +18,11 @@ from pathlib import Path
 
 import tyro
 from rich.console import Console
-from worldsim.policies import load_policy
 
+from worldsim.policies import load_policy
+from worldsim.runtime.run_logging import read_metrics
 from worldsim.training.ppo import PPOConfig, train_ppo
 from worldsim.training.rl import evaluate
-from worldsim.runtime.run_logging import read_metrics
 
 TARGETS = {"ReachCube-v0": 0.95, "PushCube-v0": 0.80}
 
@@ -59,7 +59,7 @@ def main(args: Args) -> None:
         raise SystemExit(f"--budgets needs one value per task ({len(args.tasks)}); got {len(args.budgets)}")
     console = Console(stderr=True)
     results = {}
-    for task, budget in zip(args.tasks, args.budgets):
+    for task, budget in zip(args.tasks, args.budgets, strict=True):
         probe = PPOConfig(task=task, out=args.out / task)
         # ~1.5 s per 8192 env steps on 2 cores: evaluate roughly every eval_seconds
         eval_every = max(1, round(args.eval_seconds * 5500 / (probe.num_envs * probe.num_steps)))

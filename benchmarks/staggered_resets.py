@@ -30,8 +30,8 @@ import numpy as np
 import tyro
 from rich.console import Console
 
-from worldsim.training.ppo import PPOConfig, train_ppo
 from worldsim.runtime.run_logging import read_metrics, write_json
+from worldsim.training.ppo import PPOConfig, train_ppo
 
 SCHEDULES = ("synchronous", "staggered")
 
@@ -63,7 +63,7 @@ def curve(rows: list[dict[str, float]], key: str, grid: np.ndarray) -> np.ndarra
     points = [(r["step"], r[key]) for r in rows if key in r and "approx_kl" in r]
     if not points:
         return np.full(len(grid), np.nan)
-    steps, values = map(np.asarray, zip(*points))
+    steps, values = map(np.asarray, zip(*points, strict=True))
     return np.where(grid >= steps[0], np.interp(grid, steps, values), np.nan)
 
 

@@ -26,8 +26,8 @@ import worldsim  # noqa: F401  (registers the envs)
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-from worldsim.world_models import WorldModel, preset
 from worldsim.runtime.device import resolve_device
+from worldsim.world_models import WorldModel, preset
 
 
 def frames_per_second(env: gym.vector.VectorEnv, steps: int, seed: int = 0) -> float:

@@ -22,7 +22,8 @@ vector envs fill absent entries: ``None`` for object arrays, zeros/False otherwi
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from gymnasium.vector import VectorEnv
@@ -41,7 +42,7 @@ class ConcatVectorEnv(VectorEnv):
     other options (``group_size``) are passed to each sub-env whose part is being reset.
     """
 
-    def __init__(self, envs: Sequence[VectorEnv]):
+    def __init__(self, envs: Sequence[VectorEnv]) -> None:
         if not envs:
             raise ValueError("ConcatVectorEnv needs at least one vector env")
         first = envs[0]
@@ -64,7 +65,8 @@ class ConcatVectorEnv(VectorEnv):
         self.metadata = dict(first.metadata)
         self.render_mode = first.render_mode
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray | dict[str, np.ndarray], dict[str, Any]]:
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if mask is not None:
@@ -77,15 +79,16 @@ class ConcatVectorEnv(VectorEnv):
             if mask is not None:
                 part["reset_mask"] = mask[self.bounds[k]:self.bounds[k + 1]]
             results.append(env.reset(seed=None if seed is None else seed + k, options=part or None))
-        observations, infos = zip(*results)
+        observations, infos = zip(*results, strict=True)
         return self._concat_obs(observations), self._concat_info(infos)
 
-    def step(self, actions):
+    def step(self, actions: np.ndarray
+             ) -> tuple[np.ndarray | dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         actions = np.asarray(actions)
         if actions.shape[:1] != (self.num_envs,):
             raise ValueError(f"actions must have {self.num_envs} rows, one per env; got shape {actions.shape}")
         results = [env.step(actions[self.bounds[k]:self.bounds[k + 1]]) for k, env in enumerate(self.envs)]
-        observations, rewards, terminated, truncated, infos = zip(*results)
+        observations, rewards, terminated, truncated, infos = zip(*results, strict=True)
         return (self._concat_obs(observations), np.concatenate(rewards), np.concatenate(terminated),
                 np.concatenate(truncated), self._concat_info(infos))
 
@@ -105,7 +108,7 @@ class ConcatVectorEnv(VectorEnv):
         """Restore a :meth:`get_state` snapshot of a ConcatVectorEnv of the same sub-envs."""
         if len(state) != len(self.envs):
             raise ValueError(f"the snapshot holds {len(state)} sub-envs; this env has {len(self.envs)}")
-        for env, part in zip(self.envs, state):
+        for env, part in zip(self.envs, state, strict=True):
             env.unwrapped.set_state(part)
 
     # ------------------------------------------------------------------ concatenation
@@ -127,7 +130,7 @@ class ConcatVectorEnv(VectorEnv):
                 continue
             example = np.asarray(example)
             parts = []
-            for value, size in zip(present, self.sizes):
+            for value, size in zip(present, self.sizes, strict=True):
                 if value is None:
                     value = np.full(size, None, object) if example.dtype == object \
                         else np.zeros((size, *example.shape[1:]), example.dtype)

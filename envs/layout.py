@@ -44,7 +44,7 @@ class Draws:
     """Uniform draws and row permutations from a numpy ``Generator`` (float64 numpy arrays) or
     a ``torch.Generator`` (float32 tensors on its device)."""
 
-    def __init__(self, rng: Any):
+    def __init__(self, rng: Any) -> None:
         self.rng = rng
         self.numpy = isinstance(rng, np.random.Generator)
 

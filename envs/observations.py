@@ -59,7 +59,7 @@ def entity_positions(state: np.ndarray) -> np.ndarray:
     state = np.asarray(state)
     cubes = [state[:, STATE_LAYOUT[f"{c}_cube_pos"]] for c in CUBES]
     flat = [np.column_stack([state[:, STATE_LAYOUT[key]], np.full(len(state), z)])
-            for key, z in zip([f"{z}_zone_xy" for z in ZONES] + ["bin_xy"], ENTITY_HEIGHTS[len(CUBES):])]
+            for key, z in zip([f"{z}_zone_xy" for z in ZONES] + ["bin_xy"], ENTITY_HEIGHTS[len(CUBES):], strict=True)]
     return np.stack(cubes + flat, axis=1).astype(np.float64)
 PROPRIO_DIM = 4
 

@@ -32,7 +32,7 @@ class BatchedPhysics:
         num_threads: rollout worker threads (0 runs on the calling thread).
     """
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, frame_skip: int, num_threads: int):
+    def __init__(self, model: mujoco.MjModel, num_envs: int, frame_skip: int, num_threads: int) -> None:
         self.model = model
         self.num_envs = num_envs
         self.frame_skip = frame_skip

@@ -21,7 +21,7 @@ _SLOW_FLAGS = (
 class BatchRenderer:
     """Renders ``(N, H, W, 3)`` uint8 images of a batch of qpos rows from one camera."""
 
-    def __init__(self, model: mujoco.MjModel, height: int, width: int):
+    def __init__(self, model: mujoco.MjModel, height: int, width: int) -> None:
         max_w, max_h = model.vis.global_.offwidth, model.vis.global_.offheight
         if width > max_w or height > max_h:
             raise ValueError(f"image size {height}x{width} exceeds the scene's offscreen buffer "

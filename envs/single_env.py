@@ -7,16 +7,19 @@ reward and observation code.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.arrays import ACTION_DIM
 from worldsim.envs.scene import CONTROL_DT
+from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.vector_env import TabletopVectorEnv
+
+if TYPE_CHECKING:
+    import mujoco
 
 
 class SingleEnv(gym.Env):
@@ -31,7 +34,7 @@ class SingleEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": int(1 / CONTROL_DT)}
     vector_class: type[gym.vector.VectorEnv]
 
-    def __init__(self, task: str | TaskSpec = "PushCube-v0", render_mode: str | None = None, **kwargs: Any):
+    def __init__(self, task: str | TaskSpec = "PushCube-v0", render_mode: str | None = None, **kwargs: Any) -> None:
         for banned in ("num_envs", "autoreset_mode"):
             if banned in kwargs:
                 raise TypeError(f"{banned!r} is not an argument of the single env; use gym.make_vec for "
@@ -42,12 +45,13 @@ class SingleEnv(gym.Env):
         self.observation_space = self.vector_env.single_observation_space
         self.action_space = self.vector_env.single_action_space
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[np.ndarray | dict[str, np.ndarray], dict[str, Any]]:
         super().reset(seed=seed)
         obs, info = self.vector_env.reset(seed=seed, options=options)
         return self._first(obs), self._first(info)
 
-    def step(self, action):
+    def step(self, action: np.ndarray) -> tuple[np.ndarray | dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         arr = np.asarray(action)
         if arr.shape != (ACTION_DIM,):
             raise ValueError(f"action must have shape ({ACTION_DIM},) [end-effector dx, dy, dz, gripper]; "
@@ -82,7 +86,7 @@ class TabletopEnv(SingleEnv):
         return self.vector_env.task
 
     @property
-    def model(self):
+    def model(self) -> mujoco.MjModel:
         return self.vector_env.model
 
     @property

@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from worldsim.envs.physics import BatchedPhysics, default_threads
 from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    import mujoco
 
 
 class TabletopVectorEnv(PhysicsEnv):
@@ -49,7 +52,7 @@ class TabletopVectorEnv(PhysicsEnv):
     """
 
     def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, *, render_size: int = 256,
-                 num_threads: int | None = None, **options: Any):
+                 num_threads: int | None = None, **options: Any) -> None:
         super().__init__(task, num_envs, **options)
         self.scene = Scene.load()
         self.family = make_family(self.task, self.scene)
@@ -61,7 +64,7 @@ class TabletopVectorEnv(PhysicsEnv):
         self.render_size = render_size
 
     @property
-    def model(self):
+    def model(self) -> mujoco.MjModel:
         """The MjModel shared by every env of the batch."""
         return self.scene.model
 

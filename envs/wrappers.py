@@ -20,7 +20,7 @@ class ActionChunk(VectorWrapper):
     for a single step.
     """
 
-    def __init__(self, env: VectorEnv, chunk_size: int):
+    def __init__(self, env: VectorEnv, chunk_size: int) -> None:
         super().__init__(env)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
             raise ValueError(f"chunk_size={chunk_size!r} must be an int >= 1")
@@ -33,7 +33,7 @@ class ActionChunk(VectorWrapper):
             dtype=single.dtype)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
-    def step(self, actions: Any):
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         shape = (self.num_envs, self.chunk_size, *self.env.single_action_space.shape)
         if np.shape(actions) != shape:
             raise ValueError(f"action chunk must have shape {shape}; got {np.shape(actions)}")

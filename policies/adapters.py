@@ -64,6 +64,7 @@ from typing import Any
 
 import torch
 from torch import nn
+
 from worldsim.policies.base import Batch, Policy, PolicyOutput, register_policy
 from worldsim.policies.tinyvla import ChunkGaussian, check_chunk, mlp, read_pixel_obs
 
@@ -105,7 +106,7 @@ class ExternalVLAConfig:
             bounds = getattr(self, name)
             if len(bounds) != self.action_dim or not all(math.isfinite(b) for b in bounds):
                 raise ValueError(f"{name}={bounds!r} must hold {self.action_dim} finite numbers (action_dim)")
-        same = [i for i, (lo, hi) in enumerate(zip(self.action_low, self.action_high)) if lo == hi]
+        same = [i for i, (lo, hi) in enumerate(zip(self.action_low, self.action_high, strict=True)) if lo == hi]
         if same:
             raise ValueError(f"action_low and action_high must differ in every dimension; equal in {same}")
         if not (math.isfinite(self.min_log_std) and math.isfinite(self.max_log_std)
@@ -143,7 +144,7 @@ class ExternalVLAAdapter(Policy):
 
     config: ExternalVLAConfig
 
-    def __init__(self, config: ExternalVLAConfig, feature_dim: int):
+    def __init__(self, config: ExternalVLAConfig, feature_dim: int) -> None:
         super().__init__()
         self.config = config
         self.chunk_size = config.chunk_size
@@ -285,7 +286,7 @@ class TransformersVLAAdapter(ExternalVLAAdapter):
     config_class = TransformersVLAConfig
     config: TransformersVLAConfig
 
-    def __init__(self, config: TransformersVLAConfig):
+    def __init__(self, config: TransformersVLAConfig) -> None:
         from transformers import BertConfig, BertModel, ViTConfig, ViTModel
 
         super().__init__(config, config.feature_dim)

@@ -53,7 +53,7 @@ class ScriptedExpert(Policy):
     config_class = ScriptedExpertConfig
     chunk_size = 1
 
-    def __init__(self, config: ScriptedExpertConfig):
+    def __init__(self, config: ScriptedExpertConfig) -> None:
         super().__init__()
         self.config = config
         self.spec = get_task(config.task)
@@ -92,10 +92,10 @@ class ScriptedExpert(Policy):
         log_prob, _, value = self._score(mean, actions[:, None])
         return PolicyOutput(actions[:, None], log_prob, value, batch["state"])
 
-    def evaluate(self, batch: Batch, actions: torch.Tensor):
+    def evaluate(self, batch: Batch, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._score(self._mean(batch), actions)
 
-    def _score(self, mean: torch.Tensor, actions: torch.Tensor):
+    def _score(self, mean: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-density and entropy of the displacement noise (the gripper is deterministic)."""
         zeros = torch.zeros(len(mean))
         if self.config.noise == 0:

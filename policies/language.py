@@ -96,7 +96,7 @@ class InstructionEncoder(nn.Module):
         dim: embedding width (384 for MiniLM).
     """
 
-    def __init__(self, instructions: Sequence[str], kind: str, learned_dim: int = 64, allow_new: bool = False):
+    def __init__(self, instructions: Sequence[str], kind: str, learned_dim: int = 64, allow_new: bool = False) -> None:
         super().__init__()
         if kind not in ("minilm", "learned"):
             raise ValueError(f"kind={kind!r} must be 'minilm' or 'learned' (resolve 'auto' first)")

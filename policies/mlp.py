@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
 from worldsim.envs.tasks import get_task
 from worldsim.policies.base import Batch, Policy, PolicyOutput, register_policy
 
@@ -85,7 +86,7 @@ class MLPPolicy(Policy):
     obs_mode = "state"
     config_class = MLPPolicyConfig
 
-    def __init__(self, config: MLPPolicyConfig):
+    def __init__(self, config: MLPPolicyConfig) -> None:
         super().__init__()
         self.config = config
         self.chunk_size = config.chunk_size

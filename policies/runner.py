@@ -41,7 +41,7 @@ class ChunkQueue:
     """
 
     def __init__(self, policy: Policy, num_envs: int, execute_steps: int | None = None,
-                 deterministic: bool = False):
+                 deterministic: bool = False) -> None:
         k = policy.chunk_size
         execute_steps = k if execute_steps is None else execute_steps
         if not 1 <= execute_steps <= k:

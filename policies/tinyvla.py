@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
 from worldsim.envs.tasks import get_task
 from worldsim.policies.base import Batch, Policy, PolicyOutput, register_policy
 from worldsim.policies.language import LANGUAGE_KINDS, InstructionEncoder, resolve_language
@@ -198,7 +199,7 @@ def read_pixel_obs(obs: Any, image_size: int, use_wrist: bool, device: torch.dev
 class SpatialSoftmax(nn.Module):
     """Per-channel soft-argmax: ``(B, C, H, W)`` -> expected (x, y) in [-1, 1], ``(B, 2C)``."""
 
-    def __init__(self, height: int, width: int):
+    def __init__(self, height: int, width: int) -> None:
         super().__init__()
         ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
         self.register_buffer("grid", torch.stack([xs.flatten(), ys.flatten()], 1), persistent=False)
@@ -212,7 +213,7 @@ class SpatialSoftmax(nn.Module):
 class FiLMConvEncoder(nn.Module):
     """Conv stack with GroupNorm, optional FiLM from a conditioning vector, and pooling."""
 
-    def __init__(self, channels: Sequence[int], image_size: int, cond_dim: int, film: bool, pooling: str):
+    def __init__(self, channels: Sequence[int], image_size: int, cond_dim: int, film: bool, pooling: str) -> None:
         super().__init__()
         self.convs = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -234,7 +235,7 @@ class FiLMConvEncoder(nn.Module):
 
     def forward(self, image: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
         x = image
-        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms, strict=True)):
             x = norm(conv(x))
             if self.films is not None:
                 gamma, beta = self.films[i](cond)[:, :, None, None].chunk(2, dim=1)
@@ -263,7 +264,7 @@ class ChunkGaussian(nn.Module):
     clamped to ``[min_log_std, max_log_std]``."""
 
     def __init__(self, chunk_size: int, action_dim: int, init_log_std: float, min_log_std: float,
-                 max_log_std: float, feature_dim: int | None = None):
+                 max_log_std: float, feature_dim: int | None = None) -> None:
         super().__init__()
         self.shape = (chunk_size, action_dim)
         self.log_std = nn.Parameter(torch.full(self.shape, float(init_log_std)))
@@ -306,7 +307,7 @@ class TinyVLA(Policy):
     config_class = TinyVLAConfig
     action_dim = ACTION_DIM
 
-    def __init__(self, config: TinyVLAConfig):
+    def __init__(self, config: TinyVLAConfig) -> None:
         super().__init__()
         self.config = config
         self.chunk_size = config.chunk_size

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 import torch
+
 from worldsim.policies import (
     ExternalVLAAdapter,
     ExternalVLAConfig,
@@ -94,7 +95,8 @@ def test_transformers_adapter_save_load_round_trip(tmp_path):
     obs = pixel_obs(3)
     a = policy.act(policy.preprocess(obs), deterministic=True)
     b = loaded.act(policy.preprocess(obs), deterministic=True)  # batches are portable between copies
-    for x, y in zip((a.actions, a.log_prob, a.value, a.features), (b.actions, b.log_prob, b.value, b.features)):
+    for x, y in zip((a.actions, a.log_prob, a.value, a.features),
+                    (b.actions, b.log_prob, b.value, b.features), strict=True):
         assert torch.equal(x, y)
 
     document = json.loads((tmp_path / "vla" / "config.json").read_text())

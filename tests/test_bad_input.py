@@ -3,11 +3,10 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import zero_actions
 
 from worldsim.envs.single_env import TabletopEnv
 from worldsim.envs.vector_env import TabletopVectorEnv
-
-from conftest import zero_actions
 
 
 @pytest.fixture

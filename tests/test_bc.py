@@ -9,11 +9,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from worldsim.training.bc import BCConfig, random_shift, train_bc
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
 from worldsim.policies.tinyvla import TinyVLA
+from worldsim.training.bc import BCConfig, random_shift, train_bc
 
 
 @pytest.fixture(scope="module")

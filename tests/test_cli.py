@@ -195,10 +195,9 @@ def test_default_outputs_go_under_runs(tmp_path, monkeypatch):
 
 
 def test_train_rl_takes_the_chosen_algorithms_options(capsys):
+    from worldsim.commands.train import train_rl
     from worldsim.training.grpo import GRPOConfig
     from worldsim.training.ppo import PPOConfig
-
-    from worldsim.commands.train import train_rl
 
     ppo = parse(train_rl, ["--task", "PushCube-v0", "--gamma", "0.9", "--hidden", "64", "64"],
                 "worldsim train-rl")

@@ -5,12 +5,12 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from worldsim.envs.tasks import get_task
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, TinyVLA, TinyVLAConfig
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.tasks import get_task
+from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, TinyVLA, TinyVLAConfig
 
 
 def expert(noise: float = 0.0):

@@ -25,7 +25,7 @@ def test_concatenated_batch_matches_its_parts():
     np.testing.assert_array_equal(obs, np.concatenate([reach.reset(seed=7)[0], push.reset(seed=8)[0]]))
     assert env.observation_space.shape == (5, 56) and env.action_space.shape == (5, 4)
     actions = np.random.default_rng(0).uniform(-1, 1, (5, 4)).astype(np.float32)
-    for step in range(3):
+    for _ in range(3):
         obs, reward, terminated, truncated, info = env.step(actions)
         r_obs, r_reward, _, r_trunc, r_info = reach.step(actions[:2])
         p_obs, p_reward, _, _, _ = push.step(actions[2:])

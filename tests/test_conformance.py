@@ -6,8 +6,9 @@ test_world_model_env.py, test_env_*.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -241,8 +242,8 @@ def test_same_seed_same_episodes(backend):
         return trace
 
     a, b, c = rollout(7), rollout(7), rollout(8)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
 def test_snapshots_resume_exactly_across_autoresets(backend):
@@ -254,7 +255,7 @@ def test_snapshots_resume_exactly_across_autoresets(backend):
     first = [host(env.step(a)[:2]) for a in actions]  # crosses an autoreset, which draws new starts
     env.unwrapped.set_state(snapshot)
     second = [host(env.step(a)[:2]) for a in actions]
-    for (o1, r1), (o2, r2) in zip(first, second):
+    for (o1, r1), (o2, r2) in zip(first, second, strict=True):
         assert all(np.array_equal(row(o1, i), row(o2, i)) for i in range(N))
         np.testing.assert_array_equal(r1, r2)
     with pytest.raises(ValueError, match="num_envs=2"):

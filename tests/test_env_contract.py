@@ -58,7 +58,7 @@ def test_same_seed_same_trajectory_and_other_seed_differs():
         return trace
 
     a, b, c = rollout(7), rollout(7), rollout(8)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     assert not np.array_equal(a[0], c[0])
 
 

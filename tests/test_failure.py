@@ -187,13 +187,13 @@ def test_offline_scores_equal_the_online_stream_with_staggered_episodes():
         online = [[] for _ in range(3)]
         for _ in range(max(r.length for r in first)):
             live = [r for r in first]
-            feats = np.stack([r.features[min(c, r.length - 1)] for r, c in zip(live, cursors)])
-            samples = np.stack([r.action_samples[min(c, r.length - 1)] for r, c in zip(live, cursors)])
+            feats = np.stack([r.features[min(c, r.length - 1)] for r, c in zip(live, cursors, strict=True)])
+            samples = np.stack([r.action_samples[min(c, r.length - 1)] for r, c in zip(live, cursors, strict=True)])
             scores = stream.step(feats, samples, np.array([c == 0 for c in cursors]))
             for env in range(3):
                 if cursors[env] < first[env].length:
                     online[env].append(scores[env])
-            cursors = [c + 1 if c + 1 < r.length else 0 for c, r in zip(cursors, first)]
+            cursors = [c + 1 if c + 1 < r.length else 0 for c, r in zip(cursors, first, strict=True)]
         for env in range(3):
             np.testing.assert_allclose(
                 np.stack(online[env])[: first[env].length], offline[env], rtol=1e-5, atol=1e-6, err_msg=name
@@ -208,7 +208,7 @@ def test_save_and_load_keep_scores_and_thresholds(tmp_path):
         detector.calibrate(successes, alpha=0.2)
         loaded = load_detector(detector.save(tmp_path / name))
         a, b = detector.score_rollouts(rollouts[:4]), loaded.score_rollouts(rollouts[:4])
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             np.testing.assert_allclose(x, y, rtol=1e-6)
         np.testing.assert_allclose(detector.thresholds[0].values, loaded.thresholds[0].values)
         assert loaded.name == name

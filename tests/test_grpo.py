@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from worldsim.policies import MLPPolicy, load_policy
 
+from worldsim.policies import MLPPolicy, load_policy
+from worldsim.runtime.run_logging import read_metrics
 from worldsim.training.grpo import GRPOConfig, first_episode_mask, group_advantages, success_mask, train_grpo
 from worldsim.training.rl import clipped_surrogate
-from worldsim.runtime.run_logging import read_metrics
 
 
 def test_group_advantages_subtract_the_group_mean():

@@ -14,9 +14,9 @@ from PIL import Image
 from worldsim.data import lerobot_format
 from worldsim.data.collect import collect_episodes
 from worldsim.data.episode import Episode
+from worldsim.data.lerobot import export_lerobot, import_lerobot
 from worldsim.data.reader import EpisodeReader
 from worldsim.data.writer import EpisodeWriter
-from worldsim.data.lerobot import export_lerobot, import_lerobot
 from worldsim.policies.expert import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.atomic import atomic_dir
 
@@ -42,7 +42,7 @@ def assert_same_files(a: Path, b: Path) -> None:
         assert left.env_kwargs == right.env_kwargs and left.tasks == right.tasks
         assert left.obs_shapes == right.obs_shapes and left.policy_shapes == right.policy_shapes
         assert len(left) == len(right)
-        for x, y in zip(left, right):
+        for x, y in zip(left, right, strict=True):
             assert x.obs.keys() == y.obs.keys() and x.policy_outputs.keys() == y.policy_outputs.keys()
             for key in x.obs:
                 assert x.obs[key].dtype == y.obs[key].dtype and np.array_equal(x.obs[key], y.obs[key]), key
@@ -119,7 +119,7 @@ def test_export_has_the_lerobot_layout_and_metadata(collected, tmp_path):
                      {"task_index": 1, "task": episodes[1].instruction}]
     rows = [json.loads(line) for line in (root / "meta/episodes.jsonl").read_text().splitlines()]
     assert [(r["episode_index"], r["length"], r["tasks"]) for r in rows] == [
-        (i, n, [e.instruction]) for i, (n, e) in enumerate(zip(lengths, episodes))]
+        (i, n, [e.instruction]) for i, (n, e) in enumerate(zip(lengths, episodes, strict=True))]
     assert rows[1]["worldsim"]["task"] == "PushCube-v0"
     assert rows[1]["worldsim"]["success"] == episodes[1].succeeded
 
@@ -344,7 +344,8 @@ def test_export_and_import_commands_round_trip_and_fail_in_one_line(collected, t
 
     assert main(["export", "--format", "lerobot", "--data", str(collected), "--out", str(tmp_path / "lr")]) == 0
     assert (tmp_path / "lr" / "meta" / "info.json").is_file()
-    assert main(["import", "--format", "lerobot", "--data", str(tmp_path / "lr"), "--out", str(tmp_path / "back.h5")]) == 0
+    back = str(tmp_path / "back.h5")
+    assert main(["import", "--format", "lerobot", "--data", str(tmp_path / "lr"), "--out", back]) == 0
     with EpisodeReader(collected) as a, EpisodeReader(tmp_path / "back.h5") as b:
         assert len(a) == len(b) and np.array_equal(a[0].obs["image"], b[0].obs["image"])
     capsys.readouterr()

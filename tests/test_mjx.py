@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+
 from worldsim.envs.observations import STATE_LAYOUT
 
 N = 4

@@ -4,6 +4,7 @@ import functools
 
 from brax.training.agents.ppo import networks as ppo_networks
 from brax.training.agents.ppo import train as ppo
+
 from worldsim.envs.mjx import TabletopBraxEnv
 
 

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
-from worldsim.policies import MLPPolicy, MLPPolicyConfig, load_policy
 
+from worldsim.policies import MLPPolicy, MLPPolicyConfig, load_policy
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.run_logging import read_metrics
 from worldsim.training.ppo import (
     FINETUNE_DEFAULTS,
     PPO_DEFAULTS,
@@ -27,7 +28,6 @@ from worldsim.training.ppo import (
     value_loss,
 )
 from worldsim.training.rl import weights_digest
-from worldsim.runtime.run_logging import read_metrics
 
 
 def tiny(tmp_path, **overrides) -> PPOConfig:

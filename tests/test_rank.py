@@ -8,9 +8,9 @@ import torch
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
+from worldsim.evaluation.rank import rank_agreement
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.evaluation.rank import rank_agreement
 from worldsim.world_models import WorldModel, WorldModelConfig
 
 INSTRUCTION = "push the red cube onto the blue square"

@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from conftest import zero_actions
 
 from worldsim.envs import ResetSchedule
 from worldsim.envs.observations import STATE_LAYOUT
-
-from conftest import zero_actions
 
 N, H = 256, 40
 

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from worldsim.envs.tasks import get_task
 from worldsim.policies import TinyVLA, TinyVLAConfig, language, load_policy
 from worldsim.policies.base import Policy
@@ -218,7 +219,7 @@ def test_save_load_round_trip_is_exact(tmp_path):
     policy.eval()
     a, b = policy.act(policy.preprocess(obs), True), loaded.act(loaded.preprocess(obs), True)
     for x, y in zip((a.actions, a.log_prob, a.value, a.features),
-                    (b.actions, b.log_prob, b.value, b.features)):
+                    (b.actions, b.log_prob, b.value, b.features), strict=True):
         assert torch.equal(x, y)
     assert isinstance(TinyVLA.from_pretrained(tmp_path / "run" / "policy"), TinyVLA)
 

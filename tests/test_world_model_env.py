@@ -78,7 +78,7 @@ def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
     snapshot = a.unwrapped.get_state()
     after = [a.step(x)[0]["image"] for x in actions[1:]]
     b.unwrapped.set_state(snapshot)
-    assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:]))
+    assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:], strict=True))
 
 
 def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files):

@@ -11,13 +11,13 @@
 - :func:`evaluate_world_model` (:mod:`~worldsim.world_models.evaluate`): open-loop fidelity.
 """
 
+from worldsim.world_models.config import PRESETS, WorldModelConfig, preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.env import ImaginedEnv, ImaginedVectorEnv
 from worldsim.world_models.evaluate import evaluate_world_model
-from worldsim.world_models.replay import open_loop
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
-from worldsim.world_models.config import PRESETS, WorldModelConfig, preset
 from worldsim.world_models.model import WorldModel
+from worldsim.world_models.replay import open_loop
 from worldsim.world_models.train import TrainWMConfig, train_world_model
 
 __all__ = [

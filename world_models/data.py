@@ -70,7 +70,7 @@ class EpisodeBank:
     """
 
     def __init__(self, data: str | Path | EpisodeReader, tasks: Sequence[str] | None = None,
-                 episodes: Sequence[int] | None = None, argument: str = "data"):
+                 episodes: Sequence[int] | None = None, argument: str = "data") -> None:
         with open_reader(data) as reader:
             missing = [k for k in ("image", "proprio") if k not in reader.obs_keys]
             if missing:

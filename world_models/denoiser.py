@@ -13,7 +13,7 @@ from worldsim.world_models.layers import randn
 class Denoiser(nn.Module):
     """EDM denoiser ``D(x; sigma, context, cond)`` around a diffusers ``UNet2DModel``."""
 
-    def __init__(self, config: WorldModelConfig):
+    def __init__(self, config: WorldModelConfig) -> None:
         from diffusers import UNet2DModel  # here, not at import: diffusers costs seconds to import
 
         super().__init__()
@@ -92,7 +92,7 @@ class Denoiser(nn.Module):
         shape = (b, self.config.latent_channels, self.config.latent_size, self.config.latent_size)
         sigmas = self.sigmas(steps, context.device)
         x = sigmas[0] * randn(shape, generator, context)
-        for sigma, following in zip(sigmas[:-1], sigmas[1:]):
+        for sigma, following in zip(sigmas[:-1], sigmas[1:], strict=True):
             denoised = self.denoise(x, sigma.expand(b), context, cond)
             x = x + (following - sigma) * (x - denoised) / sigma  # dx/dsigma = (x - D) / sigma
         return x

@@ -127,7 +127,7 @@ class ImaginedVectorEnv(BatchedEnv):
         render_mode: str | None = None,
         device: str | torch.device = "auto",
         **unknown: Any,
-    ):
+    ) -> None:
         num_envs = check_env_arguments(ImaginedVectorEnv, unknown, num_envs, "imagined envs")
         if wrist_camera:
             raise ValueError("wrist_camera=True: the world model imagines the front camera only; "

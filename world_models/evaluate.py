@@ -228,7 +228,8 @@ def confusion_markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {name} | {a['episodes']} | {a['base_rate']:.0%} | {a['accuracy']:.1%} | "
                          f"{a['balanced_accuracy']:.1%} | {a['majority_accuracy']:.1%} |")
     lines += ["", f"Full replays, threshold {report['success_threshold']:.3f}:", "",
-              "| episode | task | real | imagined | max prob | near miss | closest (cm) |", "|---|---|---|---|---|---|---|"]
+              "| episode | task | real | imagined | max prob | near miss | closest (cm) |",
+              "|---|---|---|---|---|---|---|"]
     for row in report["confusion"]:
         lines.append(f"| {row['episode']} | {row['task']} | {'success' if row['real'] else 'failure'} | "
                      f"{'success' if row['imagined'] else 'failure'} | {row['max_prob']:.3f} | "
@@ -260,11 +261,11 @@ def plot_error_growth(report: dict[str, Any], path: str | Path) -> Path:
         axes[2].grid(alpha=0.3)
         axes[2].legend()
     for name in ("episode_start", "keyframe"):
-        for ax, metric in zip(axes, ("psnr", "ssim")):
+        for ax, metric in zip(axes[:2], ("psnr", "ssim"), strict=True):
             values = report[name][metric]
             if values:
                 ax.plot(np.arange(1, len(values) + 1), values, marker=".", label=name.replace("_", " "))
-    for ax, label in zip(axes, ("PSNR (dB)", "SSIM")):
+    for ax, label in zip(axes[:2], ("PSNR (dB)", "SSIM"), strict=True):
         ax.set_xlabel("imagined step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+
 def frames_to_latents(frames: torch.Tensor, patch: int) -> torch.Tensor:
     """uint8 frames ``(..., H, W, 3)`` -> float ``(..., 3 p^2, H/p, W/p)`` in [-1, 1] (space-to-depth)."""
     lead = frames.shape[:-3]

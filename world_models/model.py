@@ -132,7 +132,7 @@ class WorldModel(nn.Module):
     ``(B, C, E, 2)`` of the context. Imagination goes through :meth:`start` and :meth:`predict`.
     """
 
-    def __init__(self, config: WorldModelConfig):
+    def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         self.config = config
         self.denoiser = Denoiser(config)

@@ -24,14 +24,13 @@ re-detecting them in imagined frames.
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
@@ -48,7 +47,7 @@ class ObjectDynamics(nn.Module):
     positions ``(B, C, E, 2)`` pixels, the normalised context and next proprio, the action and
     the task (one-hot): the last positions plus a predicted change."""
 
-    def __init__(self, config: WorldModelConfig):
+    def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         self.entities = len(ENTITIES)
         self.scale = config.image_size / 2.0

@@ -37,7 +37,7 @@ class SuccessHead(nn.Module):
 
     AUX_DIM = 3
 
-    def __init__(self, config: WorldModelConfig):
+    def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         width, self.patch = config.success_channels, config.patch
         self.entities = len(ENTITIES)

@@ -40,15 +40,15 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from worldsim.data.reader import EpisodeReader
 from worldsim.data.index import split_episodes
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun, check_run_settings
 from worldsim.runtime.run_logging import to_jsonable
-from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.config import PRESETS, preset
+from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.objects import object_windows
 
@@ -193,9 +193,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     ``stopped_by`` (``"steps"`` or ``"time_budget"``), ``train_loss`` (the last step's), with
     validation episodes ``val/loss`` and ``val/psnr_<val_horizon>``, the calibrated success
     threshold, ``train_seconds``, ``world_size``, ``ranks_in_sync`` and ``out`` (the model)."""
+    from worldsim.runtime.video import upscale, write_video
     from worldsim.world_models.metrics import psnr_curve
     from worldsim.world_models.replay import open_loop, side_by_side
-    from worldsim.runtime.video import upscale, write_video
 
     run = TrainingRun("train-wm", config)
     device = run.device

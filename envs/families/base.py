@@ -51,7 +51,7 @@ def closeness(distance: np.ndarray, scale: float) -> np.ndarray:
 class TaskFamily(ABC):
     """Task logic for one :class:`TaskSpec` over the shared :class:`Scene`."""
 
-    def __init__(self, spec: TaskSpec, scene: Scene):
+    def __init__(self, spec: TaskSpec, scene: Scene) -> None:
         self.spec = spec
         self.scene = scene
 

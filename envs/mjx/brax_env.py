@@ -22,14 +22,15 @@ import jax.numpy as jnp
 import mujoco
 from brax.envs.base import Env, State
 from mujoco import mjx
+
+from worldsim.envs.arrays import ACTION_DIM
+from worldsim.envs.core import PHYSICS_REWARD_TYPES as REWARD_TYPES
 from worldsim.envs.mjx.layout import default_qpos, sample_qpos
 from worldsim.envs.mjx.physics import control_step, mj_model
 from worldsim.envs.mjx.state import FAMILY_TERMS, task_params
 from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import TaskSpec, get_task
-from worldsim.envs.arrays import ACTION_DIM
-from worldsim.envs.core import PHYSICS_REWARD_TYPES as REWARD_TYPES
 
 _FREE_SPACE = int(mujoco.mjtDisableBit.mjDSBL_CONTACT) | int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
 
@@ -58,7 +59,7 @@ class TabletopBraxEnv(Env):
     """
 
     def __init__(self, task: str | TaskSpec = "ReachCube-v0", *, reward_type: str = "dense",
-                 terminate_on_success: bool = True, contacts: bool = True):
+                 terminate_on_success: bool = True, contacts: bool = True) -> None:
         if reward_type not in REWARD_TYPES:
             raise ValueError(f"reward_type={reward_type!r}; allowed: {', '.join(REWARD_TYPES)}")
         self.task = task if isinstance(task, TaskSpec) else get_task(task)

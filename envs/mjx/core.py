@@ -15,15 +15,19 @@ same code. Rows are chosen by masks, so neither a partial reset nor a partial st
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from mujoco import mjx
+
 from worldsim.envs.mjx.layout import sample_qpos
 from worldsim.envs.mjx.physics import control_step, mj_model
 from worldsim.envs.mjx.state import EnvState, TaskParams
 from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class Evaluated(NamedTuple):
@@ -47,7 +51,7 @@ CPU_BLOCK = 32
 _COMPILER_OPTIONS = {"xla_llvm_disable_expensive_passes": True} if jax.default_backend() == "cpu" else None
 
 
-def _blockwise(fn, *batched: jax.Array):
+def _blockwise(fn: Callable[..., Any], *batched: jax.Array) -> Any:
     """``jax.vmap(fn)(*batched)``, in blocks of :data:`CPU_BLOCK` envs on the CPU."""
     n = batched[0].shape[0]
     if jax.default_backend() != "cpu" or n <= CPU_BLOCK:
@@ -86,7 +90,7 @@ def reset_envs(task: TaskParams, state: EnvState, mask: jax.Array, qpos0: jax.Ar
     (the caller checks that the number of reset envs is a multiple of G)."""
     key, sub = jax.random.split(state.key)
 
-    def fresh(_):
+    def fresh(_: Any) -> tuple[jax.Array, jax.Array]:
         layouts = _blockwise(lambda key: sample_qpos(task, key, qpos0), jax.random.split(sub, len(mask)))
         rank = jnp.cumsum(mask) - 1  # (group_size 1 maps every reset env to itself)
         order = jnp.nonzero(mask, size=len(mask))[0]

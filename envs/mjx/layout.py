@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from worldsim.envs.layout import _CLEARANCE, _X_RANGE, _Y_RANGE
 from worldsim.envs.mjx.state import TaskParams
 from worldsim.envs.mjx.tasks import addresses
@@ -63,7 +64,7 @@ def _valid(task: TaskParams, pos: jax.Array) -> jax.Array:
 def _positions(task: TaskParams, key: jax.Array) -> jax.Array:
     """Item centres (6, 2) of one accepted layout."""
 
-    def round_(carry):
+    def round_(carry: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
         key, _, _ = carry
         key, sub = jax.random.split(key)
         candidates = jax.vmap(_draw, in_axes=(0, None))(jax.random.split(sub, CANDIDATES), task.row_layout)

@@ -24,10 +24,9 @@ import jax.numpy as jnp
 import mujoco
 from mujoco import mjx
 from mujoco.mjx._src.forward import _advance  # mjx.step's own integration of qacc into the state
-from worldsim.envs.scene import ACTION_SCALE
+
 from worldsim.envs.mjx.tasks import tcp
-from worldsim.envs.scene import EE_HIGH, EE_LOW, FINGER_OPEN, Scene
-from worldsim.envs.scene import CONTROL_DT
+from worldsim.envs.scene import ACTION_SCALE, CONTROL_DT, EE_HIGH, EE_LOW, FINGER_OPEN, Scene
 
 SOLVER_ITERATIONS = 10
 LS_ITERATIONS = 20

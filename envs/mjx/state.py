@@ -3,7 +3,8 @@
 Both are plain :class:`typing.NamedTuple` s of arrays, so ``jax.jit``, ``jax.vmap`` and
 ``jax.lax.scan`` take them as they are. The env state holds only what the next step needs
 (joint positions and velocities, the solver's warm start and the RNG key; episode counters and
-autoreset flags are the shared env core's); everything else MuJoCo XLA computes (contacts, Jacobians) is rebuilt inside each
+autoreset flags are the shared env core's); everything else MuJoCo XLA
+computes (contacts, Jacobians) is rebuilt inside each
 step, so a state of 4096 envs is a few megabytes.
 """
 
@@ -13,6 +14,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from worldsim.envs.scene import CUBES, ZONES
 from worldsim.envs.tasks import FAMILIES, TaskSpec
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
 from worldsim.envs.families.pick_place import BIN_INNER_HALF
 from worldsim.envs.families.push import BEHIND, ON_ZONE, PUSH_HEIGHT
 from worldsim.envs.families.reach import HOVER, SUCCESS_RADIUS, ZONE_HOVER
@@ -201,7 +202,7 @@ def state_vector(task: TaskParams, qpos: jax.Array, qvel: jax.Array) -> jax.Arra
     obj, goal = object_and_goal(task, qpos)
     parts = [hand, qvel[adr.ee_dof:adr.ee_dof + 3], qpos[adr.fingers:adr.fingers + 2], obj, goal,
              goal - obj, obj - hand]
-    for start, dof in zip(adr.cubes, adr.cube_dofs):
+    for start, dof in zip(adr.cubes, adr.cube_dofs, strict=True):
         parts += [qpos[start:start + 7], qvel[dof:dof + 3]]
     parts += [qpos[a:a + 2] for a in adr.zones] + [qpos[adr.bin:adr.bin + 2]]
     return jnp.concatenate(parts).astype(jnp.float32)

@@ -21,12 +21,13 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from worldsim.envs.arrays import DeviceArrays
 from worldsim.envs.core import Outcome, PhysicsEnv
 from worldsim.envs.families import make_family
@@ -36,6 +37,9 @@ from worldsim.envs.mjx.physics import mj_model, mjx_model
 from worldsim.envs.mjx.state import FAMILY_TERMS, EnvState, task_params
 from worldsim.envs.scene import Scene
 from worldsim.envs.tasks import TaskSpec
+
+if TYPE_CHECKING:
+    import mujoco
 
 
 class JaxArrays(DeviceArrays):
@@ -102,7 +106,7 @@ class MjxVectorEnv(PhysicsEnv):
     obs_modes = ("state",)
     obs_mode_refusal = "with backend='mjx' (no renderer runs inside JAX); use backend='mujoco' for pixels"
 
-    def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, **options: Any):
+    def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, **options: Any) -> None:
         super().__init__(task, num_envs, **options)
         self.mjx_model = core.commit(mjx_model())
         self.params = core.commit(task_params(self.task, reward_type=self.reward_type,
@@ -115,7 +119,7 @@ class MjxVectorEnv(PhysicsEnv):
         self._state = core.initial_state(core.commit(jax.random.PRNGKey(seed)), self.num_envs, self._qpos0)
 
     @property
-    def model(self):
+    def model(self) -> mujoco.MjModel:
         """The MjModel MJX runs (the scene with the MJX solver caps)."""
         return mj_model()
 

@@ -21,7 +21,7 @@ _DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float32}
 class TorchArrays(DeviceArrays):
     """torch tensors on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...)."""
 
-    def __init__(self, device: str | torch.device = "cpu"):
+    def __init__(self, device: str | torch.device = "cpu") -> None:
         self.device = torch.device(device)
 
     def zeros(self, num_envs: int, dtype: type) -> torch.Tensor:

@@ -53,7 +53,7 @@ class WarpPhysics:
         device: a torch device name; the Warp device is the same one.
     """
 
-    def __init__(self, model: mujoco.MjModel, num_envs: int, frame_skip: int, device: str | torch.device):
+    def __init__(self, model: mujoco.MjModel, num_envs: int, frame_skip: int, device: str | torch.device) -> None:
         self.mj_model = _capped(model)
         self.device = torch.device(device)
         self.wp_device = warp_device(device)
@@ -87,7 +87,7 @@ class WarpPhysics:
             else:
                 self._substeps()
         keep = ~active[:, None]
-        for now, then in zip((self.qpos, self.qvel, self.warmstart), before):
+        for now, then in zip((self.qpos, self.qvel, self.warmstart), before, strict=True):
             now.copy_(torch.where(keep, then, now))
 
     def set_rows(self, rows: torch.Tensor, qpos: torch.Tensor) -> None:

@@ -23,7 +23,7 @@ class WarpRenderer:
     """Renders the worlds of ``physics`` from ``cameras`` (scene camera names) at ``height`` x
     ``width``."""
 
-    def __init__(self, physics: WarpPhysics, cameras: tuple[str, ...], height: int, width: int):
+    def __init__(self, physics: WarpPhysics, cameras: tuple[str, ...], height: int, width: int) -> None:
         model = physics.mj_model
         max_w, max_h = model.vis.global_.offwidth, model.vis.global_.offheight
         if width > max_w or height > max_h:
@@ -50,5 +50,5 @@ class WarpRenderer:
         size = height * width
         raw = self._pixels.view(torch.uint8).reshape(len(self._pixels), -1, 4)
         return {camera: raw[:, start:start + size, _BGR_TO_RGB].reshape(-1, height, width, 3)
-                for camera, start in zip(self.cameras, self._offsets)}
+                for camera, start in zip(self.cameras, self._offsets, strict=True)}
 

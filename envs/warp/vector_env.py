@@ -34,7 +34,7 @@ Example (on Warp's CPU device; ``device="cuda"`` on a GPU)::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -48,6 +48,9 @@ from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.warp.arrays import TorchArrays
 from worldsim.envs.warp.physics import WarpPhysics
 from worldsim.envs.warp.rendering import WarpRenderer
+
+if TYPE_CHECKING:
+    import mujoco
 
 
 class WarpVectorEnv(PhysicsEnv):
@@ -80,7 +83,7 @@ class WarpVectorEnv(PhysicsEnv):
     description = "worldsim envs with backend='warp'"
 
     def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, *, render_size: int = 256,
-                 device: str | torch.device = "cuda", **options: Any):
+                 device: str | torch.device = "cuda", **options: Any) -> None:
         self.arrays = TorchArrays(_checked_device(device))
         super().__init__(task, num_envs, **options)
         self.device = self.arrays.device
@@ -97,7 +100,7 @@ class WarpVectorEnv(PhysicsEnv):
         self._zeros = self.arrays.zeros(self.num_envs, int)
 
     @property
-    def model(self):
+    def model(self) -> mujoco.MjModel:
         """The MjModel MuJoCo Warp runs (the scene with this backend's solver caps)."""
         return self.physics.mj_model
 

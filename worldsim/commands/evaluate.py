@@ -28,7 +28,8 @@ def rank_policies(config: RankConfig) -> None:
     Each policy runs real episodes in physics and imagined ones in the world model from the real
     starts of --keyframes; Spearman's and Pearson's correlations say how well imagination ranks
     them (ranking.json, ranking.md and ranking.png in --out)."""
-    from worldsim.evaluation.rank import rank_policies as rank, ranking_table
+    from worldsim.evaluation.rank import rank_policies as rank
+    from worldsim.evaluation.rank import ranking_table
 
     result = rank(config)
     console = Console()

@@ -32,10 +32,21 @@ def quickstart(config: QuickstartConfig) -> None:
     table = Table(title=f"quickstart on {summary['task']} ({summary['wall_clock_s'] / 60:.1f} min)")
     table.add_column("what")
     table.add_column("figure", justify="right")
-    table.add_row("BC TinyVLA, real success", f"{100 * summary['bc_real_success']:.0f}%")
-    table.add_row("after GRPO in imagination, real success", f"{100 * summary['final_real_success']:.0f}%")
-    for name, auc in summary["detectors_roc_auc"].items():
+    c = summary["comparison"]
+    table.add_row(f"BC TinyVLA, real success ({c['episodes']} episodes)", f"{100 * c['before']['success_rate']:.1f}%")
+    table.add_row("after GRPO in imagination, same episodes", f"{100 * c['after']['success_rate']:.1f}%")
+    table.add_row("difference (95% CI), McNemar p", f"{100 * c['difference']:+.1f} "
+                  f"({100 * c['difference_ci95'][0]:+.1f}"
+                  f" to {100 * c['difference_ci95'][1]:+.1f}), p = {c['p_value']:.2g}")
+    wm = summary["world_model"]
+    table.add_row("world model PSNR after 8 / 32 steps", f"{wm['psnr_at_8']:.1f} / {wm['psnr_at_32']:.1f} dB")
+    last = wm["agreement"]["last_16"]
+    table.add_row("imagined vs real outcome, last 16 steps (base rate)",
+                  f"{100 * last['accuracy']:.0f}% ({100 * last['base_rate']:.0f}%)")
+    for name, auc in (summary["detectors_roc_auc"] or {}).items():
         table.add_row(f"failure detector {name}, ROC-AUC", f"{auc:.2f}")
+    if summary["detection_skipped"]:
+        table.add_row("failure detection", "skipped (see report)")
     console = Console()
     console.print(table)
     console.print(f"report -> {config.out / 'report.md'}")

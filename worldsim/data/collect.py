@@ -138,7 +138,7 @@ class _OutputRecorder:
     recording, and the samples are not the very noise the executed chunk was drawn with.
     """
 
-    def __init__(self, policy: Policy, num_samples: int, seed: int):
+    def __init__(self, policy: Policy, num_samples: int, seed: int) -> None:
         self.policy, self.num_samples = policy, int(num_samples)
         stream_seed = int(np.random.SeedSequence([seed, 1]).generate_state(1)[0])
         self._rng_state = torch.Generator().manual_seed(stream_seed).get_state()
@@ -157,7 +157,7 @@ class _OutputRecorder:
 class _EpisodeBuffer:
     """The growing record of one env's current episode."""
 
-    def __init__(self, obs: dict[str, np.ndarray], success: bool):
+    def __init__(self, obs: dict[str, np.ndarray], success: bool) -> None:
         self.obs = {key: [value] for key, value in obs.items()}
         self.success = [success]
         self.actions: list[np.ndarray] = []
@@ -200,7 +200,7 @@ class _Recording(RolloutHooks):
     ``writer`` when it ends, with the policy's outputs at every step when ``outputs`` is given."""
 
     def __init__(self, writer: EpisodeWriter, spec: TaskSpec, seed: int, policy: str, env_id: str,
-                 outputs: _OutputRecorder | None, progress: tqdm | None):
+                 outputs: _OutputRecorder | None, progress: tqdm | None) -> None:
         self.writer, self.spec, self.seed, self.policy, self.env_id = writer, spec, seed, policy, env_id
         self.outputs, self.progress = outputs, progress
         self.buffers: dict[int, _EpisodeBuffer] = {}

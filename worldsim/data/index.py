@@ -60,7 +60,7 @@ class EpisodeIndex:
     """
 
     def __init__(self, reader: EpisodeReader, *, tasks: Sequence[str] | str | None = None,
-                 episodes: Sequence[int] | None = None, keys: Sequence[str] = (), argument: str = "data"):
+                 episodes: Sequence[int] | None = None, keys: Sequence[str] = (), argument: str = "data") -> None:
         self.path = reader.path
         self.infos: list[EpisodeInfo] = _select(reader, tasks, episodes, argument)
         self.lengths = np.array([info.num_samples for info in self.infos], np.int64)

@@ -56,10 +56,24 @@ from typing import Any
 import numpy as np
 
 from worldsim.data.episode import ACTION_DIM, FORMAT, IMAGE_KEYS, OBS_KEYS, PROPRIO_DIM, VERSION, Episode
-from worldsim.data.lerobot_format import (CAMERA_DTYPES, CHUNKS_SIZE, CODEBASE_VERSION, DATA_PATH,
-                                          EPISODES_PATH, EPISODES_STATS_PATH, IMAGE_NAMES, INDEX_FEATURES,
-                                          INFO_PATH, TASKS_PATH, LeRobotFolder, column_stats, feature,
-                                          write_json, write_jsonl, write_table)
+from worldsim.data.lerobot_format import (
+    CAMERA_DTYPES,
+    CHUNKS_SIZE,
+    CODEBASE_VERSION,
+    DATA_PATH,
+    EPISODES_PATH,
+    EPISODES_STATS_PATH,
+    IMAGE_NAMES,
+    INDEX_FEATURES,
+    INFO_PATH,
+    TASKS_PATH,
+    LeRobotFolder,
+    column_stats,
+    feature,
+    write_json,
+    write_jsonl,
+    write_table,
+)
 from worldsim.data.reader import EpisodeReader
 from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import STATE_DIM, STATE_LAYOUT

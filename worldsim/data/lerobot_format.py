@@ -101,7 +101,7 @@ def write_table(path: Path, features: Mapping[str, Mapping[str, Any]],
     (``(frames, H, W, 3)`` uint8 for images), in the order of ``features``."""
     arrays = [_arrow_column(features[key], columns[key]) for key in features]
     described = {key: _hf_feature(spec) for key, spec in features.items()}
-    schema = pa.schema([pa.field(key, array.type) for key, array in zip(features, arrays)],
+    schema = pa.schema([pa.field(key, array.type) for key, array in zip(features, arrays, strict=True)],
                        metadata={"huggingface": json.dumps({"info": {"features": described}})})
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path)
@@ -144,7 +144,7 @@ class LeRobotFolder:
     undecodable frame) raises ``ValueError`` naming the file and the problem.
     """
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         if not self.root.is_dir():
             raise FileNotFoundError(f"no LeRobot dataset folder at {self.root}")

@@ -15,8 +15,17 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
-from worldsim.data.episode import (ACTION_DIM, EPISODE_ATTRS, FORMAT, OBS_KEYS, POLICY_AXES, POLICY_KEYS,
-                                   STEP_ARRAYS, VERSION, Episode)
+from worldsim.data.episode import (
+    ACTION_DIM,
+    EPISODE_ATTRS,
+    FORMAT,
+    OBS_KEYS,
+    POLICY_AXES,
+    POLICY_KEYS,
+    STEP_ARRAYS,
+    VERSION,
+    Episode,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -50,7 +59,7 @@ class EpisodeReader:
     file raises ``FileNotFoundError``.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"no dataset file at {self.path}")

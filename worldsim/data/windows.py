@@ -48,7 +48,7 @@ class WindowDataset(Dataset):
 
     def __init__(self, data: EpisodeReader | str | Path, context: int = 1, chunk: int = 1, future: int = 0,
                  keys: Sequence[str] | None = None, in_memory: bool = True,
-                 tasks: Sequence[str] | None = None):
+                 tasks: Sequence[str] | None = None) -> None:
         for name, value, low in (("context", context, 1), ("chunk", chunk, 1), ("future", future, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{name}={value!r} must be an int >= {low}")

@@ -33,7 +33,7 @@ class EpisodeWriter:
     or the same keys with the same shapes apart from ``T``).
     """
 
-    def __init__(self, path: str | Path, env_kwargs: dict[str, Any] | None = None, overwrite: bool = False):
+    def __init__(self, path: str | Path, env_kwargs: dict[str, Any] | None = None, overwrite: bool = False) -> None:
         self.path = Path(path)
         if self.path.is_dir():
             raise IsADirectoryError(f"{self.path} is a folder; give the path of an .h5 file")

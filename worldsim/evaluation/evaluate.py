@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +24,9 @@ from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.rollout import RolloutHooks, Step, run_episodes
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 VIDEO_SIZE = 128
 
@@ -137,7 +140,7 @@ class _Tally(RolloutHooks):
     the frames of the first ``videos`` episodes (rendered only while one of them runs). Idle envs
     stand still (zero actions)."""
 
-    def __init__(self, env: gym.vector.VectorEnv, episodes: int, videos: int, bar: tqdm):
+    def __init__(self, env: gym.vector.VectorEnv, episodes: int, videos: int, bar: tqdm) -> None:
         self.env, self.bar = env, bar
         self.returns = np.zeros(episodes)
         self.lengths = np.zeros(episodes, np.int64)
@@ -307,7 +310,7 @@ def evaluate_checkpoint(config: EvaluationConfig) -> EvalResults:
     return results
 
 
-def results_table(results: EvalResults):
+def results_table(results: EvalResults) -> Table:
     """A rich table of per-task success with 95% intervals."""
     from rich.table import Table
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from worldsim.runtime.atomic import atomic_path
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import write_json
 
@@ -26,7 +26,8 @@ from worldsim.runtime.run_logging import write_json
 def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
     """The success part of an :meth:`~worldsim.evaluation.evaluate.EvalResults.to_json` document."""
     return {"success_rate": evaluation["success_rate"], "episodes": evaluation["episodes"],
-            "per_task": {task: {"success_rate": r["success_rate"], "ci95": r["ci95"], "episodes": r["episodes"]}
+            "per_task": {task: {"success_rate": r["success_rate"], "ci95": r["ci95"], "episodes": r["episodes"],
+                                "outcomes": r.get("outcomes", [])}
                          for task, r in evaluation["per_task"].items()}}
 
 

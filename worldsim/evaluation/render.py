@@ -68,6 +68,6 @@ def render_expert(tasks: Sequence[str], out: str | Path, episodes: int = 1, seed
     return write_video(out, np.concatenate(clips), fps=fps), results
 
 
-def _frame(env: TabletopEnv, obs, wrist: bool) -> np.ndarray:
+def _frame(env: TabletopEnv, obs: dict[str, np.ndarray], wrist: bool) -> np.ndarray:
     front = env.render()
     return np.concatenate([front, obs["wrist_image"]], axis=1) if wrist else front

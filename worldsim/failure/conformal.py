@@ -178,7 +178,7 @@ def joint_functional_thresholds(
         bands.append((_stretch(mu, length), _stretch(modulation, length)))
     residuals = np.array([
         np.max(np.min([(curves[i] - mu[: len(curves[i])]) / m[: len(curves[i])]
-                       for curves, (mu, m) in zip(components, bands)], axis=0))
+                       for curves, (mu, m) in zip(components, bands, strict=True)], axis=0))
         for i in held_ids])
     h = conformal_quantile(residuals, alpha)
     method = "functional" if time_varying else "constant"

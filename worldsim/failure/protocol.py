@@ -171,7 +171,8 @@ def roc_scores(
     detector: Detector, curves: Sequence[np.ndarray], rollouts: Sequence[Rollout], lengths: dict[str, int]
 ) -> np.ndarray:
     """Running max of each rollout's detection score at step ``lengths[task] - 1``."""
-    return np.array([detector.detection_score(c)[: lengths[r.task]].max() for c, r in zip(curves, rollouts)])
+    return np.array([detector.detection_score(c)[: lengths[r.task]].max()
+                     for c, r in zip(curves, rollouts, strict=True)])
 
 
 def alarm_metrics(
@@ -255,7 +256,7 @@ def evaluate_detector(
                 for a in config.sweep
             ]
             if k == 0:
-                result.test[split] = list(zip(tested, curves))
+                result.test[split] = list(zip(tested, curves, strict=True))
         score_ms = 1000 * score_seconds / max(steps, 1)
         result.seeds.append(SeedResult(metrics, roc, sweep, fit_seconds, score_ms))
         if k == 0:

@@ -6,14 +6,18 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image, ImageDraw
 from rich.table import Table
 
-from worldsim.runtime.atomic import atomic_path
 from worldsim.data.reader import EpisodeReader
 from worldsim.failure.protocol import DetectorResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.video import write_video
 
 COLUMNS = (
@@ -56,7 +60,7 @@ def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     with atomic_path(path) as tmp:
@@ -74,7 +78,7 @@ def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
 
     splits = sorted({s for r in results.values() for s in r.seeds[0].roc}, key=["seen", "unseen"].index)
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
-    for ax, split in zip(axes[0], splits):
+    for ax, split in zip(axes[0], splits, strict=True):
         for name, result in results.items():
             fpr, tpr = result.seeds[0].roc.get(split, ([], []))
             if fpr:
@@ -96,7 +100,7 @@ def plot_sweep(results: dict[str, DetectorResult], path: Path) -> Path:
 
     splits = sorted({s for r in results.values() for s in r.seeds[0].sweep}, key=["seen", "unseen"].index)
     fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
-    for ax, split in zip(axes[0], splits):
+    for ax, split in zip(axes[0], splits, strict=True):
         for name, result in results.items():
             rows = [s.sweep[split] for s in result.seeds if split in s.sweep]
             if not rows:

@@ -40,7 +40,7 @@ class DetectorWrapper(gym.vector.VectorWrapper):
         num_samples: chunks sampled per step for sampling-based detectors (as recorded).
     """
 
-    def __init__(self, env: gym.vector.VectorEnv, policy: Policy, detector: Detector, num_samples: int = 8):
+    def __init__(self, env: gym.vector.VectorEnv, policy: Policy, detector: Detector, num_samples: int = 8) -> None:
         super().__init__(env)
         if not detector.fitted or detector.thresholds is None:
             raise ValueError(

@@ -47,9 +47,10 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from rich.console import Console
 
@@ -187,7 +188,7 @@ class Stages:
     """The run's finished stages and their results, kept in ``out/state.json`` (written atomically
     after every stage) so that a resumed run skips them."""
 
-    def __init__(self, out: Path, config: dict[str, Any], resume: bool):
+    def __init__(self, out: Path, config: dict[str, Any], resume: bool) -> None:
         self.path = out / STATE_FILE
         if self.path.exists() and not resume:
             raise ValueError(f"{out} already holds a co-evolution run; pass --resume to continue it or "
@@ -280,10 +281,15 @@ def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path |
     """Real and imagined success of one policy (:func:`worldsim.evaluation.rank.evaluate_real_and_imagined`)."""
     from worldsim.evaluation.rank import evaluate_real_and_imagined
 
-    return evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
-                                      imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
-                                      keyframes=keyframes, seed=config.seed, device=config.device,
-                                      progress=config.progress, real=real)
+    result = evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
+                                        imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
+                                        keyframes=keyframes, seed=config.seed, device=config.device,
+                                        progress=config.progress, real=real)
+    imagined = result.get("imagined")
+    console.print(f"{policy_path}: real success {100 * result['real']['success_rate']:.1f}% of "
+                  f"{result['real']['episodes']} episodes"
+                  + (f", imagined {100 * imagined['success_rate']:.1f}%" if imagined else ""))
+    return result
 
 
 def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: Path | None,
@@ -417,16 +423,20 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
            run_start: float) -> dict[str, Any]:
     """Write ``results.json``, ``report.md``, ``success.png`` and the final policy's videos. The
     final policy is the last accepted one."""
+    from worldsim.evaluation.compare import paired_comparison, verdict
     from worldsim.pipelines.coevolve_report import plot_rounds, side_by_side_videos, write_report
 
     final = _last_accepted(rounds)
     final_policy = Path(final["policy"])
+    comparison = paired_comparison(*(
+        [o for task in config.tasks for o in r["real"]["per_task"][task]["outcomes"]] for r in (rounds[0], final)))
     results = {"mode": config.mode, "algo": config.algo, "tasks": config.tasks, "rounds": rounds,
                "real_budget": config.real_budget,
                "demonstrations": str(config.demonstrations) if config.demonstrations else None,
                "base_real_success": rounds[0]["real"]["success_rate"],
                "final_policy": str(final_policy), "final_real_success": final["real"]["success_rate"],
                "improvement": final["real"]["success_rate"] - rounds[0]["real"]["success_rate"],
+               "comparison": comparison,
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "ablation": {"frozen_world_model": config.frozen_world_model,
                             "keyframe_ratio": config.keyframe_ratio},
@@ -439,7 +449,6 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")
     write_report(results, config.out / "report.md")
-    console.print(f"[bold]real success[/] {results['base_real_success']:.1%} (base) -> "
-                  f"{results['final_real_success']:.1%} (final), {results['real_budget']} real training episodes "
-                  f"-> {config.out / 'report.md'}")
+    console.print(f"[bold]real success[/] {verdict(comparison, 'base', 'final')} {results['real_budget']} real "
+                  f"training episodes -> {config.out / 'report.md'}")
     return results

@@ -8,12 +8,15 @@ from typing import Any
 
 import numpy as np
 
+from worldsim.evaluation.compare import verdict
+from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.runtime.atomic import atomic_path
 
 
 def plot_rounds(results: dict[str, Any], path: Path) -> Path:
-    """Real success per round (mean over tasks, with the per-task points) and imagined success of
-    the same policy; rolled-back rounds are marked."""
+    """Real success per round (pooled over tasks, with its 95% interval, and the per-task points)
+    and imagined success of the same policy (with its interval); rolled-back rounds are marked.
+    Every point has a marker, so a single round still shows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -22,13 +25,22 @@ def plot_rounds(results: dict[str, Any], path: Path) -> Path:
     rounds = results["rounds"]
     x = [r["round"] for r in rounds]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(x, [r["real"]["success_rate"] for r in rounds], "o-", color="tab:blue", label="real (mean)")
+
+    def with_interval(key: str) -> tuple[list[float], np.ndarray]:
+        rates = [r[key]["success_rate"] for r in rounds]
+        bounds = np.array([wilson_interval(round(r[key]["success_rate"] * r[key]["episodes"]), r[key]["episodes"])
+                           for r in rounds])
+        return rates, np.abs(bounds.T - np.array(rates))
+
+    rates, spread = with_interval("real")
+    ax.errorbar(x, rates, yerr=spread, fmt="o-", capsize=4, color="tab:blue", label="real, 95% CI")
     for task in results["tasks"]:
         ax.plot(x, [r["real"]["per_task"][task]["success_rate"] for r in rounds], ".", alpha=0.5,
                 label=f"real {task}")
     if all("imagined" in r for r in rounds):
-        ax.plot(x, [r["imagined"]["success_rate"] for r in rounds], "s--", color="tab:orange",
-                label="imagined (mean)")
+        rates, spread = with_interval("imagined")
+        ax.errorbar(np.asarray(x) + 0.05, rates, yerr=spread, fmt="s--", capsize=4, color="tab:orange",
+                    label="imagined, 95% CI")
     for r in rounds:
         if not r["accepted"]:
             ax.axvline(r["round"], color="tab:red", alpha=0.3)
@@ -62,7 +74,8 @@ def side_by_side_videos(policy_path: Path, world_model: Path, tasks: list[str], 
     policy = load_policy(policy_path).eval()
     model = WorldModel.from_pretrained(world_model)
     data = out / "final_rollouts.h5"
-    collect_episodes(tasks, lambda task: policy, episodes, data, num_envs=episodes, seed=seed + 30_000, image_size=model.config.image_size, obs_mode="pixels+state",
+    collect_episodes(tasks, lambda task: policy, episodes, data, num_envs=episodes, seed=seed + 30_000,
+                     image_size=model.config.image_size, obs_mode="pixels+state",
                      deterministic=True, overwrite=True, progress=False)
     bank = EpisodeBank(data)
     paths = []
@@ -85,9 +98,8 @@ def write_report(results: dict[str, Any], path: Path) -> Path:
              + (f"; the world model also learned from the demonstrations in {results['demonstrations']}"
                 if results.get("demonstrations") else "")
              + f". Wall clock: {results['wall_clock_s'] / 60:.1f} min.", "",
-             f"Real success: **{100 * results['base_real_success']:.1f}%** (base) -> "
-             f"**{100 * results['final_real_success']:.1f}%** (final policy, "
-             f"{100 * results['improvement']:+.1f} points).", "",
+             f"Real success, final policy against the base on the same episodes: "
+             f"{verdict(results['comparison'], 'base', 'final')}", "",
              "| round | " + " | ".join(tasks) + " | real mean | imagined mean | verdict | real episodes used |",
              "|---" * (len(tasks) + 5) + "|"]
     for r in results["rounds"]:
@@ -96,10 +108,10 @@ def write_report(results: dict[str, Any], path: Path) -> Path:
             t = r["real"]["per_task"][task]
             cells.append(f"{100 * t['success_rate']:.0f}% [{100 * t['ci95'][0]:.0f}-{100 * t['ci95'][1]:.0f}]")
         imagined = f"{100 * r['imagined']['success_rate']:.1f}%" if "imagined" in r else "-"
-        verdict = "base" if r["round"] == 0 else ("accepted" if r["accepted"] else
-                                                  "rolled back: " + "; ".join(r.get("reasons", [])))
+        guard = "base" if r["round"] == 0 else ("accepted" if r["accepted"] else
+                                                "rolled back: " + "; ".join(r.get("reasons", [])))
         lines.append(f"| {r['round']} | " + " | ".join(cells) +
-                     f" | {100 * r['real']['success_rate']:.1f}% | {imagined} | {verdict} | "
+                     f" | {100 * r['real']['success_rate']:.1f}% | {imagined} | {guard} | "
                      f"{r['real_episodes_used']} |")
     lines += ["", "![success per round](success.png)", ""]
     if results["videos"]:

@@ -82,7 +82,7 @@ def all_reduce_mean(values: dict[str, float], info: DistInfo) -> dict[str, float
     keys = sorted(values)
     tensor = torch.tensor([float(values[k]) for k in keys], dtype=torch.float64)
     dist.all_reduce(tensor)
-    return {k: v / info.world_size for k, v in zip(keys, tensor.tolist())}
+    return {k: v / info.world_size for k, v in zip(keys, tensor.tolist(), strict=True)}
 
 
 def any_rank(flag: bool, info: DistInfo) -> bool:

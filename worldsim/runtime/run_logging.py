@@ -71,7 +71,7 @@ class RunLogger:
     ``enabled=False`` (non-zero ranks of a distributed run) makes every method a no-op. On
     resume, the JSONL is cut back to ``resume_step`` so the file holds one history."""
 
-    def __init__(self, out: str | Path, config: Any, enabled: bool = True, resume_step: int | None = None):
+    def __init__(self, out: str | Path, config: Any, enabled: bool = True, resume_step: int | None = None) -> None:
         self.out = Path(out)
         self.enabled = enabled
         self.start = time.time()
@@ -132,7 +132,7 @@ def plot_metrics(metrics_path: str | Path, out: str | Path) -> Path | None:
     cols = min(4, len(keys))
     nrows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.4 * nrows), squeeze=False)
-    for ax, key in zip(axes.flat, keys):
+    for ax, key in zip(axes.flat, keys, strict=False):
         points = [(r["step"], r[key]) for r in rows if key in r]
         ax.plot([p[0] for p in points], [p[1] for p in points], lw=1)
         ax.set_title(key, fontsize=8)

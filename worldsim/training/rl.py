@@ -19,16 +19,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from worldsim.runtime.device import Device
-from worldsim.runtime.distributed import DistInfo
 from worldsim.envs.arrays import host_array
+from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
-from worldsim.envs.concat import ConcatVectorEnv
 from worldsim.envs.wrappers import ActionChunk
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
+from worldsim.runtime.device import Device
+from worldsim.runtime.distributed import DistInfo
 from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
 from worldsim.runtime.run_logging import write_json
 
@@ -69,7 +69,7 @@ class EpisodeTracker:
     An episode counts as a success if the task was achieved at any step of it (with
     ``terminate_on_success=False`` it may drift off again before the time limit)."""
 
-    def __init__(self, num_envs: int):
+    def __init__(self, num_envs: int) -> None:
         self.returns = np.zeros(num_envs)
         self.lengths = np.zeros(num_envs, np.int64)
         self.success = np.zeros(num_envs, bool)
@@ -94,7 +94,7 @@ class EpisodeTracker:
         """Means over the episodes finished since the last call (empty if none)."""
         if not self.finished:
             return {}
-        ret, length, success = (np.array(c, dtype=float) for c in zip(*self.finished))
+        ret, length, success = (np.array(c, dtype=float) for c in zip(*self.finished, strict=True))
         self.finished = []
         return {"episode/return": ret.mean(), "episode/length": length.mean(),
                 "episode/success_rate": success.mean(), "episode/count": float(len(ret))}

@@ -33,9 +33,9 @@ from typing import Any, ClassVar
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from worldsim.runtime.atomic import atomic_path
 from worldsim.failure.conformal import Threshold, calibrate_components, check_alpha
 from worldsim.failure.rollouts import Rollout
+from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import to_jsonable
 
 BATCH_ROLLOUTS = 256
@@ -47,7 +47,7 @@ STATE_FILE = "detector.safetensors"
 class DetectorStream(ABC):
     """Per-env online state of a fitted detector for ``num_envs`` envs."""
 
-    def __init__(self, num_envs: int):
+    def __init__(self, num_envs: int) -> None:
         self.num_envs = num_envs
 
     @abstractmethod
@@ -79,7 +79,7 @@ class Detector(ABC):
     uses_failures: ClassVar[bool] = False
     joint_calibration: ClassVar[bool] = False
 
-    def __init__(self, config: Any):
+    def __init__(self, config: Any) -> None:
         self.config = config
         self.fitted = False
         self.thresholds: list[Threshold] | None = None
@@ -98,7 +98,7 @@ class Detector(ABC):
         """Learned arrays to save (default: none)."""
         return {}
 
-    def _load_state(self, state: dict[str, np.ndarray]) -> None:
+    def _load_state(self, state: dict[str, np.ndarray]) -> None:  # noqa: B027  (optional hook; default: nothing to restore)
         """Restore what :meth:`_state` returned."""
 
     # ------------------------------------------------------------------ fitting
@@ -277,7 +277,7 @@ class RunningMean(DetectorStream):
     """Aggregates a per-step score into its running mean over the episode so far (the
     embedding-distance and sampling baselines: a single noisy step should not decide)."""
 
-    def __init__(self, num_envs: int, per_step: Any, needs: tuple[str, ...]):
+    def __init__(self, num_envs: int, per_step: Any, needs: tuple[str, ...]) -> None:
         super().__init__(num_envs)
         self.per_step, self.needs = per_step, needs
         self.total = np.zeros(num_envs)

@@ -151,7 +151,7 @@ class STAC(Detector):
 
 
 class _STACStream(RunningMean):
-    def __init__(self, detector: STAC, num_envs: int):
+    def __init__(self, detector: STAC, num_envs: int) -> None:
         super().__init__(num_envs, self._mmd, detector.needs)
         self.detector = detector
         self.previous: np.ndarray | None = None

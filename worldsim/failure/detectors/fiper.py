@@ -91,7 +91,7 @@ class Fiper(Detector):
 
     uses_failures = False
 
-    def __init__(self, config: FiperConfig):
+    def __init__(self, config: FiperConfig) -> None:
         super().__init__(config)
         self.name = {("rnd", "ace"): "fiper", ("ace", "rnd"): "fiper", ("rnd",): "rnd", ("ace",): "ace"}[
             config.parts
@@ -161,7 +161,7 @@ class Fiper(Detector):
 class _WindowStream(DetectorStream):
     """Sums of each part's per-step score over the last ``window`` steps of the episode."""
 
-    def __init__(self, detector: Fiper, num_envs: int):
+    def __init__(self, detector: Fiper, num_envs: int) -> None:
         super().__init__(num_envs)
         self.detector = detector
         self.history = np.zeros((num_envs, len(detector.components), detector.config.window))

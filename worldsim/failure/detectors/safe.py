@@ -46,7 +46,7 @@ class _SafeDetector(Detector):
     needs = ("features",)
     uses_failures = True
 
-    def __init__(self, config: SafeConfig):
+    def __init__(self, config: SafeConfig) -> None:
         super().__init__(config)
         self.net: nn.Module | None = None
         self.mean = self.std = None
@@ -136,7 +136,7 @@ class SafeMLP(_SafeDetector):
 
 
 class _RunningSum(DetectorStream):
-    def __init__(self, detector: SafeMLP, num_envs: int):
+    def __init__(self, detector: SafeMLP, num_envs: int) -> None:
         super().__init__(num_envs)
         self.detector = detector
         self.total = np.zeros(num_envs)
@@ -151,7 +151,7 @@ class _RunningSum(DetectorStream):
 
 
 class _LSTMNet(nn.Module):
-    def __init__(self, feature_dim: int, hidden_dim: int):
+    def __init__(self, feature_dim: int, hidden_dim: int) -> None:
         super().__init__()
         self.lstm = nn.LSTM(feature_dim, hidden_dim, batch_first=True)
         self.head = nn.Linear(hidden_dim, 1)
@@ -187,7 +187,7 @@ class SafeLSTM(_SafeDetector):
 
 
 class _LSTMStream(DetectorStream):
-    def __init__(self, detector: SafeLSTM, num_envs: int):
+    def __init__(self, detector: SafeLSTM, num_envs: int) -> None:
         super().__init__(num_envs)
         self.detector = detector
         shape = (1, num_envs, detector.config.hidden_dim)
