@@ -30,7 +30,7 @@ from common import report
 
 from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-from worldsim.world_models import TrainWMConfig, evaluate_world_model, train_world_model
+from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
 
 def main() -> None:
@@ -43,7 +43,8 @@ def main() -> None:
     parser.add_argument("--epsilon", type=float, default=0.2, help="expert random-action rate, training")
     parser.add_argument("--val-noise", type=float, default=0.6, help="expert action noise, held-out")
     parser.add_argument("--val-epsilon", type=float, default=0.3, help="expert random-action rate, held-out")
-    parser.add_argument("--object-pathway", action="store_true", help="objects first, then the frame")
+    parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None,
+                        help="objects first, then the frame (default: the preset's, on in tiny and base)")
     parser.add_argument("--change-weight", type=float, default=None, help="denoising weight on changing pixels")
     parser.add_argument("--steps", type=int, default=3000, help="optimiser steps")
     parser.add_argument("--time-budget", type=float, default=None, help="safety net: stop training after this many s")
@@ -68,14 +69,15 @@ def main() -> None:
     summary = train_world_model(TrainWMConfig(
         data=data, out=args.out / "wm", config=args.config, steps=args.steps, batch_size=args.batch_size,
         time_budget=args.time_budget, val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500,
-        device=args.device, torch_threads=args.threads or None, object_pathway=args.object_pathway or None,
+        device=args.device, torch_threads=args.threads or None, object_pathway=args.object_pathway,
         change_weight=args.change_weight, overwrite=True))
     fidelity = evaluate_world_model(args.out / "wm", held_out, balance=True, out=args.out / "eval", progress=False)
     contact = fidelity["object_error_after_contact"]
     agreement = {name: {k: a[k] for k in ("accuracy", "balanced_accuracy", "base_rate", "episodes")}
                  for name, a in fidelity["success_by_horizon"].items() if a is not None}
     report("wm_fidelity", {
-        "task": args.task, "config": args.config, "object_pathway": args.object_pathway,
+        "task": args.task, "config": args.config,
+        "object_pathway": WorldModel.from_pretrained(args.out / "wm").config.object_pathway,
         "change_weight": args.change_weight, "train_episodes": args.episodes, "train_noise": args.noise,
         "train_epsilon": args.epsilon, "held_out": fidelity["held_out"], "val_noise": args.val_noise,
         "val_epsilon": args.val_epsilon, "train_steps": summary["steps"], "steps_asked": args.steps,

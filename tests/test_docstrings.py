@@ -1,20 +1,35 @@
-"""Docstring examples are part of the contract: they must run as written."""
+"""Docstring examples are part of the contract: every one in the package runs as written."""
 
 import doctest
+import importlib
+from pathlib import Path
 
 import pytest
 
-import worldsim.envs.vector_env
+ROOT = Path(__file__).resolve().parents[1]
+# Where each part of the package lives in the checkout (pyproject's package-dir).
+SOURCES = {"worldsim": ROOT / "worldsim", "worldsim.envs": ROOT / "envs",
+           "worldsim.world_models": ROOT / "world_models", "worldsim.policies": ROOT / "policies"}
 
 
-@pytest.mark.parametrize("module", [worldsim.envs.vector_env], ids=lambda m: m.__name__)
-def test_docstring_examples(module):
+def modules_with_examples() -> list[str]:
+    names = []
+    for package, folder in SOURCES.items():
+        for path in sorted(folder.rglob("*.py")):
+            if ">>>" in path.read_text():
+                parts = path.relative_to(folder).with_suffix("").parts
+                names.append(".".join((package, *parts)).removesuffix(".__init__"))
+    return names
+
+
+def test_the_examples_are_found():
+    assert {"worldsim.envs.vector_env", "worldsim.envs.concat"} <= set(modules_with_examples())
+
+
+@pytest.mark.parametrize("name", modules_with_examples())
+def test_docstring_examples(name, request):
+    if ".warp." in name:
+        request.getfixturevalue("warp_compiled")  # compiles (or skips when Warp is missing) once
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
-
-
-def test_warp_docstring_example(warp_compiled):
-    import worldsim.envs.warp.vector_env
-
-    result = doctest.testmod(worldsim.envs.warp.vector_env, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -24,6 +24,7 @@ SUMMARY = {
                     "agreement": {k: {"accuracy": 0.65, "balanced_accuracy": 0.64, "base_rate": 0.5}
                                   for k in ("last_16", "full")}},
     "detectors_roc_auc": {"knn": 0.8}, "detection_skipped": None,
+    "guard": {"accepted": False, "reasons": ["imagined success exceeds real by 0.46 > 0.3"]},
 }
 
 
@@ -38,6 +39,7 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     assert "base rate 50.0%, balanced" in text and "3.1 cm off (median)" in text
     assert "[knn](detect/knn.png)" in text and "- [fidelity/replay_0.mp4](fidelity/replay_0.mp4)" in text
     assert "| behaviour cloning | 12.5 |" in text and "Warning" not in text
+    assert "rolled the GRPO policy back (imagined success exceeds real by 0.46 > 0.3)" in text
     assert json.loads((tmp_path / "summary.json").read_text())["comparison"]["episodes"] == 200
 
 

@@ -428,8 +428,11 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
 
     final = _last_accepted(rounds)
     final_policy = Path(final["policy"])
-    comparison = paired_comparison(*(
-        [o for task in config.tasks for o in r["real"]["per_task"][task]["outcomes"]] for r in (rounds[0], final)))
+
+    def outcomes(row: dict[str, Any]) -> list[bool]:
+        return [o for task in config.tasks for o in row["real"]["per_task"][task]["outcomes"]]
+
+    comparison = paired_comparison(outcomes(rounds[0]), outcomes(final))
     results = {"mode": config.mode, "algo": config.algo, "tasks": config.tasks, "rounds": rounds,
                "real_budget": config.real_budget,
                "demonstrations": str(config.demonstrations) if config.demonstrations else None,
@@ -437,6 +440,9 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "final_policy": str(final_policy), "final_real_success": final["real"]["success_rate"],
                "improvement": final["real"]["success_rate"] - rounds[0]["real"]["success_rate"],
                "comparison": comparison,
+               # The last trained policy against the base, whether the guard kept it or not.
+               "last_round_comparison": paired_comparison(outcomes(rounds[0]), outcomes(rounds[-1]))
+               if len(rounds) > 1 else None,
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "ablation": {"frozen_world_model": config.frozen_world_model,
                             "keyframe_ratio": config.keyframe_ratio},

@@ -38,6 +38,14 @@ def budget_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def guard_lines(guard: dict[str, Any]) -> list[str]:
+    """What co-evolution's guard decided about the GRPO policy (a rolled-back policy is not deployed)."""
+    if guard["accepted"]:
+        return ["Co-evolution's guard accepted the GRPO policy.", ""]
+    return [f"Co-evolution's guard rolled the GRPO policy back ({'; '.join(guard['reasons'])}): the run's final "
+            "policy is the BC one.", ""]
+
+
 def media_links(out: Path) -> list[str]:
     """A link to every plot and video under ``out``, by folder."""
     files = sorted(p for p in out.rglob("*") if p.suffix in MEDIA)
@@ -77,6 +85,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{_pct(c['after']['ci95'][1])} |", "",
         verdict(c, "BC", "GRPO") + f" Discordant episodes: {c['only_after_succeeded']} only after GRPO, "
         f"{c['only_before_succeeded']} only BC.", "",
+        *guard_lines(summary["guard"]),
         "Imagined success of the same policies (the world model's view): "
         + ", ".join(_pct(s) for s in summary["imagined_success"]) + ". Per-round table, guard verdicts and "
         "videos: [coevolve/report.md](coevolve/report.md); ![success](coevolve/success.png)", "",
@@ -95,7 +104,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "Details: [fidelity/confusion.md](fidelity/confusion.md), ![error growth](fidelity/error_growth.png)", "",
         "## 5. Failure detection on the BC policy's real rollouts", "",
         "Detectors read the features TinyVLA recorded while collecting; they are fitted on part of the rollouts, "
-        "calibrated (constant conformal band) on held-out successes, and tested on the rest.", "",
+        "calibrated (constant conformal band) on held-out successes, and tested on the rest. "
+        "ROC-AUC 0.5 is chance.", "",
         *detection, "",
         "## Plots and videos", "", *media_links(out), "",
         "## Stage timings", "", "| stage | seconds |", "|---|---|",
