@@ -9,12 +9,12 @@ prints one JSON line last: per-task success, average, and the wall-clock of each
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
+from common import report
 
 from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite, get_task
@@ -60,12 +60,12 @@ def main(args: Args) -> None:
                                 language=args.language, eval_episodes=args.eval_episodes, seed=args.seed,
                                 torch_threads=args.threads, overwrite=True))
     t2 = time.perf_counter()
-    print(json.dumps({
+    report("bc_suite", {
         "suite": args.suite, "episodes_per_task": args.episodes, "noise": args.noise, "grasp_noise": args.grasp_noise,
         "bc_steps": summary["steps"],
         "per_task_success": summary.get("per_task_success"), "average_success": summary.get("success_rate"),
         "val_loss": summary["val_loss"], "collect_s": round(t1 - t0, 1), "train_and_eval_s": round(t2 - t1, 1),
-        "machine": "2 CPU cores"}))
+        "machine": "2 CPU cores"})
 
 
 if __name__ == "__main__":

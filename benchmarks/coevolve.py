@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from common import report
 
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 
@@ -76,12 +77,12 @@ def main() -> None:
                                                for r in results],
                 "rolled_back_rounds": [[x["round"] for x in r["rounds"] if not x["accepted"]] for r in results]}
 
-    summary = {"benchmark": "coevolve", "suite": args.suite, "base_policy": str(args.base_policy),
+    summary = {"suite": args.suite, "base_policy": str(args.base_policy),
                "base_real_success": float(np.mean([r["base_real_success"] for r in runs["coevolve"]])),
                "variants": {v: figures(results) for v, results in runs.items()},
                "targets": {"improvement_points": 30.0, "real_budget_max": 2500}}
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary))
+    report("coevolve", summary)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import time
@@ -61,6 +60,8 @@ import worldsim  # noqa: F401
 import mujoco
 from mujoco import rollout
 # isort: on
+
+from common import report
 
 from worldsim.envs.arrays import ACTION_DIM
 from worldsim.envs.vector_env import TabletopVectorEnv
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     if any(load is not None and load > CONTENDED for loads in other_load.values() for load in loads.values()):
         print(f"! other processes used over {CONTENDED:.0%} of the CPUs during a measurement: "
               "figures marked ! are low and not comparable; rerun on an idle machine")
-    print(json.dumps({
+    report("env_throughput", {
         "task": args.task,
         "cpu_count": os.cpu_count(),
         "mujoco": mujoco.__version__,
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         "results": results,
         "ratios": ratio_table,
         "other_cpu_load": other_load,
-    }))
+    })
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ Prints a table, then one JSON line: per-task success and failure rates, mean ste
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 
 import tyro
+from common import report
 from rich.console import Console
 from rich.progress import track
 
@@ -36,9 +36,9 @@ def main(args: Args) -> None:
         console.print(f"{task:28s} success {stats.success_rate:.3f}  failure {stats.failure_rate:.3f}  "
                       f"steps {stats.mean_success_steps:.1f}")
     worst = min(r["success_rate"] for r in results.values())
-    print(json.dumps({"episodes_per_task": args.episodes, "min_success_rate": worst,
+    report("expert_success", {"episodes_per_task": args.episodes, "min_success_rate": worst,
                       "all_at_least_0.95": worst >= 0.95, "seconds": round(time.perf_counter() - start, 1),
-                      "tasks": results}))
+                      "tasks": results})
 
 
 if __name__ == "__main__":

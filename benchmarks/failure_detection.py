@@ -31,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 import tyro
+from common import report
 from rich.console import Console
 
 from worldsim.data.collect import collect_episodes
@@ -137,9 +138,7 @@ def main(args: Args) -> None:
         row["online_ms_per_step"] = overhead[name]
         row["fit_seconds"] = round(result["fit_seconds"], 1)
         per_detector[name] = row
-    print(
-        json.dumps(
-            {
+    report("failure_detection", {
                 "suite": args.suite,
                 "episodes": results["episodes"],
                 "failure_rate": round(results["failures"] / results["episodes"], 3),
@@ -151,9 +150,7 @@ def main(args: Args) -> None:
                 "detect_s": round(t2 - t1, 1),
                 "machine": "2 CPU cores",
                 "results": str(args.out / "results.json"),
-            }
-        )
-    )
+            })
 
 
 if __name__ == "__main__":

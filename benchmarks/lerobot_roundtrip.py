@@ -24,11 +24,11 @@ frames lerobot itself decodes (saved by the ``lerobot`` step).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
+from common import report
 
 REPO_ID = "worldsim/roundtrip"
 NATIVE_EPISODES, NATIVE_FRAMES, NATIVE_SHAPE = 2, 6, (24, 32, 3)
@@ -226,7 +226,7 @@ def main() -> None:
                   "training": [train(args.work, kind, args.train_steps) for kind in ("act", "diffusion")
                                if args.train_steps > 0],
                   "recorded": [record_native(args.work, camera) for camera in ("image", "video")]}
-    print(json.dumps(result))
+    report("lerobot_roundtrip", result)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,12 @@ printed as they finish, and the last line of stdout is one JSON object with ever
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import gymnasium as gym
 import jax
 import numpy as np
+from common import report
 from tqdm import tqdm
 
 import worldsim  # noqa: F401  (registers the envs)
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(row)
         tqdm.write(f"{task:14s} N={n:6d}  mjx {row['mjx']:10.0f} env-steps/s  compile {row['compile_s']:6.1f} s  "
                    f"cpu {row['cpu']:9.0f}  ratio {row['ratio']:.4f}")
-    print(json.dumps({"benchmark": "mjx_throughput", "jax_devices": devices, "jax_backend": jax.default_backend(),
-                      "steps": steps, "rows": rows}))
+    report("mjx_throughput", {"jax_devices": devices, "jax_backend": jax.default_backend(),
+                      "steps": steps, "rows": rows})
 
 
 if __name__ == "__main__":

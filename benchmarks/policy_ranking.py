@@ -14,8 +14,9 @@ world model (:func:`worldsim.evaluation.rank.rank_policies`). Prints one JSON li
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from common import report
 
 from worldsim.evaluation.rank import RankConfig, rank_policies
 from worldsim.training.bc import BCConfig, train_bc
@@ -45,12 +46,12 @@ def main() -> None:
     result = rank_policies(RankConfig(world_model=args.world_model, keyframes=args.keyframes,
                                       policies=tuple(policies), suite=args.suite, episodes=args.episodes,
                                       imagined_episodes=args.imagined_episodes, out=args.out, progress=False))
-    print(json.dumps({"benchmark": "policy_ranking", "policies": len(policies),
+    report("policy_ranking", {"policies": len(policies),
                       "spearman": result["over_policies"]["spearman"], "pearson": result["over_policies"]["pearson"],
                       "pairs": result["over_policy_task_pairs"], "mean_abs_error": result["mean_abs_error"],
                       "real": [p["real"]["success_rate"] for p in result["policies"]],
                       "imagined": [p["imagined"]["success_rate"] for p in result["policies"]],
-                      "target_spearman": 0.9}))
+                      "target_spearman": 0.9})
 
 
 if __name__ == "__main__":

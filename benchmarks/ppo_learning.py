@@ -12,11 +12,11 @@ evaluation first reached 90% success, the final success rate and whether the tar
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
+from common import report
 from rich.console import Console
 
 from worldsim.policies import load_policy
@@ -82,8 +82,8 @@ def main(args: Args) -> None:
         console.print(f"{task}: final success {final:.1%} after {summary['global_step']:,} steps "
                       f"({summary['train_seconds']:.0f} s); {args.threshold:.0%} first at step {step} "
                       f"/ {seconds} s")
-    print(json.dumps({"results": results, "all_targets_met": all(r["target_met"] is not False
-                                                                 for r in results.values())}))
+    report("ppo_learning", {"results": results, "all_targets_met": all(r["target_met"] is not False
+                                                                 for r in results.values())})
 
 
 if __name__ == "__main__":

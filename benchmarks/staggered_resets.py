@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import tyro
+from common import report
 from rich.console import Console
 
 from worldsim.runtime.run_logging import read_metrics, write_json
@@ -149,12 +150,12 @@ def main(args: Args) -> None:
     document = {"task": args.task, "num_envs": args.num_envs, "total_env_steps": args.total_env_steps,
                 "seeds": list(args.seeds), "results": summary, "plot": str(args.out / "curves.png")}
     write_json(args.out / "results.json", document)
-    print(json.dumps({"task": args.task, "total_env_steps": args.total_env_steps, "seeds": len(args.seeds),
+    report("staggered_resets", {"task": args.task, "total_env_steps": args.total_env_steps, "seeds": len(args.seeds),
                       "eval_success": {s: {n: round(v["eval_success_mean"], 3) for n, v in per.items()}
                                        for s, per in summary.items()},
                       "return": {s: {n: round(v["return_mean"], 2) for n, v in per.items()}
                                  for s, per in summary.items()},
-                      "results": str(args.out / "results.json")}))
+                      "results": str(args.out / "results.json")})
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from common import report
 
 import worldsim  # noqa: F401  (registers the envs)
 
@@ -124,12 +125,12 @@ def main(argv: list[str] | None = None) -> None:
                     rows.append(row)
                     print(f"{backend:6s} {task:13s} {obs:6s} N={n:6d}  {row['steps_per_s']:12,.0f} env-steps/s  "
                           f"first {row['first_s']:6.1f} s", flush=True)
-    result = {"benchmark": "warp_throughput", "device": args.device,
+    result = {"device": args.device,
               "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
               "rows": rows, "skipped": skipped}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result))
+    report("warp_throughput", result)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ episodes collected first. Prints one JSON line last.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
+from common import report
 
 import worldsim  # noqa: F401  (registers the envs)
 from worldsim.data.collect import collect_episodes
@@ -80,13 +80,13 @@ def main() -> None:
             physics.close()
             rows.append(row)
             print(row, flush=True)
-    result = {"benchmark": "wm_throughput", "task": args.task, "config": args.config,
+    result = {"task": args.task, "config": args.config,
               "world_model": args.world_model, "parameters": model.num_parameters(),
               "sampling_steps": model.config.sampling_steps, "image_size": model.config.image_size,
               "device": str(device), "torch_threads": torch.get_num_threads(), "rows": rows,
               "imagined_fps_at_64": next((r["imagined_fps"] for r in rows if r["batch"] == 64), None),
               "target_fps_at_64": 200}
-    print(json.dumps(result))
+    report("wm_throughput", result)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,18 @@ import torch
 
 import worldsim  # noqa: F401  (registers the envs)
 
+# Backends whose first use compiles (MJX's XLA, Warp's kernels: about a minute each on 2 cores)
+# or trains a world model (imagined): their conformance runs are left out of `-m "not slow"`.
+SLOW_BACKENDS = {"mjx", "warp", "imagined"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        params = getattr(item, "callspec", None)
+        if "warp_compiled" in item.fixturenames or "mjx_compiled" in item.fixturenames or (
+                params is not None and params.params.get("backend") in SLOW_BACKENDS):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def one_torch_thread():

@@ -54,6 +54,7 @@ class EchoVLA(ExternalVLAAdapter):
         return torch.tensor([[len(t), images.mean().item()] for t in instructions])
 
 
+@pytest.mark.slow
 def test_transformers_adapter_through_the_protocol():
     policy = tiny_adapter(use_wrist=True)
     batch = policy.preprocess(pixel_obs(4, wrist=True))
@@ -73,6 +74,7 @@ def test_transformers_adapter_through_the_protocol():
     assert torch.equal(policy.value(batch), out.value)
 
 
+@pytest.mark.slow
 def test_transformers_adapter_trains_end_to_end():
     policy = tiny_adapter().train()
     batch = policy.preprocess(pixel_obs(4))

@@ -30,6 +30,7 @@ def tiny(demos, out, **kwargs):
     return BCConfig(**{**base, **kwargs})
 
 
+@pytest.mark.slow
 def test_a_run_leaves_config_metrics_curves_and_a_loadable_policy(demos, tmp_path):
     summary = train_bc(tiny(demos, tmp_path / "run"))
     run = tmp_path / "run"
@@ -45,6 +46,7 @@ def test_a_run_leaves_config_metrics_curves_and_a_loadable_policy(demos, tmp_pat
                                                "push the red cube onto the blue square"}
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly(demos, tmp_path):
     train_bc(tiny(demos, tmp_path / "straight"))
     stopped = train_bc(tiny(demos, tmp_path / "resumed", time_budget=1e-6))  # stops after one step
@@ -57,6 +59,7 @@ def test_resume_continues_exactly(demos, tmp_path):
     assert steps == sorted(steps)  # one history, no duplicated steps after the resume
 
 
+@pytest.mark.slow
 def test_an_earlier_run_in_out_is_refused_unless_overwrite_or_resume(demos, tmp_path, capsys):
     run = tmp_path / "run"
     train_bc(tiny(demos, run, steps=2, checkpoint_every=2, val_every=2))
@@ -103,6 +106,7 @@ def test_bad_input_gets_clear_errors(demos, tmp_path, capsys):
         train_bc(tiny(demos, tmp_path / "fresh", resume=True))
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun_stay_in_sync(demos, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

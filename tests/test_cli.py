@@ -90,6 +90,7 @@ def test_help_is_fast():
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["list-envs"], ["train-bc", "--help"]])
+@pytest.mark.slow
 def test_output_into_a_closed_pipe_ends_quietly(argv):
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written, as after `| head`

@@ -27,6 +27,7 @@ def tiny(base_policy, out, **kwargs):
         imagined_horizon=3, videos=1, out=out, device="cpu", progress=False), **kwargs})
 
 
+@pytest.mark.slow
 def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     results = coevolve(tiny(base_policy, tmp_path / "run"))
     run = tmp_path / "run"
@@ -51,6 +52,7 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
         coevolve(tiny(base_policy, run, resume=True, rounds=3))
 
 
+@pytest.mark.slow
 def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_path):
     frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0))
     assert frozen["real_budget"] == 2 and not (tmp_path / "frozen" / "round_1" / "data.h5").exists()

@@ -98,6 +98,7 @@ def file_contents(path) -> dict:
     return contents
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_files_and_another_seed_does_not(tmp_path):
     files = []
     for name, seed in (("a.h5", 1), ("b.h5", 1), ("c.h5", 2)):
@@ -177,6 +178,7 @@ def test_cli_collect_and_dataset_info(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------- recorded policy outputs
+@pytest.mark.slow
 def test_recording_stores_features_and_action_samples_of_every_step(tmp_path):
     policy = tiny_vla()
     common = {"episodes": 2, "num_envs": 2, "seed": 5, "image_size": 32, "obs_mode": "pixels",

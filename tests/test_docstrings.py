@@ -26,7 +26,9 @@ def test_the_examples_are_found():
     assert {"worldsim.envs.vector_env", "worldsim.envs.concat"} <= set(modules_with_examples())
 
 
-@pytest.mark.parametrize("name", modules_with_examples())
+# The MJX and Warp examples compile (about a minute each on 2 cores): slow.
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.slow) if ".mjx." in name or ".warp." in name
+                                  else name for name in modules_with_examples()])
 def test_docstring_examples(name, request):
     if ".warp." in name:
         request.getfixturevalue("warp_compiled")  # compiles (or skips when Warp is missing) once

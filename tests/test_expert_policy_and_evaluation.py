@@ -98,6 +98,7 @@ def test_wilson_interval():
     assert low < 0.5 < high and abs((low + high) / 2 - 0.5) < 1e-9
 
 
+@pytest.mark.slow
 def test_evaluate_cli_writes_json_and_videos(tmp_path, capsys):
     out = tmp_path / "eval.json"
     assert main(["evaluate", "--policy", "expert", "--task", "ReachCube-v0", "--task", "PushCube-v0",

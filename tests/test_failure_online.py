@@ -60,6 +60,7 @@ def labelled_file(recorded, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_recorded_rollouts_load_with_features_and_samples(recorded):
     policy, path = recorded
     rollouts = load_rollouts(path)
@@ -72,6 +73,7 @@ def test_recorded_rollouts_load_with_features_and_samples(recorded):
         load_rollouts(path, tasks=["StackCube-v0"])
 
 
+@pytest.mark.slow
 def test_wrapper_scores_match_offline_scores_and_alarms_latch(recorded, make_vec):
     policy, path = recorded
     rollouts = labelled(load_rollouts(path))
@@ -117,6 +119,7 @@ def test_wrapper_refuses_an_uncalibrated_detector(recorded, make_vec):
         DetectorWrapper(make_vec("ReachCube-v0", 2, obs_mode="state"), policy, detector)
 
 
+@pytest.mark.slow
 def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_path, capsys):
     path = labelled_file
     out = tmp_path / "detect"

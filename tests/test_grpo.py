@@ -61,6 +61,7 @@ def test_config_rejects_bad_groups(tmp_path):
         GRPOConfig(num_envs=16, group_size=1, out=tmp_path)
 
 
+@pytest.mark.slow
 def test_grpo_trains_and_resumes_exactly(tmp_path):
     fields = {"task": "ReachCube-v0", "num_envs": 16, "group_size": 4, "total_env_steps": 16 * 50 * 2,
               "update_epochs": 2, "num_minibatches": 2, "hidden": (32, 32), "eval_every": 0,
@@ -78,6 +79,7 @@ def test_grpo_trains_and_resumes_exactly(tmp_path):
     assert resumed["weights_digest"] == straight["weights_digest"]
 
 
+@pytest.mark.slow
 def test_train_rl_cli_runs_grpo(tmp_path):
     from worldsim.commands.cli import main
 

@@ -2,12 +2,14 @@
 
 import functools
 
+import pytest
 from brax.training.agents.ppo import networks as ppo_networks
 from brax.training.agents.ppo import train as ppo
 
 from worldsim.envs.mjx import TabletopBraxEnv
 
 
+@pytest.mark.slow
 def test_brax_ppo_improves_the_return_on_reach():
     """A small CPU budget: 12.8k env steps in the free-space variant (contacts=False: the
     full contact physics would not fit a unit test's time on a CPU). Brax logs the return of

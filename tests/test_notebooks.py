@@ -29,6 +29,7 @@ def test_every_notebook_has_a_check():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_notebook_runs(path, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLDSIM_NOTEBOOK_SCALE", "tiny")
     monkeypatch.setenv("WORLDSIM_NOTEBOOK_OUT", str(tmp_path))

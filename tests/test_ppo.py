@@ -192,6 +192,7 @@ def test_config_takes_family_defaults_and_rejects_bad_values(tmp_path):
         PPOConfig(task="PushCub-v0", out=tmp_path)
 
 
+@pytest.mark.slow
 def test_one_policy_trains_on_every_task_of_a_suite(tmp_path):
     """--suite splits the envs between the suite's tasks (ConcatVectorEnv) and evaluates each."""
     summary = train_ppo(tiny(tmp_path, task="PushCube-v0", suite="tabletop-4", num_envs=8, eval_episodes=2))
@@ -211,6 +212,7 @@ def test_pixels_from_scratch_is_refused(tmp_path):
 
 
 # ---------------------------------------------------------------------------- training
+@pytest.mark.slow
 def test_ppo_learns_to_reach(tmp_path):
     """64 envs, ~80k env steps: the deterministic policy goes from no success to most episodes."""
     config = tiny(tmp_path, num_envs=64, num_steps=16, num_minibatches=4, update_epochs=5, hidden=(64, 64),
@@ -225,6 +227,7 @@ def test_ppo_learns_to_reach(tmp_path):
     assert summary["eval"]["success_rate"] >= 0.6
 
 
+@pytest.mark.slow
 def test_resume_is_exact(tmp_path):
     straight = train_ppo(tiny(tmp_path / "a", anneal_lr=False))
     first = train_ppo(tiny(tmp_path / "b", anneal_lr=False, total_env_steps=8 * 8 * 2))
@@ -253,6 +256,7 @@ train_ppo(PPOConfig(task="ReachCube-v0", num_envs=8, num_steps=8, total_env_step
 """
 
 
+@pytest.mark.slow
 def test_sigkill_loses_only_work_since_the_checkpoint_and_resume_is_exact(tmp_path):
     """Kill -9 a run mid-way (learning-rate annealing on), resume it: same weights as a run
     never interrupted."""
@@ -276,12 +280,14 @@ def test_sigkill_loses_only_work_since_the_checkpoint_and_resume_is_exact(tmp_pa
     assert resumed["weights_digest"] == straight["weights_digest"]
 
 
+@pytest.mark.slow
 def test_resume_refuses_changed_settings(tmp_path):
     train_ppo(tiny(tmp_path, total_env_steps=64))
     with pytest.raises(ValueError, match="num_envs: 8 -> 16"):
         train_ppo(tiny(tmp_path, num_envs=16, resume=True))
 
 
+@pytest.mark.slow
 def test_time_budget_stops_cleanly_with_a_checkpoint(tmp_path):
     summary = train_ppo(tiny(tmp_path, total_env_steps=10**9, time_budget=1.0))
     assert summary["stopped_by"] == "time_budget"
@@ -292,6 +298,7 @@ def test_time_budget_stops_cleanly_with_a_checkpoint(tmp_path):
     assert (tmp_path / "run" / "eval.json").exists()
 
 
+@pytest.mark.slow
 def test_train_rl_refuses_an_earlier_run_unless_overwrite_or_resume(tmp_path, capsys):
     from worldsim.commands.cli import main
 
@@ -335,6 +342,7 @@ def _rank_main(rank: int, port: int, out: str, results) -> None:
     results.put((rank, summary["weights_digest"], summary["iterations"]))
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_stay_in_sync(tmp_path):
     context = mp.get_context("spawn")
     results = context.Queue()
@@ -352,6 +360,7 @@ def test_two_gloo_processes_stay_in_sync(tmp_path):
     assert (tmp_path / "run" / "checkpoint.rank1.pt").exists()
 
 
+@pytest.mark.slow
 def test_value_warmup_fine_tunes_a_pixel_chunk_policy_without_moving_the_actor(tmp_path):
     """A BC-style TinyVLA (action chunks of 3, 32 px images): during warm-up only its value
     head learns, so its actions stay exactly the pretrained ones."""
@@ -396,6 +405,7 @@ def test_value_warmup_needs_a_value_head(tmp_path):
 
 
 # ---------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_train_rl_cli_writes_a_complete_run(tmp_path):
     from worldsim.commands.cli import main
 

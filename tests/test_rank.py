@@ -23,6 +23,7 @@ def test_rank_agreement_is_scipys_correlations():
     assert math.isnan(rank_agreement([0.1, 0.2], [0.3, 0.3])["spearman"])  # constant: undefined
 
 
+@pytest.mark.slow
 def test_rank_policies_cli_writes_the_ranking(tmp_path):
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 2,
                      tmp_path / "push.h5", num_envs=2, image_size=32, progress=False)

@@ -20,6 +20,7 @@ def uniform(phases: np.ndarray, tol: float = 0.05) -> bool:
 
 
 @pytest.mark.parametrize("schedule", ["staggered", "staggered-random", "staggered-warmup"])
+@pytest.mark.slow
 def test_staggered_phases_cover_the_horizon_and_persist(make_vec, schedule):
     envs = make_vec("PushCube-v0", N, max_episode_steps=H, reset_schedule=schedule,
                     autoreset_mode="SameStep", terminate_on_success=False)
@@ -31,6 +32,7 @@ def test_staggered_phases_cover_the_horizon_and_persist(make_vec, schedule):
     assert uniform(info["episode_step"], tol=0.06)
 
 
+@pytest.mark.slow
 def test_synchronous_batch_stays_in_phase(make_vec):
     envs = make_vec("PushCube-v0", N, max_episode_steps=H, autoreset_mode="SameStep",
                     terminate_on_success=False)

@@ -329,6 +329,7 @@ def test_tinyvla_drives_a_real_env_through_a_chunk_queue(make_vec):
     assert queue.last_output.features.shape == (3, 24)
 
 
+@pytest.mark.slow
 def test_minilm_embeddings_and_reload_without_minilm(tmp_path, monkeypatch):
     config = TinyVLAConfig.for_tasks(["PushCube-v0", "ReachCube-v0"], **{**TINY, "language": "minilm"})
     policy = TinyVLA(config)

@@ -74,6 +74,7 @@ def test_space_to_depth_round_trips_frames_exactly():
     assert torch.equal(latents_to_frames(latents, 4), frames)
 
 
+@pytest.mark.slow
 def test_edm_preconditioning_schedule_and_one_step_sampling():
     model = WorldModel(WorldModelConfig(**SMALL)).eval()
     den = model.denoiser
@@ -201,6 +202,7 @@ def test_importing_the_command_line_does_not_import_diffusers():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_training_writes_gif_sample_videos_without_ffmpeg(episodes, tmp_path, monkeypatch):
     import imageio.v3 as iio
 
@@ -211,6 +213,7 @@ def test_training_writes_gif_sample_videos_without_ffmpeg(episodes, tmp_path, mo
     assert iio.imread(out / "videos" / "step_000002.gif", plugin="pillow", index=None).shape[0] == 5  # 1 + 4 steps
 
 
+@pytest.mark.slow
 def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     out, summary = trained
     assert summary["steps"] == 8 and summary["train_episodes"] == 5 and summary["val_episodes"] == 1
@@ -228,6 +231,7 @@ def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     assert model.proprio_std.min() > 0  # the dataset statistics travel with the weights
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes, trained, tmp_path):
     stopped = train_world_model(config(episodes, tmp_path / "resumed", time_budget=1e-6, video_every=0))
     assert stopped["steps"] == 1 and stopped["stopped_by"] == "time_budget"
@@ -288,6 +292,7 @@ def test_success_agreement_counts_episodes():
     assert s["accuracy"] == 0.5 and s["precision"] == 0.5 and s["recall"] == 0.5
 
 
+@pytest.mark.slow
 def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(episodes, tmp_path, monkeypatch):
     """On a GPU the first validation used to pass a CPU generator with CUDA tensors: every loss
     call now gets a generator on its batch's device (checked here on the CPU path)."""
@@ -342,6 +347,7 @@ def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
     assert len(everything.bank) == 10 and everything.summary()["balanced"] is False
 
 
+@pytest.mark.slow
 def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path):
     out, _ = trained
     report = evaluate_world_model(out, episodes, horizon=4, rl_horizons=(2, 4), contact_horizon=3,
@@ -390,6 +396,7 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert imagined.path.stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_train_wm_refuses_an_earlier_run_unless_overwrite_or_resume(episodes, tmp_path, capsys):
     from worldsim.commands.cli import main
 
@@ -440,6 +447,7 @@ def _rank(rank: int, port: int, cfg: TrainWMConfig) -> None:
     train_world_model(cfg)
 
 
+@pytest.mark.slow
 def test_two_processes_with_gloo_stay_in_sync(episodes, tmp_path):
     """The torchrun path (environment variables, gloo, averaged gradients) with two forked
     processes: forking skips the seconds each fresh interpreter spends importing torch."""
@@ -452,6 +460,7 @@ def test_two_processes_with_gloo_stay_in_sync(episodes, tmp_path):
     assert summary["world_size"] == 2 and summary["ranks_in_sync"] and summary["steps"] == 3
 
 
+@pytest.mark.slow
 def test_multi_task_data_trains_one_model_that_imagines_each_task(tmp_path):
     data = tmp_path / "two.h5"
     collect_episodes(["ReachCube-v0", "PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2,
@@ -467,6 +476,7 @@ def test_multi_task_data_trains_one_model_that_imagines_each_task(tmp_path):
         assert obs["instruction"][0] == model.config.instructions[model.task_index(task)]
 
 
+@pytest.mark.slow
 def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcomes(tmp_path):
     from worldsim.world_models.metrics import episode_scores
     from worldsim.world_models.replay import open_loop

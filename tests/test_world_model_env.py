@@ -165,6 +165,7 @@ def test_single_env_for_gym_make(files):
     env.close()
 
 
+@pytest.mark.slow
 def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     """--world-model points the unchanged trainers at the imagined twin; evaluation stays in physics."""
     TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
@@ -189,6 +190,7 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
         worldsim.training.ppo.PPOConfig(**{**common, "obs_mode": "state"})
 
 
+@pytest.mark.slow
 def test_policies_are_evaluated_in_imagination(files):
     """Evaluation counts exactly the episodes asked for; envs left idle once the quota is reached
     keep ending (keyframe starts end at different steps) and are reset, as in physics."""
@@ -202,6 +204,7 @@ def test_policies_are_evaluated_in_imagination(files):
     assert task.episodes == 5 and task.mean_length <= 100 and task.failures == 0
 
 
+@pytest.mark.slow
 def test_rollouts_with_features_are_recorded_in_imagination(files, tmp_path):
     """Failure detectors read rollouts from imagination the same way as from physics."""
     world_model, keyframes = files

@@ -118,6 +118,7 @@ def test_change_weight_emphasises_the_pixels_that_move():
         WorldModelConfig(**SMALL, change_weight=-1.0)
 
 
+@pytest.mark.slow
 def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     import gymnasium as gym
 

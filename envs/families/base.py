@@ -43,6 +43,11 @@ def move_towards(
     return columns(delta, grip, like=tcp)
 
 
+REACH_SHAPING = 10.0  # 1/m: the gripper-to-object shaping term fades over about 10 cm
+PLACE_SHAPING = 5.0  # 1/m: the object-to-goal shaping term fades over about 20 cm
+RESTING_TOLERANCE = 0.005  # a cube centre this far above its resting height still counts as resting
+
+
 def closeness(distance: np.ndarray, scale: float) -> np.ndarray:
     """Shaping term in (0, 1]: 1 at zero distance, falling off over about ``1/scale`` metres."""
     return 1.0 - namespace(distance).tanh(scale * distance)

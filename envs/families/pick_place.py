@@ -7,15 +7,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
+from worldsim.envs.families.base import (
+    PLACE_SHAPING,
+    REACH_SHAPING,
+    Evaluation,
+    TaskFamily,
+    closeness,
+    move_towards,
+)
 from worldsim.envs.scene import BIN_INNER_HALF, CUBE_HALF, ZONE_HALF, Scene
 from worldsim.envs.xp import columns, constant, namespace
 
 HOVER_HEIGHT = 0.09  # TCP height above the table when moving towards a cube
 CARRY_HEIGHT = 0.11  # held cube centre while travelling: clears other cubes and the bin walls
-CARRY_SPEED = 0.5
+CARRY_SPEED = 0.5  # fraction of full speed while holding: fast moves make a held cube slide
 BIN_RELEASE_HEIGHT = 0.065  # cube centre when let go over the bin: its bottom clears the walls
-ZONE_RELEASE_HEIGHT = CUBE_HALF + 0.003
+ZONE_RELEASE_HEIGHT = CUBE_HALF + 0.003  # cube centre when let go over a zone: 3 mm drop
+OFF_TO_THE_SIDE = 0.02  # TCP this far (x-y) from the cube ...
+TOO_LOW = HOVER_HEIGHT - 0.03  # ... and below this: rise before moving over it
+ABOVE_CUBE = 0.01  # TCP within this (x-y) of the cube centre: descend onto it
+AT_CUBE = 0.01  # TCP within this height of the cube centre: close the fingers
+OVER_PLACE = 0.015  # cube within this (x-y) of the place point: lower it
+LIFT_BELOW = CARRY_HEIGHT - 0.03  # a held cube lower than this, away from the place: lift first
+AT_PLACE = 0.008  # cube centre within this height of the place point: open
+IN_BIN = BIN_INNER_HALF - CUBE_HALF + 0.005  # cube centre at most this far (max-norm) from the bin centre
+ON_ZONE = ZONE_HALF - 0.01  # cube centre at most this far (max-norm) from the zone centre
+DOWN = 0.01  # cube centre at most this far above its resting height on the goal
 
 
 def carry_expert(scene: Scene, qpos: np.ndarray, colour: str, place: np.ndarray) -> np.ndarray:
@@ -34,21 +51,21 @@ def carry_expert(scene: Scene, qpos: np.ndarray, colour: str, place: np.ndarray)
     # Not held: hover above the cube (rising first if low and off to the side), descend, close.
     xy_to_cube = norm(tcp[:, :2] - cube[:, :2], axis=1)
     target = columns(cube[:, :2], HOVER_HEIGHT, like=qpos)
-    rise = (xy_to_cube > 0.02) & (tcp[:, 2] < HOVER_HEIGHT - 0.03)
+    rise = (xy_to_cube > OFF_TO_THE_SIDE) & (tcp[:, 2] < TOO_LOW)
     target = xp.where(rise[:, None], columns(tcp[:, :2], HOVER_HEIGHT, like=qpos), target)
-    above = xy_to_cube < 0.01
+    above = xy_to_cube < ABOVE_CUBE
     target = xp.where(above[:, None], cube, target)
-    at_cube = above & (xp.abs(tcp[:, 2] - cube[:, 2]) < 0.01)
+    at_cube = above & (xp.abs(tcp[:, 2] - cube[:, 2]) < AT_CUBE)
     grip = xp.where(at_cube, 1.0, -1.0)
 
     # Held: lift, travel at carry height, lower the cube onto the place point, open.
     xy_to_place = norm(cube[:, :2] - place[:, :2], axis=1)
     carry = columns(place[:, :2], CARRY_HEIGHT, like=qpos)
-    lift = (xy_to_place > 0.015) & (cube[:, 2] < CARRY_HEIGHT - 0.03)
+    lift = (xy_to_place > OVER_PLACE) & (cube[:, 2] < LIFT_BELOW)
     carry = xp.where(lift[:, None], columns(cube[:, :2], CARRY_HEIGHT, like=qpos), carry)
-    over = xy_to_place <= 0.015
+    over = xy_to_place <= OVER_PLACE
     carry = xp.where(over[:, None], place, carry)
-    release = over & (xp.abs(cube[:, 2] - place[:, 2]) < 0.008)
+    release = over & (xp.abs(cube[:, 2] - place[:, 2]) < AT_PLACE)
     target = xp.where(held[:, None], carry + (tcp - cube), target)
     grip = xp.where(held, xp.where(release, -1.0, 1.0), grip)
     # Carry gently: fast moves make a held cube slide in the fingers.
@@ -67,13 +84,13 @@ class PickPlace(TaskFamily):
         cube, goal = self.object_and_goal(qpos)
         tcp = self.scene.tcp(qpos)
         held = self.scene.is_grasped(qpos, str(self.spec.obj))
-        inside = BIN_INNER_HALF - CUBE_HALF + 0.005 if self.spec.goal == "bin" else ZONE_HALF - 0.01
-        placed = (xp.max(xp.abs(cube[:, :2] - goal[:, :2]), axis=1) <= inside) & (cube[:, 2] < goal[:, 2] + 0.01)
+        inside = IN_BIN if self.spec.goal == "bin" else ON_ZONE
+        placed = (xp.max(xp.abs(cube[:, :2] - goal[:, :2]), axis=1) <= inside) & (cube[:, 2] < goal[:, 2] + DOWN)
         grasp = xp.astype(held | placed, qpos.dtype)
         terms = {
-            "reach": closeness(norm(tcp - cube, axis=1), 10.0),
+            "reach": closeness(norm(tcp - cube, axis=1), REACH_SHAPING),
             "grasp": grasp,
-            "place": closeness(norm(cube - goal, axis=1), 5.0) * grasp,
+            "place": closeness(norm(cube - goal, axis=1), PLACE_SHAPING) * grasp,
         }
         return Evaluation(placed & ~held, terms)
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
+from worldsim.envs.families.base import (
+    PLACE_SHAPING,
+    REACH_SHAPING,
+    RESTING_TOLERANCE,
+    Evaluation,
+    TaskFamily,
+    closeness,
+    move_towards,
+)
 from worldsim.envs.scene import CUBE_HALF, ZONE_HALF
 from worldsim.envs.xp import columns, namespace
 
@@ -17,6 +25,12 @@ PUSH_HEIGHT = 0.02  # TCP height while pushing: fingertips just above the table
 TRAVEL_HEIGHT = 0.075  # fingertips clear the cube tops
 BEHIND = 0.055  # where the paddle waits behind the cube centre
 ON_ZONE = ZONE_HALF - 0.01  # cube centre at most this far (max-norm) from the zone centre
+LOW = PUSH_HEIGHT + 0.015  # TCP below this: low enough to push
+AT_WAITING_POINT = 0.012  # TCP within this (x-y) of the waiting point behind the cube: descend
+ON_LINE = 0.015  # TCP at most this far sideways of the cube-to-zone line to push along it
+BEHIND_CONTACT = 0.015  # ... and at least this far behind the cube centre
+PUSH_PAST = 0.01  # the push aims this far past the cube centre: pushes through and re-centres
+LIFT_BELOW = TRAVEL_HEIGHT - 0.02  # off the line and lower than this: lift before moving sideways
 
 
 class Push(TaskFamily):
@@ -39,8 +53,9 @@ class Push(TaskFamily):
         d_pose = norm(tcp[:, :2] - behind, axis=1) + xp.abs(tcp[:, 2] - PUSH_HEIGHT)
         d_goal = norm(cube[:, :2] - zone[:, :2], axis=1)
         on_zone = xp.max(xp.abs(cube[:, :2] - zone[:, :2]), axis=1) <= ON_ZONE
-        success = on_zone & (cube[:, 2] < CUBE_HALF + 0.005)
-        return Evaluation(success, {"reach": closeness(d_pose, 10.0), "place": closeness(d_goal, 5.0)})
+        success = on_zone & (cube[:, 2] < CUBE_HALF + RESTING_TOLERANCE)
+        return Evaluation(success, {"reach": closeness(d_pose, REACH_SHAPING),
+                                    "place": closeness(d_goal, PLACE_SHAPING)})
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:
         xp = namespace(qpos)
@@ -49,18 +64,18 @@ class Push(TaskFamily):
         rel = tcp[:, :2] - cube[:, :2]
         along = xp.sum(rel * u, axis=1)
         lateral = xp.abs(rel[:, 0] * u[:, 1] - rel[:, 1] * u[:, 0])
-        low = tcp[:, 2] < PUSH_HEIGHT + 0.015
+        low = tcp[:, 2] < LOW
         behind = cube[:, :2] - BEHIND * u
-        near_behind = xp.linalg.vector_norm(tcp[:, :2] - behind, axis=1) < 0.012
-        pushing = low & (lateral < 0.015) & (along < -0.015)
+        near_behind = xp.linalg.vector_norm(tcp[:, :2] - behind, axis=1) < AT_WAITING_POINT
+        pushing = low & (lateral < ON_LINE) & (along < -BEHIND_CONTACT)
 
         target = columns(behind, TRAVEL_HEIGHT, like=qpos)
         # On the line behind the cube: aim just past the contact point, which also re-centres.
-        push_xy = cube[:, :2] - 0.01 * u
+        push_xy = cube[:, :2] - PUSH_PAST * u
         target = xp.where(pushing[:, None], columns(push_xy, PUSH_HEIGHT, like=qpos), target)
         descend = ~pushing & near_behind
         target = xp.where(descend[:, None], columns(behind, PUSH_HEIGHT, like=qpos), target)
         # Off the line and low: lift straight up first so the paddle does not sweep the cube.
-        lift = ~pushing & ~near_behind & (tcp[:, 2] < TRAVEL_HEIGHT - 0.02)
+        lift = ~pushing & ~near_behind & (tcp[:, 2] < LIFT_BELOW)
         target = xp.where(lift[:, None], columns(tcp[:, :2], TRAVEL_HEIGHT, like=qpos), target)
         return move_towards(tcp, target, 1.0)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldsim.envs.families.base import Evaluation, TaskFamily, closeness, move_towards
+from worldsim.envs.families.base import REACH_SHAPING, Evaluation, TaskFamily, closeness, move_towards
 from worldsim.envs.xp import constant, namespace
 
 HOVER = np.array([0.0, 0.0, 0.04])  # above a cube's centre: clear of its top face
-ZONE_HOVER = np.array([0.0, 0.0, 0.06])
-SUCCESS_RADIUS = 0.025
+ZONE_HOVER = np.array([0.0, 0.0, 0.06])  # above a zone's centre
+SUCCESS_RADIUS = 0.025  # TCP within this of the hover point: reached
 
 
 class Reach(TaskFamily):
@@ -23,7 +23,7 @@ class Reach(TaskFamily):
     def evaluate(self, qpos: np.ndarray) -> Evaluation:
         _, goal = self.object_and_goal(qpos)
         d = namespace(qpos).linalg.vector_norm(self.scene.tcp(qpos) - goal, axis=1)
-        return Evaluation(success=d < SUCCESS_RADIUS, terms={"reach": closeness(d, 10.0)})
+        return Evaluation(success=d < SUCCESS_RADIUS, terms={"reach": closeness(d, REACH_SHAPING)})
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:
         _, goal = self.object_and_goal(qpos)

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldsim.envs.families.base import Evaluation, TaskFamily, closeness
+from worldsim.envs.families.base import (
+    PLACE_SHAPING,
+    REACH_SHAPING,
+    RESTING_TOLERANCE,
+    Evaluation,
+    TaskFamily,
+    closeness,
+)
 from worldsim.envs.families.pick_place import carry_expert
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.xp import constant, namespace
 
 ON_TOP = np.array([0.0, 0.0, 2 * CUBE_HALF])
+CENTRED = 0.02  # top cube centre at most this far (x-y) from the bottom one's
+SEATED = 0.008  # ... and within this height of resting on it
+RELEASE_ABOVE = np.array([0.0, 0.0, 0.003])  # the expert lets go 3 mm above the resting point
 
 
 class Stack(TaskFamily):
@@ -24,16 +34,16 @@ class Stack(TaskFamily):
         base_z = goal[:, 2] - 2 * CUBE_HALF
         held = self.scene.is_grasped(qpos, str(self.spec.obj))
         offset = top - goal
-        stacked = (norm(offset[:, :2], axis=1) < 0.02) & (xp.abs(offset[:, 2]) < 0.008)
-        stacked &= base_z < CUBE_HALF + 0.005
+        stacked = (norm(offset[:, :2], axis=1) < CENTRED) & (xp.abs(offset[:, 2]) < SEATED)
+        stacked &= base_z < CUBE_HALF + RESTING_TOLERANCE
         grasp = xp.astype(held | stacked, qpos.dtype)
         terms = {
-            "reach": closeness(norm(self.scene.tcp(qpos) - top, axis=1), 10.0),
+            "reach": closeness(norm(self.scene.tcp(qpos) - top, axis=1), REACH_SHAPING),
             "grasp": grasp,
-            "place": closeness(norm(offset, axis=1), 5.0) * grasp,
+            "place": closeness(norm(offset, axis=1), PLACE_SHAPING) * grasp,
         }
         return Evaluation(stacked & ~held, terms)
 
     def expert(self, qpos: np.ndarray) -> np.ndarray:
         _, goal = self.object_and_goal(qpos)
-        return carry_expert(self.scene, qpos, str(self.spec.obj), goal + constant([0.0, 0.0, 0.003], goal))
+        return carry_expert(self.scene, qpos, str(self.spec.obj), goal + constant(RELEASE_ABOVE, goal))

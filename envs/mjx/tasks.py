@@ -16,12 +16,14 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from worldsim.envs.families.pick_place import BIN_INNER_HALF
+from worldsim.envs.families.base import PLACE_SHAPING, REACH_SHAPING, RESTING_TOLERANCE
+from worldsim.envs.families.pick_place import DOWN, IN_BIN
+from worldsim.envs.families.pick_place import ON_ZONE as PLACED_ON_ZONE
 from worldsim.envs.families.push import BEHIND, ON_ZONE, PUSH_HEIGHT
 from worldsim.envs.families.reach import HOVER, SUCCESS_RADIUS, ZONE_HOVER
-from worldsim.envs.families.stack import ON_TOP
+from worldsim.envs.families.stack import CENTRED, ON_TOP, SEATED
 from worldsim.envs.mjx.state import TERM_NAMES, TaskParams
-from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, TABLE_LIMIT, ZONE_HALF, ZONES, Scene
+from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, TABLE_LIMIT, ZONES, Scene
 
 
 class Addresses(NamedTuple):
@@ -139,7 +141,7 @@ def _terms(**named: jax.Array) -> dict[str, jax.Array]:
 def _evaluate_reach(task: TaskParams, qpos: jax.Array) -> Evaluation:
     _, goal = _reach_object_goal(task, qpos)
     d = jnp.linalg.norm(tcp(qpos) - goal)
-    return Evaluation(d < SUCCESS_RADIUS, _terms(reach=closeness(d, 10.0)), jnp.int32(1))
+    return Evaluation(d < SUCCESS_RADIUS, _terms(reach=closeness(d, REACH_SHAPING)), jnp.int32(1))
 
 
 def _evaluate_push(task: TaskParams, qpos: jax.Array) -> Evaluation:
@@ -151,18 +153,19 @@ def _evaluate_push(task: TaskParams, qpos: jax.Array) -> Evaluation:
     d_pose = jnp.linalg.norm(hand[:2] - behind) + jnp.abs(hand[2] - PUSH_HEIGHT)
     d_goal = jnp.linalg.norm(cube[:2] - zone[:2])
     on_zone = jnp.abs(cube[:2] - zone[:2]).max() <= ON_ZONE
-    success = on_zone & (cube[2] < CUBE_HALF + 0.005)
-    return Evaluation(success, _terms(reach=closeness(d_pose, 10.0), place=closeness(d_goal, 5.0)), jnp.int32(2))
+    success = on_zone & (cube[2] < CUBE_HALF + RESTING_TOLERANCE)
+    return Evaluation(success, _terms(reach=closeness(d_pose, REACH_SHAPING), place=closeness(d_goal, PLACE_SHAPING)),
+                      jnp.int32(2))
 
 
 def _evaluate_pick_place(task: TaskParams, qpos: jax.Array) -> Evaluation:
     cube, goal = _place_object_goal(task, qpos)
     held = is_grasped(qpos, cube)
-    inside = jnp.where(task.goal_is_bin, BIN_INNER_HALF - CUBE_HALF + 0.005, ZONE_HALF - 0.01)
-    placed = (jnp.abs(cube[:2] - goal[:2]).max() <= inside) & (cube[2] < goal[2] + 0.01)
+    inside = jnp.where(task.goal_is_bin, IN_BIN, PLACED_ON_ZONE)
+    placed = (jnp.abs(cube[:2] - goal[:2]).max() <= inside) & (cube[2] < goal[2] + DOWN)
     grasp = (held | placed).astype(jnp.float32)
-    terms = _terms(reach=closeness(jnp.linalg.norm(tcp(qpos) - cube), 10.0), grasp=grasp,
-                   place=closeness(jnp.linalg.norm(cube - goal), 5.0) * grasp)
+    terms = _terms(reach=closeness(jnp.linalg.norm(tcp(qpos) - cube), REACH_SHAPING), grasp=grasp,
+                   place=closeness(jnp.linalg.norm(cube - goal), PLACE_SHAPING) * grasp)
     return Evaluation(placed & ~held, terms, jnp.int32(3))
 
 
@@ -171,10 +174,11 @@ def _evaluate_stack(task: TaskParams, qpos: jax.Array) -> Evaluation:
     base_z = goal[2] - 2 * CUBE_HALF
     held = is_grasped(qpos, top)
     offset = top - goal
-    stacked = (jnp.linalg.norm(offset[:2]) < 0.02) & (jnp.abs(offset[2]) < 0.008) & (base_z < CUBE_HALF + 0.005)
+    stacked = ((jnp.linalg.norm(offset[:2]) < CENTRED) & (jnp.abs(offset[2]) < SEATED)
+               & (base_z < CUBE_HALF + RESTING_TOLERANCE))
     grasp = (held | stacked).astype(jnp.float32)
-    terms = _terms(reach=closeness(jnp.linalg.norm(tcp(qpos) - top), 10.0), grasp=grasp,
-                   place=closeness(jnp.linalg.norm(offset), 5.0) * grasp)
+    terms = _terms(reach=closeness(jnp.linalg.norm(tcp(qpos) - top), REACH_SHAPING), grasp=grasp,
+                   place=closeness(jnp.linalg.norm(offset), PLACE_SHAPING) * grasp)
     return Evaluation(stacked & ~held, terms, jnp.int32(3))
 
 

@@ -127,9 +127,9 @@ def _annotate(
     threshold: np.ndarray,
     alarm: bool,
     label: str,
-    scale: int = 3,
+    scale: int = 4,
 ) -> np.ndarray:
-    """One video frame: the camera image enlarged, a red border once the alarm has fired, and a
+    """One video frame: the camera image enlarged (64 px -> 256), a red border once the alarm has fired, and a
     strip plotting the score so far (white) against the threshold (yellow)."""
     h, w = frame.shape[0] * scale, frame.shape[1] * scale
     strip = 60

@@ -134,8 +134,10 @@ def plot_metrics(metrics_path: str | Path, out: str | Path) -> Path | None:
     fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.4 * nrows), squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
         points = [(r["step"], r[key]) for r in rows if key in r]
-        ax.plot([p[0] for p in points], [p[1] for p in points], lw=1)
+        # Markers keep a curve of one point (one validation, one evaluation) visible.
+        ax.plot([p[0] for p in points], [p[1] for p in points], lw=1, marker=".", markersize=3)
         ax.set_title(key, fontsize=8)
+        ax.set_xlabel("step", fontsize=7)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(keys):]:
         ax.axis("off")
