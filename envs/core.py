@@ -256,10 +256,10 @@ class BatchedEnv(VectorEnv, ABC):
             self._seed_backend(seed)
         mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
         full = mask is None
-        rows = self.arrays.from_numpy(np.ones(self.num_envs, bool) if full else mask)
+        rows = self.arrays.from_numpy(np.ones(self.num_envs, bool) if mask is None else mask)
         self._start_rows(rows, group_size)
         if full and self.reset_schedule is not None:
-            offsets = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps, self._np_random)
+            offsets = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps, self.np_random)
             if self.reset_schedule.physical:
                 self._warm_up(offsets)
             else:
@@ -336,7 +336,7 @@ class BatchedEnv(VectorEnv, ABC):
         host = self.arrays.to_numpy
         return {**self._backend_state(), "elapsed": host(self._elapsed).copy(), "run": host(self._run).copy(),
                 "pending_reset": host(self._pending_reset).copy(), "finished": host(self._finished).copy(),
-                "needs_reset": self._needs_reset, "rng": self._np_random.bit_generator.state}
+                "needs_reset": self._needs_reset, "rng": self.np_random.bit_generator.state}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`get_state` snapshot of an env of the same backend, task and size."""
@@ -384,10 +384,10 @@ class BatchedEnv(VectorEnv, ABC):
         for t in range(int(offsets.max(initial=0))):
             active = self.arrays.from_numpy(offsets > t)
             if schedule.warmup_policy == "random":
-                actions = self._np_random.uniform(-1.0, 1.0, (self.num_envs, ACTION_DIM))
+                actions = self.np_random.uniform(-1.0, 1.0, (self.num_envs, ACTION_DIM))
             else:
                 expert = self.arrays.to_numpy(self.expert_action()).astype(np.float64)
-                actions = np.clip(expert + schedule.warmup_noise * self._np_random.standard_normal(expert.shape),
+                actions = np.clip(expert + schedule.warmup_noise * self.np_random.standard_normal(expert.shape),
                                   -1.0, 1.0)
             outcome = self._advance(self.arrays.actions(actions, self.num_envs)[:, 0], active)
             self._elapsed = self._elapsed + active

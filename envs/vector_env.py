@@ -82,7 +82,7 @@ class TabletopVectorEnv(PhysicsEnv):
     def _reset_rows(self, mask: np.ndarray, group_size: int) -> np.ndarray:
         index = np.flatnonzero(mask)
         if len(index):
-            layouts = sample_layouts(self.scene, self.task, self._np_random, len(index) // group_size)
+            layouts = sample_layouts(self.scene, self.task, self.np_random, len(index) // group_size)
             self.physics.set_state(index, np.repeat(layouts, group_size, axis=0))
         return np.zeros(self.num_envs, np.int64)
 

@@ -193,11 +193,11 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
         self._generator = torch.Generator(self.device)
-        self._generator.manual_seed(int(self._np_random.integers(2**62)))
+        self._generator.manual_seed(int(self.np_random.integers(2**62)))
 
     # ------------------------------------------------------------------ backend hooks
     def _seed_backend(self, seed: int) -> None:
-        self._generator.manual_seed(int(self._np_random.integers(2**62)))
+        self._generator.manual_seed(int(self.np_random.integers(2**62)))
 
     def _reset_rows(self, mask: np.ndarray, group_size: int) -> np.ndarray:
         """Real start states: episode starts, or keyframes (their real step) with probability
@@ -259,13 +259,13 @@ class ImaginedVectorEnv(BatchedEnv):
     def _draw_starts(self, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Bank episode and step of ``count`` new starts: keyframes with probability ``ratio``
         under the keyframe schedule (when there are any), else episode starts."""
-        episodes = self._bank_episodes[self._np_random.integers(0, len(self._bank_episodes), count)]
+        episodes = self._bank_episodes[self.np_random.integers(0, len(self._bank_episodes), count)]
         steps = np.zeros(count, np.int64)
         if self.reset_schedule is None and len(self.keyframes):
-            use = self._np_random.random(count) < self.keyframe_rule.ratio
+            use = self.np_random.random(count) < self.keyframe_rule.ratio
             if use.any():
                 p = self.keyframes.weight / self.keyframes.weight.sum()
-                pick = self._np_random.choice(len(self.keyframes), int(use.sum()), p=p)
+                pick = self.np_random.choice(len(self.keyframes), int(use.sum()), p=p)
                 episodes[use], steps[use] = self.keyframes.episode[pick], self.keyframes.step[pick]
         return episodes, steps
 

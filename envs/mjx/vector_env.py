@@ -115,7 +115,7 @@ class MjxVectorEnv(PhysicsEnv):
         self._family = make_family(self.task, Scene.load())  # the numpy expert (warm-up, expert_action)
         self._qpos0 = core.commit(default_qpos())
         self._zeros = self.arrays.zeros(self.num_envs, int)
-        seed = int(np.random.SeedSequence().entropy % 2**32)
+        seed = int(np.random.SeedSequence().generate_state(1)[0])
         self._state = core.initial_state(core.commit(jax.random.PRNGKey(seed)), self.num_envs, self._qpos0)
 
     @property

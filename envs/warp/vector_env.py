@@ -96,7 +96,7 @@ class WarpVectorEnv(PhysicsEnv):
         self._frame_renderer: WarpRenderer | None = None
         self.render_size = render_size
         self._generator = torch.Generator(self.device)
-        self._generator.manual_seed(int(np.random.SeedSequence().entropy % 2**63))
+        self._generator.manual_seed(int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1))
         self._zeros = self.arrays.zeros(self.num_envs, int)
 
     @property

@@ -113,6 +113,8 @@ class EpisodeWriter:
                  tb: TracebackType | None) -> None:
         atomic, file = self._atomic, self._file
         self._atomic = self._file = None
+        if atomic is None or file is None:
+            raise RuntimeError("EpisodeWriter: __exit__ without __enter__")
         try:
             try:
                 if exc_type is None:

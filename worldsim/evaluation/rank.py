@@ -48,6 +48,8 @@ def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, epi
         real = evaluate(policy, tasks, episodes, seed=seed + 10_000)
     result = {"policy": str(policy_path), "real": per_task_summary(real)}
     if world_model is not None:
+        if keyframes is None:
+            raise ValueError("imagined evaluation needs keyframes: the recorded episodes it starts from")
         dream = evaluate_policy(policy, tasks, imagined_episodes, num_envs=32, seed=seed + 20_000,
                                 progress=progress, imagination=Imagination(world_model, keyframes, device=device))
         result["imagined"] = per_task_summary(dream.to_json())

@@ -116,8 +116,10 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     results: dict[str, DetectorResult] = {}
     start = time.perf_counter()
     for name in tqdm(names, desc="detectors", unit="detector"):
-        results[name] = evaluate_detector(name, rollouts, protocol)
-        results[name].detector.save(config.out / "detectors" / name)
+        results[name] = result = evaluate_detector(name, rollouts, protocol)
+        if result.detector is None:
+            raise RuntimeError(f"detector {name!r} ran no seed: nothing to save")
+        result.detector.save(config.out / "detectors" / name)
     write_json(config.out / "results.json", {
         "rollouts": str(config.data), "protocol": to_jsonable(protocol), "episodes": len(rollouts),
         "failures": failures, "seconds": round(time.perf_counter() - start, 1),

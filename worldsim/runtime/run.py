@@ -51,16 +51,26 @@ from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_js
 
 
 class RunSettings(Protocol):
-    """The fields of a trainer's config that the run reads (every trainer's config has them)."""
+    """The fields of a trainer's config that the run reads (every trainer's config has them).
+    Read-only, so that configs with narrower types (a ``Literal`` device, an ``int`` thread
+    count) satisfy it."""
 
-    out: Path
-    resume: bool
-    overwrite: bool
-    seed: int
-    device: str
-    torch_threads: int | None
-    time_budget: float | None
-    progress: bool
+    @property
+    def out(self) -> Path: ...
+    @property
+    def resume(self) -> bool: ...
+    @property
+    def overwrite(self) -> bool: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def torch_threads(self) -> int | None: ...
+    @property
+    def time_budget(self) -> float | None: ...
+    @property
+    def progress(self) -> bool: ...
 
 
 class Pretrained(Protocol):
@@ -189,8 +199,7 @@ class TrainingRun:
         if done >= self.steps:
             return self._stop("steps")
         budget = self.config.time_budget
-        out_of_time = budget is not None and done > self.first
-        if out_of_time and any_rank(time.time() - self.clock >= budget, self.dist):
+        if budget is not None and done > self.first and any_rank(time.time() - self.clock >= budget, self.dist):
             return self._stop("time_budget")
         return True
 

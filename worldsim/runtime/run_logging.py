@@ -94,7 +94,7 @@ class RunLogger:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` at ``step`` (env steps for RL, optimiser steps for BC)."""
-        if not self.enabled:
+        if self._writer is None:  # disabled
             return
         row = {"step": int(step), "time": round(time.time() - self.start, 3)}
         row.update({k: float(v) for k, v in metrics.items()})
@@ -106,7 +106,7 @@ class RunLogger:
 
     def close(self) -> None:
         """Flush TensorBoard and draw ``curves.png``."""
-        if not self.enabled:
+        if self._writer is None:  # disabled
             return
         self._writer.flush()
         self._writer.close()

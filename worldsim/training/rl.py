@@ -12,7 +12,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -135,7 +135,7 @@ def host_step(reward: Any, terminated: Any, truncated: Any, info: dict[str, Any]
     """A step's rewards and flags on the host, with the ``info`` entries the bookkeeping reads
     (``success``, ``chunk_steps``, ``final_info["success"]``): accelerator backends return device
     arrays, and these are a few bytes per env, unlike the observations, which stay where they are."""
-    host = {k: host_array(info[k]) for k in ("success", "chunk_steps") if k in info}
+    host: dict[str, Any] = {k: host_array(info[k]) for k in ("success", "chunk_steps") if k in info}
     if "final_info" in info:
         host["final_info"] = {"success": host_array(info["final_info"]["success"])}
     return host_array(reward), host_array(terminated), host_array(truncated), host
@@ -152,6 +152,9 @@ class RLRunConfig:
     """Settings PPO and GRPO share: the task, the policy to train, evaluation, checkpoints and the
     run itself. Each algorithm's config extends it with its own hyperparameters and calls
     :meth:`check` once its defaults are filled in."""
+
+    if TYPE_CHECKING:  # every algorithm's config has one; :meth:`check` validates it
+        ent_coef: float
 
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
@@ -306,7 +309,7 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
         kwargs["backend"] = config.backend
     if config.backend == "warp":
         kwargs["device"] = policy.device
-    imagination = None
+    imagination: dict[str, Any] | None = None
     if config.imagined:
         imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
                        "horizon": config.imagined_horizon, "device": config.device}
