@@ -29,6 +29,8 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from worldsim.envs.core import snapshots
+
 
 class ConcatVectorEnv(VectorEnv):
     """The vector envs ``envs`` as one batch of ``sum(env.num_envs)`` envs.
@@ -92,9 +94,10 @@ class ConcatVectorEnv(VectorEnv):
         return (self._concat_obs(observations), np.concatenate(rewards), np.concatenate(terminated),
                 np.concatenate(truncated), self._concat_info(infos))
 
-    def render(self) -> np.ndarray | None:
+    # One (N, H, W, 3) batch, as worldsim's other vector envs render, not gymnasium's tuple of frames.
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
         frames = [env.render() for env in self.envs]
-        return None if any(f is None for f in frames) else np.concatenate(frames)
+        return None if any(f is None for f in frames) else np.concatenate([np.asarray(f) for f in frames])
 
     def close_extras(self, **kwargs: Any) -> None:
         for env in self.envs:
@@ -102,14 +105,14 @@ class ConcatVectorEnv(VectorEnv):
 
     def get_state(self) -> list[Any]:
         """Every sub-env's :meth:`get_state` snapshot, in order."""
-        return [env.unwrapped.get_state() for env in self.envs]
+        return [snapshots(env).get_state() for env in self.envs]
 
     def set_state(self, state: list[Any]) -> None:
         """Restore a :meth:`get_state` snapshot of a ConcatVectorEnv of the same sub-envs."""
         if len(state) != len(self.envs):
             raise ValueError(f"the snapshot holds {len(state)} sub-envs; this env has {len(self.envs)}")
         for env, part in zip(self.envs, state, strict=True):
-            env.unwrapped.set_state(part)
+            snapshots(env).set_state(part)
 
     # ------------------------------------------------------------------ concatenation
     def _concat_obs(self, observations: Sequence[Any]) -> Any:

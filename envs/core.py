@@ -45,7 +45,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
@@ -58,6 +58,22 @@ from worldsim.envs.observations import OBS_MODES, observation_space
 from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import CONTROL_DT
 from worldsim.envs.tasks import TaskSpec, get_task
+
+
+class Snapshotting(Protocol):
+    """An env whose whole state can be saved and restored (every worldsim vector env)."""
+
+    def get_state(self) -> Any: ...
+
+    def set_state(self, state: Any) -> None: ...
+
+
+def snapshots(env: gym.Env | VectorEnv) -> Snapshotting:
+    """``env.unwrapped``, which trainers snapshot into checkpoints; ``TypeError`` if it cannot."""
+    inner = env.unwrapped
+    if not (callable(getattr(inner, "get_state", None)) and callable(getattr(inner, "set_state", None))):
+        raise TypeError(f"{type(inner).__name__} cannot snapshot its state (no get_state/set_state)")
+    return cast(Snapshotting, inner)
 
 MAX_NUM_ENVS = 65536
 RENDER_MODES = (None, "rgb_array")

@@ -32,7 +32,7 @@ class SingleEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": int(1 / CONTROL_DT)}
-    vector_class: type[gym.vector.VectorEnv]
+    vector_class: type[Any]  # a worldsim vector env class: physics (TabletopVectorEnv) or imagined
 
     def __init__(self, task: str | TaskSpec = "PushCube-v0", render_mode: str | None = None, **kwargs: Any) -> None:
         for banned in ("num_envs", "autoreset_mode"):

@@ -16,8 +16,9 @@ Example::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import gymnasium as gym
 import numpy as np
 
 from worldsim.envs.core import Outcome, PhysicsEnv
@@ -109,8 +110,9 @@ class TabletopVectorEnv(PhysicsEnv):
             previous[index] = state
             return previous
         obs = previous if previous is not None else {
-            key: np.empty(space.shape, space.dtype)
-            for key, space in self.observation_space.spaces.items() if key != "instruction"
+            key: np.empty(space.shape, space.dtype)  # type: ignore[type-var, arg-type]  # Box: both are set
+            for key, space in cast(gym.spaces.Dict, self.observation_space).spaces.items()  # pixel modes: a Dict
+            if key != "instruction"
         }
         assert self._camera is not None
         obs["image"][index] = self._camera.render(qpos, "front")

@@ -34,7 +34,7 @@ class ActionChunk(VectorWrapper):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        shape = (self.num_envs, self.chunk_size, *self.env.single_action_space.shape)
+        shape = (self.num_envs, self.chunk_size, *(self.env.single_action_space.shape or ()))
         if np.shape(actions) != shape:
             raise ValueError(f"action chunk must have shape {shape}; got {np.shape(actions)}")
         return self.env.step(actions)

@@ -144,6 +144,10 @@ class ExternalVLAAdapter(Policy):
 
     config: ExternalVLAConfig
 
+    # buffers: the affine map from the model's action units to worldsim's [-1, 1]
+    action_scale: torch.Tensor
+    action_shift: torch.Tensor
+
     def __init__(self, config: ExternalVLAConfig, feature_dim: int) -> None:
         super().__init__()
         self.config = config
@@ -291,7 +295,7 @@ class TransformersVLAAdapter(ExternalVLAAdapter):
 
         super().__init__(config, config.feature_dim)
         h = config.hidden_size
-        common = {"hidden_size": h, "num_attention_heads": config.num_heads, "intermediate_size": 4 * h,
+        common: dict[str, Any] = {"hidden_size": h, "num_attention_heads": config.num_heads, "intermediate_size": 4 * h,
                   "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
         self.vision = ViTModel(ViTConfig(image_size=config.image_size, patch_size=config.patch_size, num_channels=3,
                                          num_hidden_layers=config.vision_layers, **common), add_pooling_layer=False)

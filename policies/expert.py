@@ -92,11 +92,12 @@ class ScriptedExpert(Policy):
         log_prob, _, value = self._score(mean, actions[:, None])
         return PolicyOutput(actions[:, None], log_prob, value, batch["state"])
 
-    def evaluate(self, batch: Batch, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, batch: Batch, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self._score(self._mean(batch), actions)
 
-    def _score(self, mean: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-density and entropy of the displacement noise (the gripper is deterministic)."""
+    def _score(self, mean: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-density and entropy of the displacement noise (the gripper is deterministic), and a
+        zero value: the expert has no critic."""
         zeros = torch.zeros(len(mean))
         if self.config.noise == 0:
             return zeros, zeros, zeros

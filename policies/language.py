@@ -100,6 +100,10 @@ class InstructionEncoder(nn.Module):
         dim: embedding width (384 for MiniLM).
     """
 
+    # buffers (minilm): the known instructions' embeddings, and those added since
+    embeddings: torch.Tensor
+    extra_embeddings: torch.Tensor
+
     def __init__(self, instructions: Sequence[str], kind: str, learned_dim: int = 64, allow_new: bool = False) -> None:
         super().__init__()
         if kind not in ("minilm", "learned"):

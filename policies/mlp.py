@@ -86,6 +86,11 @@ class MLPPolicy(Policy):
     obs_mode = "state"
     config_class = MLPPolicyConfig
 
+    # buffers: running statistics of the state observations
+    obs_mean: torch.Tensor
+    obs_var: torch.Tensor
+    obs_count: torch.Tensor
+
     def __init__(self, config: MLPPolicyConfig) -> None:
         super().__init__()
         self.config = config

@@ -199,6 +199,8 @@ def read_pixel_obs(obs: Any, image_size: int, use_wrist: bool, device: torch.dev
 class SpatialSoftmax(nn.Module):
     """Per-channel soft-argmax: ``(B, C, H, W)`` -> expected (x, y) in [-1, 1], ``(B, 2C)``."""
 
+    grid: torch.Tensor  # buffer: pixel centres in [-1, 1], (HW, 2)
+
     def __init__(self, height: int, width: int) -> None:
         super().__init__()
         ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
@@ -251,9 +253,11 @@ def mlp(sizes: Sequence[int], out_gain: float = 1.0) -> nn.Sequential:
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
             layers.append(nn.SiLU())
+    last = layers[-1]
+    assert isinstance(last, nn.Linear)
     with torch.no_grad():
-        layers[-1].weight.mul_(out_gain)
-        layers[-1].bias.zero_()
+        last.weight.mul_(out_gain)
+        last.bias.zero_()
     return nn.Sequential(*layers)
 
 
@@ -306,6 +310,10 @@ class TinyVLA(Policy):
     policy_type = "tinyvla"
     config_class = TinyVLAConfig
     action_dim = ACTION_DIM
+
+    # buffers: proprio normalisation
+    proprio_mean: torch.Tensor
+    proprio_std: torch.Tensor
 
     def __init__(self, config: TinyVLAConfig) -> None:
         super().__init__()

@@ -138,7 +138,7 @@ class EpisodeBank:
         if device not in self._tensors:
             arrays = {"image": self.images, "proprio": self.proprio, "actions": self.actions,
                       "success": self.success}
-            if self.state is not None:
+            if self.state is not None and self.entity_pixels is not None:  # set together
                 arrays["goal_offset"] = self.state[:, STATE_LAYOUT["goal_minus_object"]].astype(np.float32)
                 arrays["entity_pixels"] = self.entity_pixels
             self._tensors[device] = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}

@@ -48,7 +48,8 @@ class Denoiser(nn.Module):
                 cond: torch.Tensor) -> torch.Tensor:
         """``F(c_in x; c_noise, context, cond)``: the raw UNet output."""
         scale = self.c_in(sigma)[:, None, None, None]
-        return self.unet(torch.cat([x_noisy * scale, context], dim=1), self.c_noise(sigma),
+        # diffusers' models are nn.Modules, callable, whatever its stubs say
+        return self.unet(torch.cat([x_noisy * scale, context], dim=1), self.c_noise(sigma),  # type: ignore[operator]
                          class_labels=cond).sample
 
     def denoise(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor,

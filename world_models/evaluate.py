@@ -91,11 +91,11 @@ def held_out_bank(model: WorldModel, data: str | Path | EpisodeBank, *, episodes
                                      f"{len(wins)} and {len(losses)} (collect with more action noise)")
                 rng = np.random.default_rng(seed)
                 n = min(len(wins), len(losses))
-                infos = sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False)
-                               .tolist())
+                indices = sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False)
+                                 .tolist())
             else:
-                infos = [i.index for i in infos]
-            bank = EpisodeBank(reader, tasks=known, episodes=infos)
+                indices = [i.index for i in infos]
+            bank = EpisodeBank(reader, tasks=known, episodes=indices)
     if bank.image_shape[0] != model.config.image_size:
         raise ValueError(f"data holds {bank.image_shape} images; the world model imagines "
                          f"{model.config.image_size}-pixel frames")
@@ -165,7 +165,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     head = min(horizon, int(bank.lengths.max())) + 1  # the first steps of the full replays
     from_start = OpenLoop(*(getattr(full, f)[:, :head] for f in OpenLoop.__dataclass_fields__))
     from_keyframes = replay(keys.episode[pick], keys.step[pick], horizon) if len(pick) else None
-    by_horizon = {}
+    by_horizon: dict[str, dict[str, Any] | None] = {}
     for h in rl_horizons:
         by_horizon[f"last_{h}"] = agreement(*window_outcomes(replay(every, np.maximum(bank.lengths - h, 0), h),
                                                              threshold))

@@ -104,9 +104,8 @@ def select_keyframes(bank: EpisodeBank, rule: KeyframeRule) -> Keyframes:
             if not info.success:
                 closest = int(np.argmin(np.linalg.norm(state[:last + 1, gap], axis=1)))
                 events.append((closest - rule.failure_lead, 2))
-        for t, kind in events:
-            t = min(max(t, 1), last)
-            found.setdefault((j, t), (weight, kind))
+        for event, kind in events:
+            found.setdefault((j, min(max(int(event), 1), last)), (weight, kind))
     keys = sorted(found)
     return Keyframes(np.array([k[0] for k in keys], np.int64), np.array([k[1] for k in keys], np.int64),
                      np.array([found[k][0] for k in keys], np.float64),

@@ -167,11 +167,14 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     def on_table(pixels: np.ndarray) -> np.ndarray:  # a lifted object is measured on its resting plane
         return bank.camera.unproject(pixels, ENTITY_HEIGHTS[entity])[..., :2]
 
+    if bank.entity_pixels is None:
+        raise ValueError("object positions need episodes recorded with state (obs_mode 'pixels+state')")
     truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
     errors = {name: 100 * np.linalg.norm(on_table(located(frames)) - truth, axis=-1)
               for name, frames in (("imagined", run.imagined), ("real", run.real))}
-    curve = {f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
-                            for k in range(e.shape[1])] for name, e in errors.items()}
+    curve: dict[str, Any] = {
+        f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
+                       for k in range(e.shape[1])] for name, e in errors.items()}
     last = run.valid.shape[1] - 1 - np.argmax(run.valid[:, ::-1], axis=1)
     curve["final_imagined_cm"] = float(np.median(errors["imagined"][np.arange(len(last)), last]))
     return curve

@@ -104,7 +104,7 @@ class Rollout:
         def roll(window: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
             return torch.cat([window[:, 1:], new[:, None]], dim=1)
 
-        points = None if self.points is None else roll(self.points, pred.points)
+        points = None if self.points is None or pred.points is None else roll(self.points, pred.points)
         return Rollout(roll(self.context, pred.latent), self.first, roll(self.proprio, pred.proprio), points)
 
     def rows(self, index: torch.Tensor | slice) -> Rollout:
@@ -115,7 +115,7 @@ class Rollout:
     def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
         """Write ``other`` into the episodes ``index`` of this batch, in place."""
         self.context[index], self.first[index], self.proprio[index] = other.context, other.first, other.proprio
-        if self.points is not None:
+        if self.points is not None and other.points is not None:
             self.points[index] = other.points
 
 
@@ -131,6 +131,10 @@ class WorldModel(nn.Module):
     ``entity_pixels`` ``(B, E, 2)`` of the target frame and ``context_entity_pixels``
     ``(B, C, E, 2)`` of the context. Imagination goes through :meth:`start` and :meth:`predict`.
     """
+
+    # buffers: proprio normalisation
+    proprio_mean: torch.Tensor
+    proprio_std: torch.Tensor
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
@@ -193,6 +197,7 @@ class WorldModel(nn.Module):
         planes = planes[:, :, None, None].expand(-1, -1, size, size)
         stack = [context.flatten(1, 2), first, coords, planes]
         if self.config.object_pathway:
+            assert points is not None and next_points is not None  # the pathway's positions come with it
             patch = self.config.patch
             stack += [keypoint_planes(points[:, -1], size, patch), keypoint_planes(next_points, size, patch)]
         return torch.cat(stack, dim=1)
@@ -229,6 +234,7 @@ class WorldModel(nn.Module):
                                  "the pathway's position windows (objects=object_windows(...))")
             truth = batch["context_entity_pixels"]
             points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
+            assert self.objects is not None  # built whenever config.object_pathway is on
             pathway = rollout_loss(self.objects, objects, self._normalized_proprio, self._one_hot(objects["task"]),
                                    cfg.image_size, generator)
             terms["objects"] = pathway.item()
@@ -294,6 +300,7 @@ class WorldModel(nn.Module):
         cond = self.conditioning(action, proprio, norm, level, task)
         points = None
         if self.config.object_pathway:
+            assert self.objects is not None  # built whenever config.object_pathway is on
             points = self.objects(rollout.points, self._normalized_proprio(proprio), norm, action,
                                   self._one_hot(task))
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)

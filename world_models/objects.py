@@ -57,8 +57,10 @@ class ObjectDynamics(nn.Module):
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 2 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
-            self.net[-1].weight.zero_()
-            self.net[-1].bias.zero_()
+            last = self.net[-1]
+            assert isinstance(last, nn.Linear)
+            last.weight.zero_()
+            last.bias.zero_()
 
     def forward(self, points: torch.Tensor, proprio: torch.Tensor, next_proprio: torch.Tensor,
                 action: torch.Tensor, task: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,8 @@ class SuccessHead(nn.Module):
 
     AUX_DIM = 3
 
+    pixel_centres: torch.Tensor  # buffer: 0.5, 1.5, ... (image_size,)
+
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         width, self.patch = config.success_channels, config.patch
@@ -50,7 +52,9 @@ class SuccessHead(nn.Module):
         self.classifier = mlp(2 * self.entities + PROPRIO_DIM + self.num_tasks, config.cond_hidden,
                                1 + self.AUX_DIM)
         with torch.no_grad():  # success is rare: start at a 2% prior, not at 50% on every frame
-            self.classifier[-1].bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
+            last = self.classifier[-1]
+            assert isinstance(last, nn.Linear)
+            last.bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
         centres = torch.arange(config.image_size, dtype=torch.float32) + 0.5
         self.register_buffer("pixel_centres", centres, persistent=False)
 

@@ -240,6 +240,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
 
     @torch.no_grad()
     def validate() -> dict[str, float]:
+        assert val is not None and val_starts is not None  # called only when there are validation episodes
         model.eval()
         windows, noise = generators(config.seed + 1, device)
         losses = []

@@ -126,7 +126,8 @@ def slot_seed(seed: int, slot: int) -> int:
 
 def _start_slots(env: gym.vector.VectorEnv, seed: int, slots: dict[int, int]) -> tuple[Any, dict[str, Any]]:
     """Reset each env ``i`` of ``slots`` (env -> slot) alone, seeded by its slot."""
-    obs = info = None
+    obs: Any = None
+    info: dict[str, Any] = {}
     for i, slot in slots.items():
         mask = np.zeros(env.num_envs, bool)
         mask[i] = True
@@ -158,7 +159,7 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
     obs, info = env.reset(seed=seed)
     slots = np.where(np.arange(num_envs) < episodes, np.arange(num_envs), -1)
     started = int((slots >= 0).sum())
-    if paired:
+    if paired and seed is not None:
         obs, info = _start_slots(env, seed, {i: i for i in range(started)})
     for i in range(started):
         hooks.started(i, i, obs, info)
@@ -171,7 +172,7 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
                     mode == AutoresetMode.SAME_STEP)
         hooks.stepped(step)
         begun = []
-        for i in np.flatnonzero(step.ended & step.active):
+        for i in np.flatnonzero(step.ended & step.active).tolist():
             hooks.finished(int(slots[i]), int(i), step)
             finished += 1
             slots[i] = -1
@@ -182,7 +183,7 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
         if step.ended.any():
             if mode == AutoresetMode.DISABLED:  # idle envs restart too: Disabled refuses to step them
                 obs, info = env.reset(options={"reset_mask": step.ended})
-                if paired and begun:
+                if paired and seed is not None and begun:
                     obs, info = _start_slots(env, seed, {i: int(slots[i]) for i in begun})
             queue.restart(step.ended)
             for i in begun:

@@ -82,8 +82,8 @@ class WarpPhysics:
             elif self.wp_device.is_cuda:
                 with wp.ScopedCapture(self.wp_device) as capture:
                     self._substeps()
-                self._graph = capture.graph
-                wp.capture_launch(self._graph)
+                self._graph = graph = capture.graph
+                wp.capture_launch(graph)
             else:
                 self._substeps()
         keep = ~active[:, None]

@@ -56,7 +56,7 @@ def _repeated_task_lists(info: StructTypeInfo) -> StructConstructorSpec | None:
         _deferring = False
     if not isinstance(spec, StructConstructorSpec):
         return None
-    fields = tuple(dataclasses.replace(f, type=Annotated[f.type, tyro.conf.UseAppendAction])
+    fields = tuple(dataclasses.replace(f, type=Annotated[f.type, tyro.conf.UseAppendAction])  # type: ignore[arg-type]  # tyro takes Annotated field types
                    if f.name in REPEATED and typing.get_origin(f.type) is tuple else f for f in spec.fields)
     return StructConstructorSpec(instantiate=spec.instantiate, fields=fields)
 

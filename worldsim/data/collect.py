@@ -216,7 +216,7 @@ class _Recording(RolloutHooks):
         return actions
 
     def stepped(self, step: Step) -> None:
-        for i in np.flatnonzero(step.active):
+        for i in np.flatnonzero(step.active).tolist():
             self.buffers[i].add(step.actions[i], float(step.reward[i]), bool(step.terminated[i]),
                                 bool(step.truncated[i]), _stored(step.next_obs(i)), bool(step.next_info(i, "success")),
                                 {key: value[i] for key, value in self._step_outputs.items()})

@@ -304,7 +304,7 @@ class LeRobotFolder:
             raise self._fail(relative, f"missing (the {key!r} video of episode {episode})")
         try:
             with imageio.get_reader(self.root / relative, format="ffmpeg") as reader:
-                frames = np.stack([np.asarray(frame)[..., :3] for frame in reader])
+                frames = np.stack([np.asarray(frame)[..., :3] for frame in reader])  # type: ignore[attr-defined]  # imageio's stubs: readers iterate
         except (OSError, RuntimeError, ValueError) as err:
             raise self._fail(relative, f"cannot be decoded ({err})") from err
         wanted = np.rint(timestamps * self.fps).astype(np.int64)

@@ -32,7 +32,7 @@ def dataset_statistics(data: EpisodeReader | str | Path,
                 raise ValueError(f"no statistics for {key!r} in {reader.path}; allowed: {', '.join(allowed)}")
         stats = {}
         for key in keys:
-            total, total_sq, count = 0.0, 0.0, 0
+            total, total_sq, count = np.zeros(()), np.zeros(()), 0
             for i in range(len(reader)):
                 rows = reader.load(i, key).astype(np.float64)
                 total = total + rows.sum(axis=0)

@@ -152,7 +152,7 @@ class _Tally(RolloutHooks):
     def act(self, obs: Any, actions: np.ndarray, slots: np.ndarray) -> np.ndarray:
         filming = [i for i, k in enumerate(slots) if k in self.clips]
         if filming:
-            frames = self.env.render()
+            frames: Any = self.env.render()  # worldsim vector envs render one (N, H, W, 3) batch
             for i in filming:
                 self.clips[slots[i]].append(frames[i])
         actions[slots < 0] = 0.0
@@ -289,7 +289,7 @@ def evaluate_checkpoint(config: EvaluationConfig) -> EvalResults:
     from worldsim.runtime.run_logging import write_json
 
     tasks = config.named_tasks
-    kwargs = dict(num_envs=config.num_envs, deterministic=not config.stochastic,
+    kwargs: dict[str, Any] = dict(num_envs=config.num_envs, deterministic=not config.stochastic,
                   execute_steps=config.execute_steps, videos=3 if config.video else 0,
                   video_dir=config.videos_to)
     if config.policy == "expert":
@@ -315,9 +315,9 @@ def results_table(results: EvalResults) -> Table:
     from rich.table import Table
 
     table = Table(title=f"evaluation of {results.policy} ({results.episodes} episodes)")
-    for col, justify in (("task", "left"), ("success", "right"), ("95% CI", "right"), ("episodes", "right"),
-                         ("return", "right"), ("length", "right")):
-        table.add_column(col, justify=justify)
+    table.add_column("task", justify="left")
+    for col in ("success", "95% CI", "episodes", "return", "length"):
+        table.add_column(col, justify="right")
     for r in results.tasks.values():
         table.add_row(r.task, f"{100 * r.success_rate:.1f}%", f"{100 * r.ci95[0]:.1f}-{100 * r.ci95[1]:.1f}%",
                       str(r.episodes), f"{r.mean_return:.2f}", f"{r.mean_length:.1f}")

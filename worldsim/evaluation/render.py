@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -68,6 +69,8 @@ def render_expert(tasks: Sequence[str], out: str | Path, episodes: int = 1, seed
     return write_video(out, np.concatenate(clips), fps=fps), results
 
 
-def _frame(env: TabletopEnv, obs: dict[str, np.ndarray], wrist: bool) -> np.ndarray:
+def _frame(env: TabletopEnv, obs: Any, wrist: bool) -> np.ndarray:
     front = env.render()
+    if front is None:
+        raise RuntimeError("the env renders nothing: make it with render_mode='rgb_array'")
     return np.concatenate([front, obs["wrist_image"]], axis=1) if wrist else front

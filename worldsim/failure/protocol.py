@@ -183,16 +183,13 @@ def alarm_metrics(
 ) -> dict[str, float]:
     """TPR, TNR, balanced accuracy and mean detection time under ``thresholds``."""
     failed = np.array([not r.success for r in rollouts])
-    first = []
-    for curve in curves:
-        alarm = np.flatnonzero(detector.alarm_curve(curve, thresholds))
-        first.append(alarm[0] if len(alarm) else -1)
-    first = np.array(first)
+    first = np.array([alarm[0] if len(alarm) else -1
+                      for alarm in (np.flatnonzero(detector.alarm_curve(curve, thresholds)) for curve in curves)])
     alarmed = first >= 0
     tpr = float(alarmed[failed].mean()) if failed.any() else math.nan
     tnr = float((~alarmed[~failed]).mean()) if (~failed).any() else math.nan
     detected = np.flatnonzero(alarmed & failed)
-    t_det = float(np.mean([(first[i] + 1) / len(curves[i]) for i in detected])) if len(detected) else math.nan
+    t_det = float(np.mean([(first[i] + 1) / len(curves[i]) for i in detected.tolist()])) if len(detected) else math.nan
     return {"tpr": tpr, "tnr": tnr, "balanced_accuracy": (tpr + tnr) / 2, "detection_time": t_det}
 
 

@@ -134,7 +134,7 @@ def _annotate(
     h, w = frame.shape[0] * scale, frame.shape[1] * scale
     strip = 60
     canvas = Image.new("RGB", (w, h + strip), (20, 20, 20))
-    canvas.paste(Image.fromarray(frame).resize((w, h), Image.NEAREST), (0, 0))
+    canvas.paste(Image.fromarray(frame).resize((w, h), Image.Resampling.NEAREST), (0, 0))
     draw = ImageDraw.Draw(canvas)
     if alarm:
         draw.rectangle([0, 0, w - 1, h - 1], outline=(230, 30, 30), width=5)
@@ -163,6 +163,8 @@ def pick_examples(result: DetectorResult, count: int) -> list[tuple[str, str, in
     """Up to ``count`` (split, kind, index into ``result.test[split]``) examples, varied: detected
     failures, then a missed failure, a false alarm and a quiet success when there are some."""
     detector = result.detector
+    if detector is None:
+        raise ValueError(f"{result.name}: no fitted detector to replay")
     kinds: dict[str, list[tuple[str, int]]] = {
         "detected": [],
         "missed": [],
@@ -199,6 +201,8 @@ def annotated_videos(
     ``ValueError`` if the rollouts were recorded without camera images."""
     written: list[Path] = []
     detector = result.detector
+    if detector is None:
+        raise ValueError(f"{result.name}: no fitted detector to replay")
     with EpisodeReader(rollouts_path) as reader:
         if "image" not in reader.obs_keys:
             raise ValueError(
@@ -210,7 +214,9 @@ def annotated_videos(
             frames = reader.load(rollout.index, "image")[: len(curve)]
             margins = detector.margins(curve)
             score = detector.detection_score(curve)
-            threshold = score - margins * detector.scales[0] if curve.shape[1] == 1 else np.zeros_like(score)
+            scales = detector.scales
+            assert scales is not None  # margins() above refuses an uncalibrated detector
+            threshold = score - margins * scales[0] if curve.shape[1] == 1 else np.zeros_like(score)
             alarm = np.maximum.accumulate(margins > 0)
             label = f"{detector.name} {rollout.task} {'success' if rollout.success else 'failure'}: {kind}"
             video = [_annotate(f, t, score, threshold, bool(alarm[t]), label) for t, f in enumerate(frames)]

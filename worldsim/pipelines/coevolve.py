@@ -171,7 +171,11 @@ class CoevolveConfig:
 
     @property
     def tasks(self) -> list[str]:
-        return [self.task] if self.task else list(get_suite(self.suite).seen)
+        if self.task:
+            return [self.task]
+        if self.suite is None:
+            raise ValueError("coevolve needs a task or a suite")
+        return list(get_suite(self.suite).seen)
 
     @property
     def episodes_per_task(self) -> int:
@@ -300,7 +304,7 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     from worldsim.training.grpo import GRPOConfig, train_grpo
     from worldsim.training.ppo import PPOConfig, train_ppo
 
-    common = dict(policy=str(policy_path), obs_mode="pixels", num_envs=config.rl_num_envs, lr=config.lr,
+    common: dict[str, Any] = dict(policy=str(policy_path), obs_mode="pixels", num_envs=config.rl_num_envs, lr=config.lr,
                   total_env_steps=total_env_steps, time_budget=config.rl_time_budget, eval_every=0,
                   eval_episodes=config.eval_episodes, checkpoint_every=0, seed=config.seed, out=out,
                   device=config.device, torch_threads=config.torch_threads, progress=config.progress)

@@ -67,7 +67,7 @@ def _write_mp4(path: Path, frames: np.ndarray, fps: int) -> None:
         with imageio.get_writer(tmp, format="FFMPEG", mode="I", fps=fps, codec="libx264", quality=8,
                                 macro_block_size=1) as writer:
             for frame in frames:
-                writer.append_data(frame)
+                writer.append_data(frame)  # type: ignore[attr-defined]  # imageio's stubs: v2 writers append
 
 
 def _write_gif(path: Path, frames: np.ndarray, fps: int) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from worldsim.envs.core import snapshots
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.distributed import average_gradients, broadcast_module
@@ -144,13 +145,13 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     else:
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
-        env.unwrapped.set_state(state["env"])
+        snapshots(env).set_state(state["env"])
         iteration = state["iteration"]
     run.start(math.ceil(cfg.total_env_steps / steps_per_iter), done=iteration, scale=steps_per_iter)
 
     def save() -> None:
         run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()},
-                 rank_state={"env": env.unwrapped.get_state(), "iteration": iteration})
+                 rank_state={"env": snapshots(env).get_state(), "iteration": iteration})
 
     while run.keep_going(iteration):
         iter_start = time.time()
@@ -210,9 +211,10 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                 for key, value in {"policy_loss": pg_loss, "entropy": entropy_mean, **mb_stats}.items():
                     stats.setdefault(key, []).append(value.item())
 
-        if cfg.norm_obs and hasattr(policy, "update_normalizer"):
+        update_normalizer = getattr(policy, "update_normalizer", None)  # state policies only
+        if cfg.norm_obs and update_normalizer is not None:
             states = flatten_batch(stack_batches(obs_steps))["state"][alive.reshape(-1)]
-            policy.update_normalizer({"state": gather_rows(states, run.dist)})
+            update_normalizer({"state": gather_rows(states, run.dist)})
 
         iteration += 1
         metrics = {k: float(np.mean(v)) for k, v in stats.items()}

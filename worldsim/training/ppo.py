@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from worldsim.envs.core import snapshots
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.runtime.distributed import any_rank, average_gradients, broadcast_module
@@ -263,7 +264,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     else:
         policy.load_state_dict(state["policy"])
         optimizer.load_state_dict(state["optimizer"])
-        env.unwrapped.set_state(state["env"])
+        snapshots(env).set_state(state["env"])
         next_obs = state["next_obs"]
         tracker.load_state_dict(state["tracker"])
         iteration = state["iteration"]
@@ -271,7 +272,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
 
     def save() -> None:
         run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()},
-                 rank_state={"env": env.unwrapped.get_state(), "next_obs": next_obs,
+                 rank_state={"env": snapshots(env).get_state(), "next_obs": next_obs,
                              "tracker": tracker.state_dict(), "iteration": iteration})
 
     while run.keep_going(iteration):

@@ -73,11 +73,12 @@ class Detector(ABC):
             instead of each at ``alpha``.
     """
 
-    name: ClassVar[str]
-    needs: ClassVar[tuple[str, ...]]
-    components: ClassVar[tuple[str, ...]] = ("score",)
+    # Set per class, except by detectors whose config picks them (FIPER's parts).
+    name: str
+    needs: tuple[str, ...]
+    components: tuple[str, ...] = ("score",)
     uses_failures: ClassVar[bool] = False
-    joint_calibration: ClassVar[bool] = False
+    joint_calibration: bool = False
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -263,6 +264,14 @@ def load_detector(path: str | Path) -> Detector:
         detector.thresholds = [Threshold.from_json(t) for t in document["thresholds"]]
         detector.scales = np.asarray(document["scales"])
     return detector
+
+
+def required(array: np.ndarray | None, what: str) -> np.ndarray:
+    """``array``, or a ``ValueError`` naming the missing input (``check_rollouts`` says it
+    earlier for recorded rollouts; an online stream learns it here)."""
+    if array is None:
+        raise ValueError(f"this detector reads {what}, and none were given")
+    return array
 
 
 def _pad(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from worldsim.failure.detectors.base import Detector, DetectorStream
+from worldsim.failure.detectors.base import Detector, DetectorStream, required
 from worldsim.failure.rollouts import Rollout
 
 PARTS: tuple[str, ...] = ("rnd", "ace")
@@ -101,37 +101,46 @@ class Fiper(Detector):
         self.needs = tuple(
             k for p, k in (("rnd", "features"), ("ace", "action_samples")) if p in config.parts
         )
-        self.target = self.predictor = None
-        self.mean = self.std = None
+        # RND's networks and feature statistics: None until fitted, and always for ACE alone
+        self.target: nn.Module | None = None
+        self.predictor: nn.Module | None = None
+        self.mean = self.std = np.zeros(0)
 
-    def _build(self, feature_dim: int) -> None:
+    def _build(self, feature_dim: int) -> tuple[nn.Module, nn.Module]:
         c = self.config
-        self.target = _rnd_net(feature_dim, c.rnd_hidden, c.rnd_dim).requires_grad_(False)
-        self.predictor = _rnd_net(feature_dim, c.rnd_hidden, c.rnd_dim)
+        self.target = target = _rnd_net(feature_dim, c.rnd_hidden, c.rnd_dim).requires_grad_(False)
+        self.predictor = predictor = _rnd_net(feature_dim, c.rnd_hidden, c.rnd_dim)
+        return target, predictor
+
+    def _rnd(self) -> tuple[nn.Module, nn.Module]:
+        if self.target is None or self.predictor is None:
+            raise RuntimeError(f"{self.name}: RND is not fitted")
+        return self.target, self.predictor
 
     def _fit(self, rollouts: Sequence[Rollout], rng: np.random.Generator) -> None:
         if "rnd" not in self.config.parts:
             return
-        x = np.concatenate([r.features for r in rollouts if r.success])
+        x = np.concatenate([required(r.features, "the policy's features") for r in rollouts if r.success])
         self.mean, self.std = x.mean(0), x.std(0) + 1e-6
         inputs = torch.from_numpy((x - self.mean) / self.std).float()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**31)))
-            self._build(x.shape[1])
-            optimizer = torch.optim.Adam(self.predictor.parameters(), lr=self.config.lr)
+            target, predictor = self._build(x.shape[1])
+            optimizer = torch.optim.Adam(predictor.parameters(), lr=self.config.lr)
             for _ in range(self.config.epochs):
                 for idx in np.array_split(rng.permutation(len(x)), max(1, len(x) // self.config.batch_size)):
                     batch = inputs[torch.from_numpy(idx)]
-                    loss = ((self.predictor(batch) - self.target(batch)) ** 2).sum(1).mean()
+                    loss = ((predictor(batch) - target(batch)) ** 2).sum(1).mean()
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
 
-    def rnd_error(self, features: np.ndarray) -> np.ndarray:
+    def rnd_error(self, features: np.ndarray | None) -> np.ndarray:
         """Per-step RND prediction error ``(B,)`` of features ``(B, D)``."""
-        x = torch.from_numpy(((features - self.mean) / self.std).astype(np.float32))
+        target, predictor = self._rnd()
+        x = torch.from_numpy(((required(features, "the policy's features") - self.mean) / self.std).astype(np.float32))
         with torch.no_grad():
-            return (self.predictor(x) - self.target(x)).norm(dim=1).numpy().astype(np.float64)
+            return (predictor(x) - target(x)).norm(dim=1).numpy().astype(np.float64)
 
     def stream(self, num_envs: int) -> DetectorStream:
         self._check_fitted()
@@ -140,19 +149,19 @@ class Fiper(Detector):
     def _state(self) -> dict[str, np.ndarray]:
         if self.target is None:
             return {}
+        target, predictor = self._rnd()
         return {
             "mean": self.mean,
             "std": self.std,
-            **{f"target.{k}": v.numpy() for k, v in self.target.state_dict().items()},
-            **{f"predictor.{k}": v.numpy() for k, v in self.predictor.state_dict().items()},
+            **{f"target.{k}": v.numpy() for k, v in target.state_dict().items()},
+            **{f"predictor.{k}": v.numpy() for k, v in predictor.state_dict().items()},
         }
 
     def _load_state(self, state: dict[str, np.ndarray]) -> None:
         if "mean" not in state:
             return
         self.mean, self.std = state["mean"], state["std"]
-        self._build(len(self.mean))
-        for prefix, net in (("target.", self.target), ("predictor.", self.predictor)):
+        for prefix, net in zip(("target.", "predictor."), self._build(len(self.mean)), strict=True):
             net.load_state_dict(
                 {k[len(prefix) :]: torch.from_numpy(v) for k, v in state.items() if k.startswith(prefix)}
             )
@@ -174,7 +183,7 @@ class _WindowStream(DetectorStream):
         per_step = [
             self.detector.rnd_error(features)
             if part == "rnd"
-            else chunk_entropy(action_samples, self.detector.config.bins)
+            else chunk_entropy(required(action_samples, "sampled action chunks"), self.detector.config.bins)
             for part in self.detector.components
         ]
         self.history[:, :, self.cursor] = np.stack(per_step, axis=1)

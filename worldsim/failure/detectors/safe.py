@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from worldsim.failure.detectors.base import Detector, DetectorStream, _pad
+from worldsim.failure.detectors.base import Detector, DetectorStream, _pad, required
 from worldsim.failure.rollouts import Rollout
 
 
@@ -48,8 +48,9 @@ class _SafeDetector(Detector):
 
     def __init__(self, config: SafeConfig) -> None:
         super().__init__(config)
-        self.net: nn.Module | None = None
-        self.mean = self.std = None
+        # fit() or loading replaces these; _check_fitted guards every use before
+        self.net: nn.Module = nn.Identity()
+        self.mean = self.std = np.zeros(0)
 
     @abstractmethod
     def _build(self, feature_dim: int) -> nn.Module:
@@ -64,7 +65,7 @@ class _SafeDetector(Detector):
         """Per-rollout losses ``(N,)`` from per-step outputs ``p`` and the step ``mask`` ``(N, T)``."""
 
     def _fit(self, rollouts: Sequence[Rollout], rng: np.random.Generator) -> None:
-        features = [r.features for r in rollouts]
+        features = [required(r.features, "the policy's features") for r in rollouts]
         stacked = np.concatenate(features)
         self.mean, self.std = stacked.mean(0), stacked.std(0) + 1e-6
         x = torch.from_numpy((_pad(features) - self.mean) / self.std).float()
@@ -109,8 +110,9 @@ class _SafeDetector(Detector):
         )
         self.net.eval()
 
-    def _standardise(self, features: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(((features - self.mean) / self.std).astype(np.float32))
+    def _standardise(self, features: np.ndarray | None) -> torch.Tensor:
+        x = required(features, "the policy's features")
+        return torch.from_numpy(((x - self.mean) / self.std).astype(np.float32))
 
 
 class SafeMLP(_SafeDetector):
