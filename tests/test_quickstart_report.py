@@ -56,3 +56,20 @@ def test_skipped_detection_says_why(tmp_path):
                                         "detection_skipped": "the calibration set holds no successful rollouts"}
     text = write_report(tmp_path, skipped).read_text()
     assert "Skipped: the calibration set holds no successful rollouts" in text
+
+
+def test_stages_say_what_they_gave(tmp_path):
+    from worldsim.data.collect import collect_episodes
+    from worldsim.pipelines.quickstart import _describe_fidelity, _describe_outcomes, _outcomes
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+
+    data = tmp_path / "d.h5"
+    collect_episodes(["ReachCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 4, data, num_envs=4,
+                     image_size=32, progress=False)
+    wins = sum(_outcomes(data))
+    assert _describe_outcomes(data) == f"4 episodes, {wins} successes ({100 * wins / 4:.1f}%)"
+    fidelity = tmp_path / "fidelity.json"
+    fidelity.write_text(json.dumps({"psnr_at_8": 24.31, "psnr_at_horizon": 21.66,
+                                    "success_by_horizon": {"full": {"accuracy": 0.643, "base_rate": 0.5}}}))
+    assert _describe_fidelity(fidelity) == ("PSNR 24.3 / 21.7 dB after 8 / 32 steps; outcome agreement over full "
+                                            "replays 64% (base rate 50%)")

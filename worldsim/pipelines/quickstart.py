@@ -114,7 +114,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     timing_file = out / "timings.json"
     timings = json.loads(timing_file.read_text()) if config.resume and timing_file.exists() else {}
 
-    def stage(name: str, done: Path, work: Callable[[], Any]) -> None:
+    def stage(name: str, done: Path, work: Callable[[], Any], result: Callable[[], str] | None = None) -> None:
+        """Run ``work`` unless a resumed run finished it; then say what it gave (``result``)."""
         if config.resume and done.exists():
             console.print(f"[dim]{name}: done earlier[/]")
             return
@@ -123,12 +124,14 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         work()
         timings[name] = round(time.time() - began, 1)
         write_json(timing_file, timings)
+        if result is not None:
+            console.print(f"{name}: {result()}")
 
     demos = out / "data" / "demos.h5"
     stage("expert demonstrations", demos, lambda: collect_episodes(
         [config.task], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, seed=config.seed)),
         config.demos, demos, num_envs=min(config.demos, 25), seed=config.seed, obs_mode="pixels+state",
-        progress=config.progress))
+        progress=config.progress), lambda: _describe_outcomes(demos))
     bc = out / "bc"
     resume_bc = config.resume and (bc / CHECKPOINT_FILE).exists()
     stage("behaviour cloning", bc / "summary.json", lambda: train_bc(BCConfig(
@@ -150,11 +153,12 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     policy = load_policy(bc / "policy").eval()
     stage("held-out real episodes", heldout, lambda: collect_episodes(
         [config.task], lambda t: policy, config.heldout_episodes, heldout, num_envs=min(config.heldout_episodes, 30),
-        seed=config.seed + 50_000, obs_mode="pixels+state", progress=config.progress))
-    with_both = _has_both_outcomes(heldout)
+        seed=config.seed + 50_000, obs_mode="pixels+state", progress=config.progress),
+        lambda: _describe_outcomes(heldout))
+    with_both = set(_outcomes(heldout)) == {True, False}
     stage("world-model fidelity", out / "fidelity" / "fidelity.json", lambda: evaluate_world_model(
         world_model, heldout, balance=with_both, out=out / "fidelity", videos=2, seed=config.seed,
-        progress=config.progress))
+        progress=config.progress), lambda: _describe_fidelity(out / "fidelity" / "fidelity.json"))
     detect = out / "detect"
 
     def detection() -> None:
@@ -172,12 +176,24 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     return summary
 
 
-def _has_both_outcomes(path: Path) -> bool:
+def _outcomes(path: Path) -> list[bool]:
     from worldsim.data.reader import EpisodeReader
 
     with EpisodeReader(path) as reader:
-        outcomes = {info.success for info in reader.episode_info()}
-    return outcomes == {True, False}
+        return [info.success for info in reader.episode_info()]
+
+
+def _describe_outcomes(path: Path) -> str:
+    outcomes = _outcomes(path)
+    return f"{len(outcomes)} episodes, {sum(outcomes)} successes ({100 * sum(outcomes) / len(outcomes):.1f}%)"
+
+
+def _describe_fidelity(path: Path) -> str:
+    fidelity = json.loads(path.read_text())
+    full = fidelity["success_by_horizon"]["full"]
+    return (f"PSNR {fidelity['psnr_at_8']:.1f} / {fidelity['psnr_at_horizon']:.1f} dB after 8 / 32 steps; "
+            f"outcome agreement over full replays {100 * full['accuracy']:.0f}% (base rate "
+            f"{100 * full['base_rate']:.0f}%)")
 
 
 def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: float) -> dict[str, Any]:
