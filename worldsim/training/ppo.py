@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,24 @@ FINETUNE_DEFAULTS: dict[str, Any] = {
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode", "backend",
                  "num_envs", "num_steps", "chunk_size", "hidden", "policy", "seed")
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """The :class:`PPOConfig` fields that may be left ``None`` ("the tuned default"), as the
+    training loop reads them: every one filled in."""
+
+    num_envs: int
+    num_steps: int
+    total_env_steps: int
+    reset_schedule: str
+    gamma: float
+    gae_lambda: float
+    lr: float
+    update_epochs: int
+    num_minibatches: int
+    ent_coef: float
+    value_warmup_iters: int
 
 
 @dataclass
@@ -153,9 +171,19 @@ class PPOConfig(RLRunConfig):
             raise ValueError(f"vf_coef={self.vf_coef!r} must be a finite number >= 0")
         if self.target_kl is not None and not self.target_kl > 0:
             raise ValueError(f"target_kl={self.target_kl!r} must be > 0 (or None: no early stop)")
-        if (self.num_envs * self.num_steps) % self.num_minibatches:
-            raise ValueError(f"num_minibatches={self.num_minibatches} must divide the rollout of "
-                             f"num_envs x num_steps = {self.num_envs * self.num_steps} samples")
+        hp = self.settings
+        if (hp.num_envs * hp.num_steps) % hp.num_minibatches:
+            raise ValueError(f"num_minibatches={hp.num_minibatches} must divide the rollout of "
+                             f"num_envs x num_steps = {hp.num_envs * hp.num_steps} samples")
+
+    @property
+    def settings(self) -> PPOSettings:
+        """The auto fields, filled in by ``__post_init__`` (``RuntimeError`` if one was unset later)."""
+        values = {f.name: getattr(self, f.name) for f in fields(PPOSettings)}
+        unset = [name for name, value in values.items() if value is None]
+        if unset:
+            raise RuntimeError(f"PPOConfig fields {unset} are None: set them after construction, not to None")
+        return PPOSettings(**values)
 
 
 # ---------------------------------------------------------------------------- pure pieces
@@ -239,7 +267,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     ``iterations`` done and ``iterations_asked``, ``stopped_by`` (``"steps"`` or ``"time_budget"``),
     ``train_seconds``, ``weights_digest`` and the final evaluation ``eval``; see
     :class:`~worldsim.runtime.run.TrainingRun` for the run's folder, checkpoints and budgets."""
-    cfg = config
+    cfg, hp = config, config.settings
     run = TrainingRun(f"ppo {cfg.suite or cfg.task}{' (imagined)' * cfg.imagined}", cfg, unit="iteration")
     device, rank, world = run.device, run.rank, run.dist.world_size
     specs = [get_task(task) for task in cfg.tasks]
@@ -247,14 +275,14 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     # ---- policy, env, optimiser
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, run.dist)
-    env = make_train_env(cfg, cfg.num_envs, policy, reset_schedule=cfg.reset_schedule)
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    env = make_train_env(cfg, hp.num_envs, policy, reset_schedule=hp.reset_schedule)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=hp.lr, eps=1e-5)
     chunk = policy.chunk_size
-    steps_per_iter = cfg.num_steps * cfg.num_envs * chunk * world
-    num_iterations = math.ceil(cfg.total_env_steps / steps_per_iter)
-    minibatch_size = cfg.num_envs * cfg.num_steps // cfg.num_minibatches
-    tracker = EpisodeTracker(cfg.num_envs)
-    value_names = value_parameter_names(policy) if cfg.value_warmup_iters else set()
+    steps_per_iter = hp.num_steps * hp.num_envs * chunk * world
+    num_iterations = math.ceil(hp.total_env_steps / steps_per_iter)
+    minibatch_size = hp.num_envs * hp.num_steps // hp.num_minibatches
+    tracker = EpisodeTracker(hp.num_envs)
+    value_names = value_parameter_names(policy) if hp.value_warmup_iters else set()
 
     # ---- start, or resume exactly where the checkpoint left off
     iteration = 0
@@ -278,17 +306,17 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     while run.keep_going(iteration):
         iter_start = time.time()
         if cfg.anneal_lr:
-            optimizer.param_groups[0]["lr"] = cfg.lr * (1.0 - iteration / num_iterations)
+            optimizer.param_groups[0]["lr"] = hp.lr * (1.0 - iteration / num_iterations)
 
         # ---- rollout: buffers shaped (num_steps, num_envs, ...)
         policy.eval()
         obs_steps, actions, logprobs, values = [], [], [], []
-        rewards = torch.zeros(cfg.num_steps, cfg.num_envs)
-        dones = torch.zeros(cfg.num_steps, cfg.num_envs, dtype=torch.bool)
-        terminateds = torch.zeros(cfg.num_steps, cfg.num_envs, dtype=torch.bool)
-        final_values = torch.zeros(cfg.num_steps, cfg.num_envs)
+        rewards = torch.zeros(hp.num_steps, hp.num_envs)
+        dones = torch.zeros(hp.num_steps, hp.num_envs, dtype=torch.bool)
+        terminateds = torch.zeros(hp.num_steps, hp.num_envs, dtype=torch.bool)
+        final_values = torch.zeros(hp.num_steps, hp.num_envs)
         with torch.no_grad():
-            for step in range(cfg.num_steps):
+            for step in range(hp.num_steps):
                 batch = policy.preprocess(next_obs)
                 out = policy.act(batch)
                 obs_steps.append(batch)
@@ -309,7 +337,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
             next_value = policy.value(policy.preprocess(next_obs)).float().cpu()
         b_values_2d = torch.stack(values).float().cpu()
         advantages, returns = compute_gae(rewards, b_values_2d, next_value, dones, terminateds, final_values,
-                                          cfg.gamma, cfg.gae_lambda)
+                                          hp.gamma, hp.gae_lambda)
 
         # ---- flatten the rollout: b_ = batch views
         b_obs = flatten_batch(stack_batches(obs_steps))
@@ -321,9 +349,9 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
 
         # ---- optimise: update_epochs passes of minibatches (critic only during warm-up)
         policy.train()
-        warmup = iteration < cfg.value_warmup_iters
+        warmup = iteration < hp.value_warmup_iters
         stats: dict[str, list[float]] = {}
-        for _epoch in range(cfg.update_epochs):
+        for _epoch in range(hp.update_epochs):
             order = torch.randperm(len(b_logprobs))
             for begin in range(0, len(order), minibatch_size):
                 mb = order[begin:begin + minibatch_size].to(device)
@@ -331,7 +359,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                 new_logprob, entropy, new_value = policy.evaluate(mb_obs, b_actions[mb])
                 loss, mb_stats = ppo_loss(new_logprob, b_logprobs[mb], b_advantages[mb], entropy, new_value,
                                           b_values[mb], b_returns[mb], clip_coef=cfg.clip_coef,
-                                          vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+                                          vf_coef=cfg.vf_coef, ent_coef=hp.ent_coef,
                                           clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv)
                 if warmup:
                     loss = cfg.vf_coef * value_loss(new_value, b_values[mb], b_returns[mb],
@@ -347,14 +375,15 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                 optimizer.step()
                 for key, value in mb_stats.items():
                     stats.setdefault(key, []).append(value)
-            epoch_kl = float(np.mean(stats["approx_kl"][-cfg.num_minibatches:]))
+            epoch_kl = float(np.mean(stats["approx_kl"][-hp.num_minibatches:]))
             if cfg.target_kl is not None and not warmup and any_rank(epoch_kl > cfg.target_kl, run.dist):
                 break
 
         # ---- the normaliser learns from this rollout only now, so the update above saw the
         # same normalisation as the rollout (every rank folds in every rank's states)
-        if cfg.norm_obs and hasattr(policy, "update_normalizer"):
-            policy.update_normalizer({"state": gather_rows(b_obs["state"], run.dist)})
+        update_normalizer = getattr(policy, "update_normalizer", None)  # state policies only
+        if cfg.norm_obs and update_normalizer is not None:
+            update_normalizer({"state": gather_rows(b_obs["state"], run.dist)})
 
         iteration += 1
         metrics = {k: float(np.mean(v)) for k, v in stats.items()}
@@ -362,8 +391,9 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
         metrics |= {"explained_variance": explained_variance(b_values, b_returns),
                     "lr": optimizer.param_groups[0]["lr"], "value_warmup": float(warmup),
                     "sps": steps_per_iter / (time.time() - iter_start)}
-        if isinstance(getattr(policy, "log_std", None), torch.Tensor):
-            metrics["log_std"] = float(policy.log_std.detach().mean())
+        log_std = getattr(policy, "log_std", None)  # Gaussian state policies
+        if isinstance(log_std, torch.Tensor):
+            metrics["log_std"] = float(log_std.detach().mean())
         log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
         if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
             save()

@@ -153,8 +153,8 @@ class RLRunConfig:
     run itself. Each algorithm's config extends it with its own hyperparameters and calls
     :meth:`check` once its defaults are filled in."""
 
-    if TYPE_CHECKING:  # every algorithm's config has one; :meth:`check` validates it
-        ent_coef: float
+    if TYPE_CHECKING:  # every algorithm's config has one (PPO's is None until its default is picked)
+        ent_coef: float | None
 
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
@@ -254,7 +254,7 @@ class RLRunConfig:
         for name in ("lr", "clip_coef", "max_grad_norm"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
-        if not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
+        if self.ent_coef is None or not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
             raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
         check_run_settings(self)
 
