@@ -20,7 +20,7 @@ import numpy as np
 
 from worldsim.envs.scene import CUBES, FINGER_OPEN, ZONES, Scene
 from worldsim.envs.tasks import TaskSpec
-from worldsim.envs.xp import columns, constant, device, namespace
+from worldsim.envs.xp import Array, columns, constant, device, namespace
 
 _X_RANGE = (-0.22, 0.22)
 _Y_RANGE = (-0.17, 0.17)
@@ -150,7 +150,7 @@ def _accepted_positions(spec: TaskSpec, draws: Draws, n: int) -> dict[str, np.nd
     return {name: xp.concat([k[name] for k in kept]) for name in kept[0]}
 
 
-def sample_layouts(scene: Scene, spec: TaskSpec, rng: Any, n: int) -> np.ndarray:
+def sample_layouts(scene: Scene, spec: TaskSpec, rng: Any, n: int) -> Array:
     """Draw ``n`` initial qpos rows for ``spec`` (shape ``(n, nq)``), gripper open above the
     table: numpy rows from a numpy ``Generator``, tensors on its device from a ``torch.Generator``."""
     draws = Draws(rng)

@@ -29,7 +29,7 @@ from gymnasium import spaces
 
 from worldsim.envs.families import TaskFamily
 from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, ZONES, Scene
-from worldsim.envs.xp import columns, namespace
+from worldsim.envs.xp import Array, columns, namespace
 
 OBS_MODES: tuple[str, ...] = ("state", "pixels", "pixels+state")
 INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.'-"
@@ -64,7 +64,7 @@ def entity_positions(state: np.ndarray) -> np.ndarray:
 PROPRIO_DIM = 4
 
 
-def state_vector(scene: Scene, family: TaskFamily, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+def state_vector(scene: Scene, family: TaskFamily, qpos: Array, qvel: Array) -> Array:
     """The ``state`` observation for a batch, shape (N, STATE_DIM), float32 (numpy or torch, as
     ``qpos``)."""
     tcp = scene.tcp(qpos)
@@ -77,7 +77,7 @@ def state_vector(scene: Scene, family: TaskFamily, qpos: np.ndarray, qvel: np.nd
     return xp.astype(xp.concat(parts, axis=1), xp.float32)
 
 
-def proprio_vector(scene: Scene, qpos: np.ndarray) -> np.ndarray:
+def proprio_vector(scene: Scene, qpos: Array) -> Array:
     """The ``proprio`` observation, shape (N, 4), float32 (numpy or torch, as ``qpos``)."""
     xp = namespace(qpos)
     return xp.astype(columns(scene.tcp(qpos), scene.gripper_width(qpos), like=qpos), xp.float32)

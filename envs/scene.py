@@ -15,7 +15,7 @@ from importlib import resources
 import mujoco
 import numpy as np
 
-from worldsim.envs.xp import columns, constant, namespace
+from worldsim.envs.xp import Array, columns, constant, namespace
 
 CUBES: tuple[str, ...] = ("red", "green", "yellow")
 ZONES: tuple[str, ...] = ("blue", "orange")
@@ -90,24 +90,24 @@ class Scene:
         return slice(a, a + 2)
 
     # Batched accessors: qpos has shape (N, nq), qvel (N, nv), numpy or torch.
-    def tcp(self, qpos: np.ndarray) -> np.ndarray:
+    def tcp(self, qpos: Array) -> Array:
         return qpos[:, self.ee]
 
-    def gripper_width(self, qpos: np.ndarray) -> np.ndarray:
+    def gripper_width(self, qpos: Array) -> Array:
         return namespace(qpos).sum(qpos[:, self.fingers], axis=1)
 
-    def cube_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+    def cube_pos(self, qpos: Array, colour: str) -> Array:
         return qpos[:, self.cube(colour)][:, :3]
 
-    def zone_pos(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+    def zone_pos(self, qpos: Array, colour: str) -> Array:
         """Centre of a goal zone on the table surface, shape (N, 3)."""
         return columns(qpos[:, self.zone(colour)], 0.0, like=qpos)
 
-    def bin_pos(self, qpos: np.ndarray) -> np.ndarray:
+    def bin_pos(self, qpos: Array) -> Array:
         """Centre of the bin's floor surface, shape (N, 3)."""
         return columns(qpos[:, self.bin], BIN_FLOOR_TOP, like=qpos)
 
-    def is_grasped(self, qpos: np.ndarray, colour: str) -> np.ndarray:
+    def is_grasped(self, qpos: Array, colour: str) -> Array:
         """A cube is held when the closed fingers pinch it: their gap is about a cube's width
         and the cube sits between them."""
         xp = namespace(qpos)
@@ -116,7 +116,7 @@ class Scene:
         between = (xp.abs(offset[:, 0]) < 0.02) & (xp.abs(offset[:, 1]) < 0.012)
         return between & (xp.abs(offset[:, 2]) < 0.03) & (width > 0.028) & (width < 0.0395)
 
-    def servo_targets(self, qpos: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    def servo_targets(self, qpos: Array, actions: Array) -> Array:
         """The position servos' controls for ``actions`` (N, 4): TCP + action * 3 cm within the
         workspace, and both fingers' opening."""
         xp = namespace(qpos, actions)
@@ -125,7 +125,7 @@ class Scene:
         finger = FINGER_OPEN * (1.0 - actions[:, 3]) / 2.0
         return columns(target, finger, finger, like=qpos)
 
-    def failed(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    def failed(self, qpos: Array, qvel: Array) -> Array:
         """Rows whose episode cannot go on: a cube left the table (or fell through it), or the
         physics diverged."""
         xp = namespace(qpos, qvel)

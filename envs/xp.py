@@ -10,9 +10,13 @@ numpy arrays and are brought to a batch's dtype and device with :func:`constant`
 from __future__ import annotations
 
 from numbers import Number
-from typing import Any
+from typing import Any, TypeAlias
 
 from array_api_compat import array_namespace, device
+
+Array: TypeAlias = Any
+"""A batch of the caller's array library: numpy on the MuJoCo backend, torch on MuJoCo Warp. The
+task code's signatures use it; type checkers cannot follow the array API across libraries."""
 
 
 def namespace(*arrays: Any) -> Any:

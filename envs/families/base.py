@@ -12,29 +12,27 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-import numpy as np
-
 from worldsim.envs.scene import ACTION_SCALE, Scene
 from worldsim.envs.tasks import TaskSpec
-from worldsim.envs.xp import column, columns, namespace
+from worldsim.envs.xp import Array, column, columns, namespace
 
 
 @dataclass(frozen=True)
 class Evaluation:
     """Per-env task quantities for one batch of states."""
 
-    success: np.ndarray  # (N,) bool
-    terms: dict[str, np.ndarray]  # named dense-reward terms, each (N,) in [0, 1]
+    success: Array  # (N,) bool
+    terms: dict[str, Array]  # named dense-reward terms, each (N,) in [0, 1]
 
-    def dense_reward(self) -> np.ndarray:
+    def dense_reward(self) -> Array:
         """Staged reward in [0, 1]: the mean of the terms and a success stage; 1 on success."""
         total = sum(self.terms.values()) / (len(self.terms) + 1)
         return namespace(total).where(self.success, 1.0, total)
 
 
 def move_towards(
-    tcp: np.ndarray, target: np.ndarray, grip: np.ndarray | float, speed: np.ndarray | float = 1.0
-) -> np.ndarray:
+    tcp: Array, target: Array, grip: Array | float, speed: Array | float = 1.0
+) -> Array:
     """Action that moves the TCP towards ``target`` at up to ``speed`` (fraction of the largest
     step), with gripper command ``grip``."""
     xp = namespace(tcp)
@@ -48,7 +46,7 @@ PLACE_SHAPING = 5.0  # 1/m: the object-to-goal shaping term fades over about 20 
 RESTING_TOLERANCE = 0.005  # a cube centre this far above its resting height still counts as resting
 
 
-def closeness(distance: np.ndarray, scale: float) -> np.ndarray:
+def closeness(distance: Array, scale: float) -> Array:
     """Shaping term in (0, 1]: 1 at zero distance, falling off over about ``1/scale`` metres."""
     return 1.0 - namespace(distance).tanh(scale * distance)
 
@@ -61,13 +59,13 @@ class TaskFamily(ABC):
         self.scene = scene
 
     @abstractmethod
-    def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def object_and_goal(self, qpos: Array) -> tuple[Array, Array]:
         """Positions (N, 3) of the thing acted on and of where it must go."""
 
     @abstractmethod
-    def evaluate(self, qpos: np.ndarray) -> Evaluation:
+    def evaluate(self, qpos: Array) -> Evaluation:
         """Success and named reward terms for a batch of states."""
 
     @abstractmethod
-    def expert(self, qpos: np.ndarray) -> np.ndarray:
+    def expert(self, qpos: Array) -> Array:
         """Scripted expert actions (N, 4) in [-1, 1] for a batch of states."""

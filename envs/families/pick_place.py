@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from worldsim.envs.families.base import (
     PLACE_SHAPING,
     REACH_SHAPING,
@@ -16,7 +14,7 @@ from worldsim.envs.families.base import (
     move_towards,
 )
 from worldsim.envs.scene import BIN_INNER_HALF, CUBE_HALF, ZONE_HALF, Scene
-from worldsim.envs.xp import columns, constant, namespace
+from worldsim.envs.xp import Array, columns, constant, namespace
 
 HOVER_HEIGHT = 0.09  # TCP height above the table when moving towards a cube
 CARRY_HEIGHT = 0.11  # held cube centre while travelling: clears other cubes and the bin walls
@@ -35,7 +33,7 @@ ON_ZONE = ZONE_HALF - 0.01  # cube centre at most this far (max-norm) from the z
 DOWN = 0.01  # cube centre at most this far above its resting height on the goal
 
 
-def carry_expert(scene: Scene, qpos: np.ndarray, colour: str, place: np.ndarray) -> np.ndarray:
+def carry_expert(scene: Scene, qpos: Array, colour: str, place: Array) -> Array:
     """Grasp cube ``colour`` and let go of it once its centre is at ``place`` (N, 3).
 
     Stateless: each step it reads whether the cube is held and picks the next waypoint, so it
@@ -73,12 +71,12 @@ def carry_expert(scene: Scene, qpos: np.ndarray, colour: str, place: np.ndarray)
 
 
 class PickPlace(TaskFamily):
-    def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def object_and_goal(self, qpos: Array) -> tuple[Array, Array]:
         cube = self.scene.cube_pos(qpos, str(self.spec.obj))
         goal = self.scene.bin_pos(qpos) if self.spec.goal == "bin" else self.scene.zone_pos(qpos, str(self.spec.goal))
         return cube, goal + constant([0.0, 0.0, CUBE_HALF], qpos)
 
-    def evaluate(self, qpos: np.ndarray) -> Evaluation:
+    def evaluate(self, qpos: Array) -> Evaluation:
         xp = namespace(qpos)
         norm = xp.linalg.vector_norm
         cube, goal = self.object_and_goal(qpos)
@@ -94,7 +92,7 @@ class PickPlace(TaskFamily):
         }
         return Evaluation(placed & ~held, terms)
 
-    def expert(self, qpos: np.ndarray) -> np.ndarray:
+    def expert(self, qpos: Array) -> Array:
         _, goal = self.object_and_goal(qpos)
         height = BIN_RELEASE_HEIGHT if self.spec.goal == "bin" else ZONE_RELEASE_HEIGHT
         return carry_expert(self.scene, qpos, str(self.spec.obj), columns(goal[:, :2], height, like=qpos))

@@ -7,8 +7,6 @@ drifts off the line it lifts and re-approaches.
 
 from __future__ import annotations
 
-import numpy as np
-
 from worldsim.envs.families.base import (
     PLACE_SHAPING,
     REACH_SHAPING,
@@ -19,7 +17,7 @@ from worldsim.envs.families.base import (
     move_towards,
 )
 from worldsim.envs.scene import CUBE_HALF, ZONE_HALF
-from worldsim.envs.xp import columns, namespace
+from worldsim.envs.xp import Array, columns, namespace
 
 PUSH_HEIGHT = 0.02  # TCP height while pushing: fingertips just above the table
 TRAVEL_HEIGHT = 0.075  # fingertips clear the cube tops
@@ -34,17 +32,17 @@ LIFT_BELOW = TRAVEL_HEIGHT - 0.02  # off the line and lower than this: lift befo
 
 
 class Push(TaskFamily):
-    def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def object_and_goal(self, qpos: Array) -> tuple[Array, Array]:
         return (self.scene.cube_pos(qpos, str(self.spec.obj)),
                 self.scene.zone_pos(qpos, str(self.spec.goal)))
 
-    def _push_frame(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _push_frame(self, qpos: Array) -> tuple[Array, Array, Array]:
         xp = namespace(qpos)
         cube, zone = self.object_and_goal(qpos)
         u = zone[:, :2] - cube[:, :2]
         return cube, zone, u / xp.clip(xp.linalg.vector_norm(u, axis=1, keepdims=True), 1e-9, None)
 
-    def evaluate(self, qpos: np.ndarray) -> Evaluation:
+    def evaluate(self, qpos: Array) -> Evaluation:
         xp = namespace(qpos)
         norm = xp.linalg.vector_norm
         cube, zone, u = self._push_frame(qpos)
@@ -57,7 +55,7 @@ class Push(TaskFamily):
         return Evaluation(success, {"reach": closeness(d_pose, REACH_SHAPING),
                                     "place": closeness(d_goal, PLACE_SHAPING)})
 
-    def expert(self, qpos: np.ndarray) -> np.ndarray:
+    def expert(self, qpos: Array) -> Array:
         xp = namespace(qpos)
         cube, _, u = self._push_frame(qpos)
         tcp = self.scene.tcp(qpos)

@@ -14,7 +14,7 @@ from worldsim.envs.families.base import (
 )
 from worldsim.envs.families.pick_place import carry_expert
 from worldsim.envs.scene import CUBE_HALF
-from worldsim.envs.xp import constant, namespace
+from worldsim.envs.xp import Array, constant, namespace
 
 ON_TOP = np.array([0.0, 0.0, 2 * CUBE_HALF])
 CENTRED = 0.02  # top cube centre at most this far (x-y) from the bottom one's
@@ -23,11 +23,11 @@ RELEASE_ABOVE = np.array([0.0, 0.0, 0.003])  # the expert lets go 3 mm above the
 
 
 class Stack(TaskFamily):
-    def object_and_goal(self, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def object_and_goal(self, qpos: Array) -> tuple[Array, Array]:
         top = self.scene.cube_pos(qpos, str(self.spec.obj))
         return top, self.scene.cube_pos(qpos, str(self.spec.goal)) + constant(ON_TOP, qpos)
 
-    def evaluate(self, qpos: np.ndarray) -> Evaluation:
+    def evaluate(self, qpos: Array) -> Evaluation:
         xp = namespace(qpos)
         norm = xp.linalg.vector_norm
         top, goal = self.object_and_goal(qpos)
@@ -44,6 +44,6 @@ class Stack(TaskFamily):
         }
         return Evaluation(stacked & ~held, terms)
 
-    def expert(self, qpos: np.ndarray) -> np.ndarray:
+    def expert(self, qpos: Array) -> Array:
         _, goal = self.object_and_goal(qpos)
         return carry_expert(self.scene, qpos, str(self.spec.obj), goal + constant(RELEASE_ABOVE, goal))

@@ -140,7 +140,7 @@ class WarpVectorEnv(PhysicsEnv):
             return state_vector(self.scene, self.family, qpos, qvel)
         assert self._camera is not None
         frames = self._camera.render()
-        obs = {"image": frames["front"]}
+        obs: dict[str, Any] = {"image": frames["front"]}
         if self.wrist_camera:
             obs["wrist_image"] = frames["wrist"]
         obs["proprio"] = proprio_vector(self.scene, qpos)
