@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from worldsim.envs.scene import ACTION_SCALE, Scene
+from worldsim.envs.scene import ACTION_SCALE, ZONE_HALF, Scene
 from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.xp import Array, column, columns, namespace
 
@@ -44,6 +44,8 @@ def move_towards(
 REACH_SHAPING = 10.0  # 1/m: the gripper-to-object shaping term fades over about 10 cm
 PLACE_SHAPING = 5.0  # 1/m: the object-to-goal shaping term fades over about 20 cm
 RESTING_TOLERANCE = 0.005  # a cube centre this far above its resting height still counts as resting
+ZONE_INSET = 0.01  # a cube on a zone has its centre at least 1 cm inside the zone's edge
+ON_ZONE = ZONE_HALF - ZONE_INSET  # cube centre at most this far (max-norm) from the zone centre
 
 
 def closeness(distance: Array, scale: float) -> Array:

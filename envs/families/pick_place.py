@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from worldsim.envs.families.base import (
+    ON_ZONE,
     PLACE_SHAPING,
     REACH_SHAPING,
     Evaluation,
@@ -13,23 +14,25 @@ from worldsim.envs.families.base import (
     closeness,
     move_towards,
 )
-from worldsim.envs.scene import BIN_INNER_HALF, CUBE_HALF, ZONE_HALF, Scene
+from worldsim.envs.scene import BIN_INNER_HALF, CUBE_HALF, Scene
 from worldsim.envs.xp import Array, columns, constant, namespace
 
 HOVER_HEIGHT = 0.09  # TCP height above the table when moving towards a cube
 CARRY_HEIGHT = 0.11  # held cube centre while travelling: clears other cubes and the bin walls
 CARRY_SPEED = 0.5  # fraction of full speed while holding: fast moves make a held cube slide
 BIN_RELEASE_HEIGHT = 0.065  # cube centre when let go over the bin: its bottom clears the walls
-ZONE_RELEASE_HEIGHT = CUBE_HALF + 0.003  # cube centre when let go over a zone: 3 mm drop
+RELEASE_DROP = 0.003  # the expert lets go of a cube this far (3 mm) above where it comes to rest
+ZONE_RELEASE_HEIGHT = CUBE_HALF + RELEASE_DROP  # cube centre when let go over a zone
+TRAVEL_SLACK = 0.03  # TCP or held cube up to this below its travel height may still move sideways
 OFF_TO_THE_SIDE = 0.02  # TCP this far (x-y) from the cube ...
-TOO_LOW = HOVER_HEIGHT - 0.03  # ... and below this: rise before moving over it
+TOO_LOW = HOVER_HEIGHT - TRAVEL_SLACK  # ... and below this: rise before moving over it
 ABOVE_CUBE = 0.01  # TCP within this (x-y) of the cube centre: descend onto it
 AT_CUBE = 0.01  # TCP within this height of the cube centre: close the fingers
 OVER_PLACE = 0.015  # cube within this (x-y) of the place point: lower it
-LIFT_BELOW = CARRY_HEIGHT - 0.03  # a held cube lower than this, away from the place: lift first
+LIFT_BELOW = CARRY_HEIGHT - TRAVEL_SLACK  # a held cube lower than this, away from the place: lift first
 AT_PLACE = 0.008  # cube centre within this height of the place point: open
-IN_BIN = BIN_INNER_HALF - CUBE_HALF + 0.005  # cube centre at most this far (max-norm) from the bin centre
-ON_ZONE = ZONE_HALF - 0.01  # cube centre at most this far (max-norm) from the zone centre
+BIN_SLACK = 0.005  # a cube up to this beyond touching an inner bin wall (leaning on it) still counts as in
+IN_BIN = BIN_INNER_HALF - CUBE_HALF + BIN_SLACK  # cube centre at most this far (max-norm) from the bin centre
 DOWN = 0.01  # cube centre at most this far above its resting height on the goal
 
 

@@ -8,6 +8,7 @@ drifts off the line it lifts and re-approaches.
 from __future__ import annotations
 
 from worldsim.envs.families.base import (
+    ON_ZONE,
     PLACE_SHAPING,
     REACH_SHAPING,
     RESTING_TOLERANCE,
@@ -16,19 +17,21 @@ from worldsim.envs.families.base import (
     closeness,
     move_towards,
 )
-from worldsim.envs.scene import CUBE_HALF, ZONE_HALF
+from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.xp import Array, columns, namespace
 
 PUSH_HEIGHT = 0.02  # TCP height while pushing: fingertips just above the table
 TRAVEL_HEIGHT = 0.075  # fingertips clear the cube tops
 BEHIND = 0.055  # where the paddle waits behind the cube centre
-ON_ZONE = ZONE_HALF - 0.01  # cube centre at most this far (max-norm) from the zone centre
-LOW = PUSH_HEIGHT + 0.015  # TCP below this: low enough to push
+LOW_SLACK = 0.015  # TCP up to this above the push height still counts as low enough to push
+LOW = PUSH_HEIGHT + LOW_SLACK  # TCP below this: low enough to push
 AT_WAITING_POINT = 0.012  # TCP within this (x-y) of the waiting point behind the cube: descend
 ON_LINE = 0.015  # TCP at most this far sideways of the cube-to-zone line to push along it
 BEHIND_CONTACT = 0.015  # ... and at least this far behind the cube centre
 PUSH_PAST = 0.01  # the push aims this far past the cube centre: pushes through and re-centres
-LIFT_BELOW = TRAVEL_HEIGHT - 0.02  # off the line and lower than this: lift before moving sideways
+TRAVEL_SLACK = 0.02  # TCP up to this below the travel height still counts as clear of the cube tops
+LIFT_BELOW = TRAVEL_HEIGHT - TRAVEL_SLACK  # off the line and lower than this: lift before moving sideways
+MIN_PUSH_LENGTH = 1e-9  # floor on the cube-to-zone distance when normalising the push direction (no 0/0)
 
 
 class Push(TaskFamily):
@@ -40,7 +43,7 @@ class Push(TaskFamily):
         xp = namespace(qpos)
         cube, zone = self.object_and_goal(qpos)
         u = zone[:, :2] - cube[:, :2]
-        return cube, zone, u / xp.clip(xp.linalg.vector_norm(u, axis=1, keepdims=True), 1e-9, None)
+        return cube, zone, u / xp.clip(xp.linalg.vector_norm(u, axis=1, keepdims=True), MIN_PUSH_LENGTH, None)
 
     def evaluate(self, qpos: Array) -> Evaluation:
         xp = namespace(qpos)

@@ -12,14 +12,14 @@ from worldsim.envs.families.base import (
     TaskFamily,
     closeness,
 )
-from worldsim.envs.families.pick_place import carry_expert
+from worldsim.envs.families.pick_place import RELEASE_DROP, carry_expert
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.xp import Array, constant, namespace
 
-ON_TOP = np.array([0.0, 0.0, 2 * CUBE_HALF])
+ON_TOP = np.array([0.0, 0.0, 2 * CUBE_HALF])  # top cube centre above the bottom one's when resting on it
 CENTRED = 0.02  # top cube centre at most this far (x-y) from the bottom one's
 SEATED = 0.008  # ... and within this height of resting on it
-RELEASE_ABOVE = np.array([0.0, 0.0, 0.003])  # the expert lets go 3 mm above the resting point
+RELEASE_ABOVE = np.array([0.0, 0.0, RELEASE_DROP])  # the expert lets go just above the resting point
 
 
 class Stack(TaskFamily):
