@@ -9,9 +9,12 @@ pixel's centre is at ``(i + 0.5, j + 0.5)``: the convention of a soft-argmax ove
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Number
 
 import mujoco
 import numpy as np
+
+from worldsim.envs.xp import Array, constant, device, namespace
 
 
 @dataclass(frozen=True)
@@ -41,20 +44,35 @@ class PinholeCamera:
     def focal(self) -> float:
         return (self.height / 2) / np.tan(np.deg2rad(self.fovy) / 2)
 
-    def project(self, points: np.ndarray) -> np.ndarray:
+    def project(self, points: Array) -> Array:
         """World points ``(..., 3)`` -> pixel coordinates ``(..., 2)`` (column, row); points
-        outside the view get coordinates outside ``[0, width) x [0, height)``."""
-        local = (np.asarray(points, np.float64) - self.position) @ self.rotation
+        outside the view get coordinates outside ``[0, width) x [0, height)``. Numpy arrays or
+        torch tensors (:mod:`worldsim.envs.xp`), answered in kind."""
+        points = _floating(points)
+        xp = namespace(points)
+        local = (points - constant(self.position, points)) @ constant(self.rotation, points)
         depth = -local[..., 2]
-        return np.stack([self.width / 2 + self.focal * local[..., 0] / depth,
+        return xp.stack([self.width / 2 + self.focal * local[..., 0] / depth,
                          self.height / 2 - self.focal * local[..., 1] / depth], axis=-1)
 
-    def unproject(self, pixels: np.ndarray, height: np.ndarray | float) -> np.ndarray:
+    def unproject(self, pixels: Array, height: Array | float) -> Array:
         """Pixel coordinates ``(..., 2)`` -> the world points ``(..., 3)`` on the horizontal
-        plane ``z = height`` that they show (the inverse of :meth:`project` on that plane)."""
-        pixels = np.asarray(pixels, np.float64)
-        ray = np.stack([(pixels[..., 0] - self.width / 2) / self.focal,
+        plane ``z = height`` (a number or an array of ``pixels``' leading shape) that they show:
+        the inverse of :meth:`project` on that plane. Numpy arrays or torch tensors, in kind."""
+        pixels = _floating(pixels)
+        xp = namespace(pixels)
+        ray = xp.stack([(pixels[..., 0] - self.width / 2) / self.focal,
                         -(pixels[..., 1] - self.height / 2) / self.focal,
-                        -np.ones(pixels.shape[:-1])], axis=-1) @ self.rotation.T
-        t = (np.asarray(height, np.float64) - self.position[2]) / ray[..., 2]
-        return self.position + t[..., None] * ray
+                        -xp.ones(pixels.shape[:-1], dtype=pixels.dtype, device=device(pixels))], axis=-1)
+        ray = ray @ constant(self.rotation.T, pixels)
+        height = float(height) if isinstance(height, (int, float)) else xp.astype(_floating(height), pixels.dtype)
+        t = (height - float(self.position[2])) / ray[..., 2]
+        return constant(self.position, pixels) + t[..., None] * ray
+
+
+def _floating(array: Array) -> Array:
+    """``array`` as a floating array of its library (numpy input becomes float64, as before)."""
+    if isinstance(array, (list, tuple, Number)) or type(array).__module__ == "numpy":
+        return np.asarray(array, np.float64)
+    xp = namespace(array)
+    return array if xp.isdtype(array.dtype, "real floating") else xp.astype(array, xp.float32)

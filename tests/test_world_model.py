@@ -38,7 +38,7 @@ from worldsim.world_models import (
 )
 from worldsim.world_models.evaluate import held_out_bank
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
-from worldsim.world_models.metrics import agreement, calibrate_threshold, success_agreement
+from worldsim.world_models.metrics import agreement, calibrate_threshold, gripper_error_curve, success_agreement
 from worldsim.world_models.replay import OpenLoop
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
@@ -281,12 +281,23 @@ def test_keyframes_precede_success_and_favour_failures(episodes):
         KeyframeRule(ratio=1.5)
 
 
+def test_gripper_error_is_the_median_tcp_distance_over_valid_replays():
+    real = np.zeros((3, 3, 4), np.float32)
+    imagined = real.copy()
+    imagined[:, 1, 0] = [0.01, 0.02, 0.03]  # the finger gap (last column) is not the TCP
+    imagined[:, 2, :] = [[0.0, 0.03, 0.04, 0.5], [0.0, 0.0, 0.05, 0.0], [9.0, 0.0, 0.0, 0.0]]
+    valid = np.array([[1, 1, 1], [1, 1, 1], [1, 1, 0]], bool)
+    frames = np.zeros((3, 3, 2, 2, 3), np.uint8)
+    run = OpenLoop(frames, frames, valid, np.zeros((3, 3)), np.zeros((3, 3), bool), real, imagined)
+    np.testing.assert_allclose(gripper_error_curve(run), [2.0, 5.0], rtol=1e-5)
+
+
 def test_success_agreement_counts_episodes():
     valid = np.ones((4, 3), bool)
     prob = np.array([[0, 0.9, 0], [0, 0, 0], [0, 0, 0.6], [0, 0.2, 0]])
     real = np.array([[0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 1, 0]], bool)
-    frames = np.zeros((4, 3, 2, 2, 3), np.uint8)
-    run = OpenLoop(frames, frames, valid, prob, real)
+    frames, proprio = np.zeros((4, 3, 2, 2, 3), np.uint8), np.zeros((4, 3, 4), np.float32)
+    run = OpenLoop(frames, frames, valid, prob, real, proprio, proprio)
     s = success_agreement(run)
     assert (s["true_positive"], s["false_positive"], s["false_negative"], s["true_negative"]) == (1, 1, 1, 1)
     assert s["accuracy"] == 0.5 and s["precision"] == 0.5 and s["recall"] == 0.5
@@ -299,9 +310,9 @@ def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(
     seen = []
     real_loss = WorldModel.loss
 
-    def spy(self, batch, generator=None, success_weight=1.0, objects=None):
+    def spy(self, batch, generator=None, success_weight=1.0):
         seen.append((generator.device, batch["target"].device))
-        return real_loss(self, batch, generator, success_weight, objects)
+        return real_loss(self, batch, generator, success_weight)
 
     monkeypatch.setattr(WorldModel, "loss", spy)
     train_world_model(config(episodes, tmp_path / "run", steps=4, val_every=2, video_every=0))
@@ -354,19 +365,26 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
                                   out=tmp_path / "eval", videos=1, progress=False)
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
+    gripper = report["episode_start"]["gripper_cm"]
+    assert len(gripper) == 4 and min(gripper) >= 0 and report["gripper_cm_at_horizon"] == gripper[-1]
     held = report["held_out"]
     assert held["episodes"] == 6 and held["base_rate"] == held["successes"] / 6
     assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
-    assert set(report["success_by_horizon"]) == {"last_2", "last_4", "keyframe_2", "keyframe_4", "full"}
+    assert set(report["success_by_horizon"]) == {"last_2", "last_4", "keyframe_2", "keyframe_4", "keyframe_2_balanced",
+                                                 "keyframe_4_balanced", "full"}
     assert report["success_by_horizon"]["last_4"]["base_rate"] == held["base_rate"]  # the episodes' outcomes
     for name, a in report["success_by_horizon"].items():
-        assert a["majority_accuracy"] >= 0.5 and 0 <= a["accuracy"] <= 1, name
+        if a is not None:  # a balanced keyframe set needs windows of both outcomes
+            assert a["majority_accuracy"] >= 0.5 and 0 <= a["accuracy"] <= 1, name
+            assert not name.endswith("_balanced") or a["base_rate"] == 0.5, name
     assert json.dumps(report["success_by_horizon"]["full"]) == json.dumps(report["success"])  # NaN-safe
     assert len(report["success_by_threshold"]) == 9 and len(report["confusion"]) == 6
     assert sum(row["real"] for row in report["confusion"]) == held["successes"]
     contact = report["object_error_after_contact"]  # from the step before the cube first moves
     assert len(contact["imagined_cm"]) == len(contact["real_cm"]) == 4 and contact["replays"] > 0
     assert contact["imagined_cm"][0] == contact["real_cm"][0] and contact["at_horizon_cm"] >= 0
+    assert len(contact["pathway_cm"]) == 4 and contact["pathway_cm"][0] < 0.01  # the recorded start, carried
+    assert len(contact["pathway_recorded_gripper_cm"]) == 4 and contact["pathway_recorded_gripper_cm"][0] < 0.01
     assert "base rate" in (tmp_path / "eval" / "confusion.md").read_text()
     with EpisodeReader(episodes) as reader:
         infos = reader.episode_info()

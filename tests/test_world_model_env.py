@@ -115,6 +115,22 @@ def test_success_terminates_and_rewards_the_transition(make):
     assert [sparse.step(np.zeros((2, 4), np.float32))[1].tolist() for _ in range(2)] == [[1, 1], [1, 1]]
 
 
+def test_a_cube_imagined_off_the_table_ends_the_episode_as_a_failure(make):
+    env = make(2, reset_schedule="synchronous", terminate_on_success=False)
+    env.reset(seed=0)
+    predict = env.model.predict
+
+    def first_cube_falls(*args, **kwargs):  # what the object pathway's rules report for a cube off the table
+        pred = predict(*args, **kwargs)
+        pred.failed = torch.tensor([True, False])
+        return pred
+
+    env.model.predict = first_cube_falls
+    _, reward, terminated, truncated, info = env.step(np.zeros((2, 4), np.float32))
+    assert terminated.tolist() == [True, False] and info["failure"].tolist() == [True, False]
+    assert not truncated.any()
+
+
 def test_bad_input_gets_clear_errors(make, files, tmp_path):
     with pytest.raises(ValueError, match="cannot produce the 'state'.*'pixels'"):
         make(obs_mode="pixels+state")

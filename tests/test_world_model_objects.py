@@ -8,7 +8,7 @@ from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel, WorldModelConfig
 from worldsim.world_models.config import PRESETS
 from worldsim.world_models.denoiser import Denoiser
-from worldsim.world_models.objects import ObjectDynamics, keypoint_planes, object_loss
+from worldsim.world_models.objects import HEIGHT_RANGE_M, ObjectDynamics, keypoint_planes, object_loss
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
              object_hidden=32)
@@ -34,36 +34,53 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
     row, col = divmod(int(planes[0, 0].argmax()), 8)
     assert (row, col) == (5, 2)
     dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
-    context = torch.rand(3, 2, E, 2) * 32
-    out = dynamics(context, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
-    assert torch.equal(out, context[:, -1])  # an untrained pathway predicts no motion
+    context, heights = torch.rand(3, 2, E, 2) * 32, torch.rand(3, 2, E) * 0.1
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
+    assert torch.equal(out, context[:, -1]) and torch.equal(lifted, heights[:, -1])  # untrained: nothing moves
+    with torch.no_grad():  # a wild pathway still keeps the objects where they can be: no runaway over long rollouts
+        dynamics.net[-1].bias.fill_(1e6)
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
+    assert out.max() == 2 * 32 and lifted.max() == HEIGHT_RANGE_M[1]
+    static = slice(3, None)  # zones and bin
+    assert torch.equal(out[:, static], context[:, -1, static])
+    assert torch.equal(lifted[:, static], heights[:, -1, static])
 
 
 def test_object_loss_counts_only_objects_in_view():
     target = torch.tensor([[[4.0, 4.0], [-5.0, 3.0]]])
     assert object_loss(torch.tensor([[[4.0, 4.0], [100.0, 100.0]]]), target, 32).item() == 0.0
     assert object_loss(torch.tensor([[[6.0, 4.0], [-5.0, 3.0]]]), target, 32).item() > 0.5
+    # heights count in centimetres: 2 cm off is 1.5 (smooth L1), the object out of view not at all
+    heights = torch.tensor([[0.02, 0.0]])
+    assert object_loss(target, target, 32, heights + torch.tensor([[0.02, 5.0]]), heights).item() == pytest.approx(1.5)
 
 
 def windows(b: int = 16, horizon: int = 3) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(2)
     valid = torch.ones(b, horizon, dtype=torch.bool)
     valid[0, 1:] = False  # an episode that ends after one step
-    return {"points": torch.rand(b, 2, E, 2, generator=g) * 32, "proprio": torch.rand(b, 2 + horizon, 4, generator=g),
-            "actions": torch.rand(b, horizon, 4, generator=g), "target": torch.rand(b, horizon, E, 2, generator=g) * 32,
+    return {"points": torch.rand(b, 2, E, 2, generator=g) * 32, "heights": torch.full((b, 2, E), 0.02),
+            "proprio": torch.rand(b, 2 + horizon, 4, generator=g), "actions": torch.rand(b, horizon, 4, generator=g),
+            "target": torch.rand(b, horizon, E, 2, generator=g) * 32,
+            "target_heights": torch.full((b, horizon, E), 0.02),
             "valid": valid, "task": torch.zeros(b, dtype=torch.long)}
 
 
-def test_loss_trains_the_pathway_on_its_own_rollouts_and_needs_object_positions():
+def test_the_pathway_learns_from_its_own_loss_and_the_frame_from_the_true_positions():
     model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
-    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1), objects=windows())
-    assert torch.isfinite(loss) and terms["objects"] > 0
+    pathway = model.object_loss(windows(), torch.Generator().manual_seed(1))
+    pathway.backward()
+    assert pathway > 0 and model.objects.net[-1].weight.grad.abs().sum() > 0
+    assert model.denoiser.unet.conv_in.weight.grad is None  # the pathway's loss trains the pathway alone
+    model.zero_grad(set_to_none=True)
+    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     loss.backward()
-    assert model.objects.net[-1].weight.grad.abs().sum() > 0  # the pathway learns from the positions' error
+    assert torch.isfinite(loss) and "objects" not in terms
+    assert all(p.grad is None for p in model.objects.parameters())  # the frame is teacher-forced
     with pytest.raises(ValueError, match="needs the 'state' observation"):
-        model.loss(batch(with_objects=False), torch.Generator().manual_seed(1), objects=windows())
-    with pytest.raises(ValueError, match="position windows"):
-        model.loss(batch(), torch.Generator().manual_seed(1))
+        model.loss(batch(with_objects=False), torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="has no object pathway"):
+        WorldModel(WorldModelConfig(**SMALL)).object_loss(windows())
 
 
 def test_rollout_loss_feeds_the_pathway_its_own_predictions():
@@ -76,29 +93,53 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
         dynamics.net[-1].bias[0] = 1.0  # 1.0 * 0.1 * half the image (16 px) = 1.6 px per step
     w = windows(b=2)
     w["valid"][:] = True
+    w["points"] = w["points"].clamp(4, 24)  # every object in view: all of them count
     w["target"] = w["points"][:, -1:].repeat(1, 3, 1, 1)
     w["target"][..., 0, 0] += 1.6 * torch.arange(1, 4)[None]
     loss = rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32, generator=None)
     assert loss.item() < 0.2  # only the context noise (0.5 px) remains
 
 
-def test_imagination_carries_the_objects_and_judges_success_from_them():
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True)).eval()
+def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
+    from worldsim.envs.observations import ENTITY_HEIGHTS
+    from worldsim.world_models.data import image_camera
+
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, outcome="rule")).eval()
     with torch.no_grad():
-        model.objects.net[-1].bias[0] = 1.0  # the first object moves right every step
+        model.objects.net[-1].bias[0] = 1.0  # the red cube moves right every step
     frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
-    rollout = model.start(frames, frames[:, 0], torch.rand(2, 2, 4))
+    rollout = model.start(frames, frames[:, 0], torch.rand(2, 2, 4))  # positions found in the frames
     assert rollout.points.shape == (2, 2, E, 2)
+    torch.testing.assert_close(rollout.heights[0, 0], torch.tensor(ENTITY_HEIGHTS, dtype=torch.float32))
     first = rollout.points[:, -1, 0, 0].clone()
     for _ in range(3):
         pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
         rollout = rollout.advance(pred)
     np.testing.assert_allclose(rollout.points[:, -1, 0, 0] - first, 3 * 0.1 * 16, rtol=1e-5)
-    assert pred.points.shape == (2, E, 2) and rollout.context.shape == (2, 2, 48, 8, 8)
-    # success is judged on the carried positions: the same positions give the same verdict
+    assert pred.points.shape == (2, E, 2) and pred.heights.shape == (2, E) and rollout.context.shape == (2, 2, 48, 8, 8)
+    # recorded starts: the red cube (entity 0) on the blue zone (entity 3) succeeds; 12 cm away it does not
+    camera = image_camera(32, 32)
+    world = np.zeros((2, E, 3))
+    world[:, :, 2] = ENTITY_HEIGHTS
+    world[:, 1:3, 0], world[:, 5, :2] = (-0.2, 0.2), (0.0, 0.25)  # green and yellow cubes, bin: out of the way
+    world[1, 0, 0] = 0.12
+    points = torch.from_numpy(camera.project(world)).float()[:, None].repeat(1, 2, 1, 1)
+    heights = torch.from_numpy(world[..., 2]).float()[:, None].repeat(1, 2, 1)
+    with torch.no_grad():
+        model.objects.net[-1].bias.zero_()  # nothing moves
+    rollout = model.start(frames, frames[:, 0], torch.tensor([0.0, -0.2, 0.2, 0.0]).repeat(2, 2, 1), (points, heights))
+    pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
+    assert pred.success_prob.tolist() == [1.0, 0.0] and pred.failed.tolist() == [False, False]
+    # by default the success head judges the same carried positions
+    model.config.outcome = "head"
+    pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
     logit = model.success_head.judge(pred.points, torch.zeros(2, dtype=torch.long),
                                      (pred.proprio - model.proprio_mean) / model.proprio_std)[0]
     torch.testing.assert_close(torch.sigmoid(logit), pred.success_prob)
+    with pytest.raises(ValueError, match="only the object pathway carries"):
+        WorldModelConfig(**SMALL, outcome="rule")
+    with pytest.raises(ValueError, match="outcome='guess'; allowed: head, rule"):
+        WorldModelConfig(**SMALL, object_pathway=True, outcome="guess")
 
 
 def test_change_weight_emphasises_the_pixels_that_move():
@@ -124,7 +165,8 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
 
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-    from worldsim.world_models import TrainWMConfig, train_world_model
+    from worldsim.world_models import EpisodeBank, TrainWMConfig, train_world_model
+    from worldsim.world_models.replay import pathway_replay
 
     data = tmp_path / "push.h5"
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4, data,
@@ -147,6 +189,21 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     env.close()
     with pytest.raises(ValueError, match="shape a new model"):
         TrainWMConfig(data=data, init=tmp_path / "run", object_pathway=True)
+
+    # the pathway alone, moved by the recorded gripper: it starts from the recorded objects and reads that motion
+    bank = EpisodeBank(data)
+    episodes, starts = np.arange(2), np.array([0, 3])
+    points, heights = pathway_replay(model, bank, episodes, starts, 3)
+    assert points.shape == (2, 4, E, 2) and heights.shape == (2, 4, E)
+    recorded = bank.recorded_objects(bank.obs_start[episodes] + starts)
+    assert recorded is not None
+    np.testing.assert_allclose(points[:, 0], recorded[0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(heights[:, 0], recorded[1].numpy(), rtol=1e-6)
+    bank.proprio = bank.proprio + np.float32(0.05)
+    assert not np.allclose(pathway_replay(model, bank, episodes, starts, 3)[0][:, 1:], points[:, 1:])
+    with pytest.raises(ValueError, match="no object pathway"):
+        WorldModel(WorldModelConfig(**SMALL)).move_objects(*recorded, torch.zeros(1, 2, 4), torch.zeros(1, 4),
+                                                            torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
 
 
 def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, capsys):

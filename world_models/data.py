@@ -90,8 +90,9 @@ class EpisodeBank:
         self.success = arrays["success"].astype(bool, copy=False)
         self.state = arrays["state"] if self.has_state else None
         self.camera = image_camera(*self.image_shape[:2])
-        self.entity_pixels = (self.camera.project(entity_positions(self.state)).astype(np.float32)
-                              if self.state is not None else None)
+        positions = entity_positions(self.state) if self.state is not None else None
+        self.entity_pixels = None if positions is None else self.camera.project(positions).astype(np.float32)
+        self.entity_heights = None if positions is None else positions[..., 2].astype(np.float32)
         self.tasks = index.tasks
         self.instructions = {info.task: info.instruction for info in self.infos}
         targets = self.obs_start[index.item_episode] + index.item_step + 1
@@ -114,10 +115,13 @@ class EpisodeBank:
             raise ValueError(f"{self.path} holds no {key!r} observations")
         return array[self.index.episode_rows(j, key)]
 
-    def recorded_points(self, rows: np.ndarray) -> torch.Tensor | None:
-        """The scene objects' recorded image positions (pixels) at observation ``rows`` (any
-        shape), or None when the file has no ``state``."""
-        return None if self.entity_pixels is None else torch.from_numpy(self.entity_pixels[rows])
+    def recorded_objects(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The scene objects' recorded image positions (pixels, ``(*rows.shape, E, 2)``) and
+        heights above the table (metres, ``(*rows.shape, E)``) at observation ``rows``, or None
+        when the file has no ``state``."""
+        if self.entity_pixels is None or self.entity_heights is None:
+            return None
+        return torch.from_numpy(self.entity_pixels[rows]), torch.from_numpy(self.entity_heights[rows])
 
     def context_rows(self, j: np.ndarray, t: np.ndarray, context: int) -> np.ndarray:
         """Flat observation rows ``(B, context)`` of frames ``t-context+1 .. t`` (frame 0 repeated
@@ -138,9 +142,10 @@ class EpisodeBank:
         if device not in self._tensors:
             arrays = {"image": self.images, "proprio": self.proprio, "actions": self.actions,
                       "success": self.success}
-            if self.state is not None and self.entity_pixels is not None:  # set together
+            if self.state is not None and self.entity_pixels is not None and self.entity_heights is not None:
                 arrays["goal_offset"] = self.state[:, STATE_LAYOUT["goal_minus_object"]].astype(np.float32)
                 arrays["entity_pixels"] = self.entity_pixels
+                arrays["entity_heights"] = self.entity_heights
             self._tensors[device] = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}
         return self._tensors[device]
 

@@ -22,13 +22,15 @@ What imagination cannot do, and what it does instead:
 
 - observations: only ``obs_mode="pixels"``; the 56-d ``state`` (cube poses, velocities) is not
   imagined, so ``"state"`` and ``"pixels+state"`` are refused, as is the wrist camera;
-- reward: ``reward_type="transition"`` (default) gives 1 on the step where the success head's
+- reward: ``reward_type="transition"`` (default) gives 1 on the step where the imagined
   verdict turns from 0 to 1 (WoVR), else 0; ``"sparse"`` gives 1 on every step whose new frame
-  is judged a success, as the physics env's sparse reward does. With
+  is judged a success, as the physics env's sparse reward does. The verdict is the success
+  head's probability against the threshold, or, for a model with ``outcome="rule"``, each task's
+  own success rule on the objects' imagined positions (:mod:`~worldsim.world_models.outcome`). With
   ``terminate_on_success=True`` (default) the two are the same. The physics env's ``dense``
   reward needs the state and is refused. ``info["reward_terms"]`` holds ``success_prob``;
-- ``terminated``: success (if ``terminate_on_success``); ``failure`` is always False (a cube
-  leaving the table is not detected in imagination);
+- ``terminated``: success (if ``terminate_on_success``), or failure: with the object pathway,
+  a cube imagined off the table, as in physics (without it, ``failure`` is always False);
 - ``truncated``: the elapsed-step counter reaches ``max_episode_steps`` (the task's limit by
   default), or the episode has run ``horizon`` imagined steps (the imagined horizon, no cap by
   default); never together with ``terminated``;
@@ -186,11 +188,14 @@ class ImaginedVectorEnv(BatchedEnv):
 
         n, c, s = self.num_envs, cfg.latent_channels, cfg.latent_size
         zeros = functools.partial(torch.zeros, device=self.device)
+        pathway = cfg.object_pathway
         self._rollout = Rollout(zeros(n, cfg.context, c, s, s), zeros(n, c, s, s), zeros(n, cfg.context, 4),
-                                zeros(n, cfg.context, len(ENTITIES), 2) if cfg.object_pathway else None)
+                                zeros(n, cfg.context, len(ENTITIES), 2) if pathway else None,
+                                zeros(n, cfg.context, len(ENTITIES)) if pathway else None)
         self._task = torch.full((n,), self._task_id, dtype=torch.long, device=self.device)
         self._frames = np.zeros((n, *self.image_shape, 3), np.uint8)
         self._success = np.zeros(n, bool)
+        self._failed = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
@@ -212,9 +217,10 @@ class ImaginedVectorEnv(BatchedEnv):
         rows = bank.context_rows(episodes, steps, cfg.context)
         self._rollout.put(torch.as_tensor(index, device=self.device), self.model.start(
             torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
-            torch.from_numpy(bank.proprio[rows]), bank.recorded_points(rows)))
+            torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows)))
         self._frames[index] = bank.images[rows[:, -1]]
         self._success[index] = bank.success[rows[:, -1]]
+        self._failed[index] = False
         self._success_prob[index] = self._success[index]
         start[index] = steps
         return start
@@ -226,9 +232,8 @@ class ImaginedVectorEnv(BatchedEnv):
         return self._outcome(gained.astype(float))
 
     def _outcome(self, reward: np.ndarray | None = None) -> Outcome:
-        no = np.zeros(self.num_envs, bool)
-        return Outcome(self._success.copy(), no, np.zeros(self.num_envs) if reward is None else reward,
-                       {"success_prob": self._success_prob.copy()})
+        reward = np.zeros(self.num_envs) if reward is None else reward
+        return Outcome(self._success.copy(), self._failed.copy(), reward, {"success_prob": self._success_prob.copy()})
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
         return {"image": self._frames.copy(),
@@ -240,9 +245,8 @@ class ImaginedVectorEnv(BatchedEnv):
 
     def _backend_state(self) -> dict[str, Any]:
         rollout = {k: v.cpu().clone() for k, v in vars(self._rollout).items() if v is not None}
-        return {**rollout, "frames": self._frames.copy(),
-                "success": self._success.copy(), "success_prob": self._success_prob.copy(),
-                "torch_rng": self._generator.get_state()}
+        flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
+        return {**rollout, **flags, "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         if tuple(state["context"].shape) != tuple(self._rollout.context.shape):
@@ -251,7 +255,7 @@ class ImaginedVectorEnv(BatchedEnv):
         for name, value in vars(self._rollout).items():
             if value is not None:
                 value.copy_(state[name])
-        for name in ("frames", "success", "success_prob"):
+        for name in ("frames", "success", "failed", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
         self._generator.set_state(state["torch_rng"])
 
@@ -282,6 +286,8 @@ class ImaginedVectorEnv(BatchedEnv):
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob
         self._success[index] = prob >= self.success_threshold
+        if pred.failed is not None:
+            self._failed[index] = pred.failed.cpu().numpy()
 
 
 class ImaginedEnv(SingleEnv):

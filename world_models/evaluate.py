@@ -7,14 +7,16 @@ held-out set that can tell a good model from a bad one:
   successful episodes (base rate 50%), so agreement cannot be earned by always answering
   "success"; failures whose task object came within ``near_miss_m`` of the goal are counted as
   near misses (at 64x64 a near miss and a success differ by a pixel or two);
-- **image fidelity**: PSNR and SSIM per imagined step from episode starts and from keyframes;
+- **image fidelity**: PSNR and SSIM per imagined step from episode starts and from keyframes,
+  and the imagined gripper's distance from the real one (cm);
 - **outcome agreement**, beside its base rate and as balanced accuracy, at the horizons RL in
   imagination uses: replays of the last ``h`` steps of every held-out episode (``last_<h>``:
   the start is a real mid-episode state, as a keyframe start is, and the outcome is the
   episode's, so a balanced set stays balanced) and replays of ``h`` steps from the keyframe
   rule's starts (``keyframe_<h>``: RL's own start distribution, whose outcomes within ``h``
-  steps are mostly failures); and over full replays from episode starts, with a per-episode
-  confusion table;
+  steps are mostly failures), and ``keyframe_<h>_balanced``, keyframe windows drawn so that
+  half of them end in a real success (base rate 50%); and over full replays from episode
+  starts, with a per-episode confusion table;
 - **the task object's position error after contact**: replays from the step before the object
   first moves (``contact_horizon`` steps), in cm on the table, per step;
 - the success head on the real frames (perfect dynamics' agreement), and side-by-side videos.
@@ -39,13 +41,14 @@ from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframe
 from worldsim.world_models.metrics import (
     agreement,
     episode_scores,
+    gripper_error_curve,
     head_on_real_frames,
     object_error,
     psnr_curve,
     ssim_curve,
 )
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.replay import OpenLoop, open_loop, side_by_side
+from worldsim.world_models.replay import OpenLoop, open_loop, pathway_replay, side_by_side
 
 NEAR_MISS_M = 0.04
 RL_HORIZONS = (8, 16, 40)
@@ -117,6 +120,23 @@ def contact_starts(bank: EpisodeBank) -> tuple[np.ndarray, np.ndarray]:
     return keys.episode[onset], keys.step[onset]
 
 
+def balanced_windows(bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int, limit: int,
+                     seed: int = 0) -> np.ndarray:
+    """Indices into the windows ``(episodes, starts)`` of ``horizon`` steps: as many whose real
+    episode succeeds within the window as windows where it does not (at most ``limit`` in all),
+    drawn at random; empty when either outcome is missing. From keyframes, most windows end
+    before any success, so agreement over all of them is read against a base rate of a few
+    per cent; this set's base rate is 50%."""
+    wins = np.array([bank.episode(j, "success")[t + 1:t + 1 + horizon].any() for j, t in zip(episodes, starts,
+                                                                                           strict=True)], bool)
+    n = min(int(wins.sum()), int((~wins).sum()), limit // 2)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    rng = np.random.default_rng(seed)
+    return np.sort(np.concatenate([rng.choice(np.flatnonzero(wins), n, replace=False),
+                                   rng.choice(np.flatnonzero(~wins), n, replace=False)]))
+
+
 def window_outcomes(run: OpenLoop, threshold: float) -> tuple[np.ndarray, np.ndarray]:
     """Per replay: whether the imagined and the real episode succeed within the replayed steps."""
     scores, real = episode_scores(run)
@@ -132,15 +152,16 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                          videos: int = 4, progress: bool = True) -> dict[str, Any]:
     """The fidelity report of the module docstring; JSON-ready.
 
-    Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``
-    and ``ssim`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
-    ``psnr_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
-    replays), ``success_by_horizon`` (``last_<h>`` and ``keyframe_<h>`` for each of
+    Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``,
+    ``ssim`` and ``gripper_cm`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
+    ``psnr_at_horizon``, ``gripper_cm_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
+    replays), ``success_by_horizon`` (``last_<h>``, ``keyframe_<h>`` and ``keyframe_<h>_balanced`` for each of
     ``rl_horizons``, and ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
     ``confusion`` (per episode: index, task, real and imagined outcome, highest imagined
     probability, near miss, closest approach in cm), ``success_head_on_real_frames``,
     ``object_error`` (full replays from episode starts) and ``object_error_after_contact``
-    (from first contact, ``contact_horizon`` steps, with ``at_horizon_cm``), both ``None``
+    (from first contact, ``contact_horizon`` steps, with ``at_horizon_cm``; with the object
+    pathway also ``pathway_cm`` and ``pathway_recorded_gripper_cm``), both ``None``
     without ``state``; ``keyframe_counts``. With ``out``, writes ``fidelity.json``,
     ``confusion.md``, ``error_growth.png`` and ``videos`` side-by-side replay videos there.
     """
@@ -160,10 +181,9 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         bar.update(1)
         return run
 
-    bar = tqdm(total=4 + 2 * len(rl_horizons), desc="eval-wm", disable=not progress)
+    bar = tqdm(total=4 + 3 * len(rl_horizons), desc="eval-wm", disable=not progress)
     full = replay(every, zeros, int(bank.lengths.max()))
-    head = min(horizon, int(bank.lengths.max())) + 1  # the first steps of the full replays
-    from_start = OpenLoop(*(getattr(full, f)[:, :head] for f in OpenLoop.__dataclass_fields__))
+    from_start = full.head(min(horizon, int(bank.lengths.max())))  # the first steps of the full replays
     from_keyframes = replay(keys.episode[pick], keys.step[pick], horizon) if len(pick) else None
     by_horizon: dict[str, dict[str, Any] | None] = {}
     for h in rl_horizons:
@@ -172,6 +192,9 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     for h in rl_horizons:
         run = replay(keys.episode[pick], keys.step[pick], h) if len(pick) else None
         by_horizon[f"keyframe_{h}"] = agreement(*window_outcomes(run, threshold)) if run else None
+        even = balanced_windows(bank, keys.episode, keys.step, h, max_keyframes, seed)
+        run = replay(keys.episode[even], keys.step[even], h) if len(even) else None
+        by_horizon[f"keyframe_{h}_balanced"] = agreement(*window_outcomes(run, threshold)) if run else None
     after_contact = replay(*contact, contact_horizon) if len(contact[0]) else None
     bar.update(1)
     bar.close()
@@ -182,16 +205,21 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                               "sampling_steps": sampling_steps or model.config.sampling_steps}
     for name, run in (("episode_start", from_start), ("keyframe", from_keyframes)):
         report[name] = ({"psnr": psnr_curve(run).round(3).tolist(), "ssim": ssim_curve(run).round(4).tolist(),
-                         "replays": len(run.real)} if run is not None else {"psnr": [], "ssim": [], "replays": 0})
+                         "gripper_cm": gripper_error_curve(run).round(2).tolist(), "replays": len(run.real)}
+                        if run is not None else {"psnr": [], "ssim": [], "gripper_cm": [], "replays": 0})
     start = report["episode_start"]
     at8 = min(8, len(start["psnr"])) - 1
-    contact_error = (_rounded(object_error(model, bank, after_contact, *contact))
-                     if after_contact is not None else None)
+    contact_error = None
+    if after_contact is not None:
+        recorded_gripper = (pathway_replay(model, bank, *contact, contact_horizon)
+                            if model.objects is not None else None)
+        contact_error = _rounded(object_error(model, bank, after_contact, *contact, recorded_gripper))
     if contact_error is not None:
         contact_error["replays"] = len(contact[0])
         contact_error["at_horizon_cm"] = contact_error["imagined_cm"][-1]
     report.update(
         psnr_at_8=start["psnr"][at8], ssim_at_8=start["ssim"][at8], psnr_at_horizon=start["psnr"][-1],
+        gripper_cm_at_horizon=start["gripper_cm"][-1],
         success_threshold=threshold, success=agreement(imagined, real),
         success_by_horizon={**by_horizon, "full": agreement(imagined, real)},
         success_by_threshold={f"{th:.1f}": float(((scores >= th) == real).mean()) for th in np.arange(1, 10) / 10},
@@ -244,28 +272,32 @@ def _rounded(curves: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def plot_error_growth(report: dict[str, Any], path: str | Path) -> Path:
-    """PSNR and SSIM against the imagined step (from episode starts and keyframes), and the task
-    object's position error after first contact (with ``state`` in the data)."""
+    """PSNR, SSIM and the gripper's error against the imagined step (from episode starts and
+    keyframes), and the task object's position error after first contact (with ``state`` in the
+    data: found in the imagined and the real frames, and where the object pathway carried it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     objects = report.get("object_error_after_contact")
-    fig, axes = plt.subplots(1, 3 if objects else 2, figsize=(12 if objects else 8, 3.2))
+    fig, axes = plt.subplots(1, 4 if objects else 3, figsize=(16 if objects else 12, 3.2))
     if objects:
-        for name in ("imagined", "real"):
-            axes[2].plot(objects[f"{name}_cm"], marker=".", label=f"{name} frames")
-        axes[2].set_xlabel("step after first contact")
-        axes[2].set_ylabel("task object error (cm)")
-        axes[2].grid(alpha=0.3)
-        axes[2].legend()
+        for name, label in (("imagined", "imagined frames"), ("real", "real frames"), ("pathway", "pathway"),
+                            ("pathway_recorded_gripper", "pathway, recorded gripper")):
+            if f"{name}_cm" in objects:
+                axes[3].plot(objects[f"{name}_cm"], marker=".", label=label)
+        axes[3].set_xlabel("step after first contact")
+        axes[3].set_ylabel("task object error (cm)")
+        axes[3].grid(alpha=0.3)
+        axes[3].legend()
+    metrics = ("psnr", "ssim", "gripper_cm")
     for name in ("episode_start", "keyframe"):
-        for ax, metric in zip(axes[:2], ("psnr", "ssim"), strict=True):
+        for ax, metric in zip(axes[:3], metrics, strict=True):
             values = report[name][metric]
             if values:
                 ax.plot(np.arange(1, len(values) + 1), values, marker=".", label=name.replace("_", " "))
-    for ax, label in zip(axes[:2], ("PSNR (dB)", "SSIM"), strict=True):
+    for ax, label in zip(axes[:3], ("PSNR (dB)", "SSIM", "gripper error (cm)"), strict=True):
         ax.set_xlabel("imagined step")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

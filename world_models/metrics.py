@@ -4,6 +4,7 @@
 - **outcome agreement**: does the imagined episode succeed exactly when the real one did
   (World-VLA-Loop's test)? Reported with the real episodes' base rate and the balanced
   accuracy, since on a set of mostly successes, always answering "success" scores high;
+- **the gripper's position error**: the imagined TCP against the real one, in cm, per step;
 - **the task object's position error** after contact: where the success head's keypoint
   detector finds the object in the imagined frames against where it really was, in cm on the
   table (PSNR is dominated by the static scene; this is what the task is about);
@@ -34,6 +35,14 @@ def psnr_curve(run: OpenLoop) -> np.ndarray:
 def ssim_curve(run: OpenLoop) -> np.ndarray:
     """Mean SSIM over the valid replays at each step 1..H."""
     return _curve(run, _ssim)
+
+
+def gripper_error_curve(run: OpenLoop) -> np.ndarray:
+    """Median distance (cm) between the imagined and the real TCP over the valid replays at
+    each step 1..H: whether the imagined arm goes where the recorded actions took the real one."""
+    distance = 100 * np.linalg.norm(run.imagined_proprio[..., :3] - run.real_proprio[..., :3], axis=-1)
+    return np.array([np.median(distance[run.valid[:, k], k]) if run.valid[:, k].any() else np.nan
+                     for k in range(1, run.real.shape[1])])
 
 
 def _psnr(real: np.ndarray, imagined: np.ndarray) -> float:
@@ -137,7 +146,8 @@ def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
 
 @torch.no_grad()
 def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: np.ndarray,
-                 starts: np.ndarray, batch_size: int = 256) -> dict[str, Any] | None:
+                 starts: np.ndarray, recorded_gripper: tuple[np.ndarray, np.ndarray] | None = None,
+                 batch_size: int = 256) -> dict[str, Any] | None:
     """How far the task's object is, in the imagined frames of ``run`` (replays of bank
     episodes ``episodes`` from steps ``starts``), from where it really was: the success head's
     keypoint detector finds the object in every frame and the distance to its real position
@@ -145,8 +155,12 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     PSNR is dominated by the static scene; this is the error of what the task is about.
 
     Returns ``imagined_cm`` and ``real_cm`` (the detector on the real frames: its own floor),
-    medians over the valid replays at each step 0..H, and ``final_imagined_cm``, the median at
-    each replay's last valid step; ``None`` when the bank has no ``state``."""
+    with the object pathway ``pathway_cm`` (the positions the model carried, put back in the
+    world at their imagined heights, against the real ones) and, given ``recorded_gripper``
+    (:func:`~worldsim.world_models.replay.pathway_replay`'s positions and heights for the same
+    replays), ``pathway_recorded_gripper_cm``, medians over the valid replays at
+    each step 0..H, and ``final_imagined_cm``, the median at each replay's last valid step;
+    ``None`` when the bank has no ``state``."""
     if bank.state is None:
         return None
     task_object = bank.state[:, STATE_LAYOUT["object_pos"]]
@@ -172,6 +186,18 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
     errors = {name: 100 * np.linalg.norm(on_table(located(frames)) - truth, axis=-1)
               for name, frames in (("imagined", run.imagined), ("real", run.real))}
+    real_xy = entity_positions(bank.state[rows.ravel()]).reshape(*rows.shape, -1, 3)
+    real_xy = np.take_along_axis(real_xy, entity[..., None, None], axis=2)[:, :, 0, :2]
+
+    def carried_error(points: np.ndarray, heights: np.ndarray) -> np.ndarray:  # where the pathway put it
+        carried = np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
+        height = np.take_along_axis(heights, entity[..., None], axis=2)[:, :, 0]
+        return 100 * np.linalg.norm(bank.camera.unproject(carried, height)[..., :2] - real_xy, axis=-1)
+
+    if run.points is not None and run.heights is not None:
+        errors["pathway"] = carried_error(run.points, run.heights)
+    if recorded_gripper is not None:
+        errors["pathway_recorded_gripper"] = carried_error(*recorded_gripper)
     curve: dict[str, Any] = {
         f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
                        for k in range(e.shape[1])] for name, e in errors.items()}

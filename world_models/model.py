@@ -28,17 +28,24 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
 - **Noise augmentation of the context** in training (GameNGen, WoVR): Gaussian noise of a
   random level in ``[0, context_noise]`` is added to the context frames and the level is part
   of the conditioning, so the model learns to read imperfect (its own) frames.
-- **Proprio head**: an MLP predicts the change of the normalised proprio from the context
-  proprio, the action and the task (the gripper pose follows the commands almost exactly);
-  its prediction conditions the frame (training feeds the real next proprio: teacher forcing).
+- **Proprio head**: the action's commanded gripper pose (the position servos' target) plus an
+  MLP's correction from the context proprio, the action and the task (the servos lag; cubes
+  stop the fingers); its prediction conditions the frame (training feeds the real next
+  proprio: teacher forcing).
 - **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
   full-resolution) frame, and an MLP on the keypoints, the proprio and the task gives the
   success logit (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
   (a set share of success frames per batch) and, where the data has ``state``, on the objects'
   projected pixel positions and the goal-minus-object offset; on the real next frames and on
   the denoiser's own (detached) estimates of them, so that it judges imagined frames as it
-  judges real ones. The imagined env reads it on every new frame and cuts at the config's
-  ``success_threshold``, calibrated by training on validation episodes.
+  judges real ones. Without the object pathway the imagined env reads it on every new frame
+  and cuts at the config's ``success_threshold``, calibrated by training on validation episodes.
+- **Object pathway** (:mod:`~worldsim.world_models.objects`, on in the presets): the objects'
+  next image positions and heights are predicted first and the frame is drawn there; the
+  success head judges those positions (or, with ``outcome="rule"``, each task's own success
+  rule does, :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails
+  the episode as in physics. It trains on its own position windows with its own optimiser
+  (:meth:`WorldModel.object_loss`).
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
 """
@@ -56,6 +63,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from worldsim.envs import scene
+from worldsim.envs.scene import EE_HIGH, EE_LOW, FINGER_OPEN
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
@@ -64,10 +73,18 @@ from worldsim.runtime.checkpoint import (
 )
 from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
+from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import mlp, randn
-from worldsim.world_models.objects import KEYPOINT_NOISE_PX, ObjectDynamics, keypoint_planes, rollout_loss
+from worldsim.world_models.objects import (
+    KEYPOINT_NOISE_PX,
+    ObjectDynamics,
+    keypoint_planes,
+    resting_heights,
+    rollout_loss,
+)
+from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
@@ -75,16 +92,31 @@ MODEL_TYPE = "worldsim-world-model"
 CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
 
 
+def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Where ``action`` ``(B, 4)`` sends the gripper from raw ``proprio`` ``(B, 4)``: the TCP
+    moved by ``action * ACTION_SCALE`` within the workspace, and the finger gap the gripper
+    command asks for (the scene's position servos, :meth:`worldsim.envs.scene.Scene.servo_targets`)."""
+    low, high = (torch.as_tensor(bound, dtype=proprio.dtype, device=proprio.device) for bound in (EE_LOW, EE_HIGH))
+    # read at call time: the control-step study patches the scene's constant for a whole run
+    tcp = torch.minimum(torch.maximum(proprio[:, :3] + action[:, :3] * scene.ACTION_SCALE, low), high)
+    return torch.cat([tcp, FINGER_OPEN * (1.0 - action[:, 3:4])], dim=1)
+
+
 @dataclass
 class Prediction:
     """One imagined step for a batch: the next latent frame ``(B, 3p^2, h, w)``, the next
-    proprio ``(B, 4)`` (raw units), the success probability of the new frame ``(B,)`` and, with
-    the object pathway, the objects' next image positions ``(B, E, 2)`` (pixels)."""
+    proprio ``(B, 4)`` (raw units), the success probability of the new frame ``(B,)`` (1 or 0
+    with ``outcome="rule"``: the task's rule) and, with the pathway, the objects' next image
+    positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
+    scene has failed as physics would end it ``(B,)`` (a cube off the table; without the pathway,
+    never)."""
 
     latent: torch.Tensor
     proprio: torch.Tensor
     success_prob: torch.Tensor
     points: torch.Tensor | None = None
+    heights: torch.Tensor | None = None
+    failed: torch.Tensor | None = None
 
 
 @dataclass
@@ -92,31 +124,38 @@ class Rollout:
     """What imagination carries from step to step for ``B`` episodes: the context latents
     ``(B, C, 3p^2, h, w)`` (oldest first), the episode's first frame ``(B, 3p^2, h, w)``, the
     context proprio ``(B, C, 4)`` (raw) and, with the object pathway, the objects' context image
-    positions ``(B, C, E, 2)`` (pixels). Made by :meth:`WorldModel.start`."""
+    positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres). Made by
+    :meth:`WorldModel.start`."""
 
     context: torch.Tensor
     first: torch.Tensor
     proprio: torch.Tensor
     points: torch.Tensor | None = None
+    heights: torch.Tensor | None = None
 
     def advance(self, pred: Prediction) -> Rollout:
         """The windows one step on: the prediction joins the context, the oldest step leaves."""
-        def roll(window: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-            return torch.cat([window[:, 1:], new[:, None]], dim=1)
+        def roll(window: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tensor | None:
+            return None if window is None or new is None else torch.cat([window[:, 1:], new[:, None]], dim=1)
 
-        points = None if self.points is None or pred.points is None else roll(self.points, pred.points)
-        return Rollout(roll(self.context, pred.latent), self.first, roll(self.proprio, pred.proprio), points)
+        context, proprio = roll(self.context, pred.latent), roll(self.proprio, pred.proprio)
+        assert context is not None and proprio is not None  # always carried
+        return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights))
 
     def rows(self, index: torch.Tensor | slice) -> Rollout:
         """The episodes ``index`` of the batch."""
-        return Rollout(self.context[index], self.first[index], self.proprio[index],
-                       None if self.points is None else self.points[index])
+        def pick(value: torch.Tensor | None) -> torch.Tensor | None:
+            return None if value is None else value[index]
+
+        return Rollout(self.context[index], self.first[index], self.proprio[index], pick(self.points),
+                       pick(self.heights))
 
     def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
         """Write ``other`` into the episodes ``index`` of this batch, in place."""
-        self.context[index], self.first[index], self.proprio[index] = other.context, other.first, other.proprio
-        if self.points is not None and other.points is not None:
-            self.points[index] = other.points
+        for name, value in vars(self).items():
+            new = getattr(other, name)
+            if value is not None and new is not None:
+                value[index] = new
 
 
 class WorldModel(nn.Module):
@@ -143,10 +182,17 @@ class WorldModel(nn.Module):
         n_tasks = len(config.tasks)
         cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + n_tasks
         self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
-        self.proprio_head = mlp(ACTION_DIM + config.context * PROPRIO_DIM + n_tasks, config.cond_hidden,
+        self.proprio_head = mlp(ACTION_DIM + (config.context + 1) * PROPRIO_DIM + n_tasks, config.cond_hidden,
                                 PROPRIO_DIM)
+        with torch.no_grad():  # start from "the gripper goes where it is commanded"
+            last = self.proprio_head[-1]
+            assert isinstance(last, nn.Linear)
+            last.weight.zero_()
+            last.bias.zero_()
         self.success_head = SuccessHead(config)
         self.objects = ObjectDynamics(config) if config.object_pathway else None
+        self.rules = (TaskRules(config.tasks, image_camera(config.image_size, config.image_size))
+                      if config.object_pathway else None)
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
         self.register_buffer("proprio_std", torch.ones(PROPRIO_DIM))
 
@@ -178,10 +224,17 @@ class WorldModel(nn.Module):
         return self.cond_mlp(features)
 
     def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        """The next proprio in normalised units: the last one plus the head's predicted change."""
+        """The next proprio in normalised units: what the action commands (the position servos'
+        targets, :func:`commanded_proprio`) plus the head's correction (the servos lag, and a
+        cube or the table stops the fingers). Learning only the correction keeps the imagined
+        gripper from drifting off the real one: measured on PushCube, the commanded target alone
+        is 2.5 mm from where the TCP gets to in a step (median), where a head predicting the whole
+        change drifted 3.5 cm in 16 steps."""
         norm = self._normalized_proprio(proprio)
-        delta = self.proprio_head(torch.cat([action, norm.flatten(1), self._one_hot(task)], dim=1))
-        return norm[:, -1] + delta
+        commanded = self._normalized_proprio(commanded_proprio(proprio[:, -1], action))
+        correction = self.proprio_head(torch.cat([action, norm.flatten(1), commanded - norm[:, -1],
+                                                  self._one_hot(task)], dim=1))
+        return commanded + correction
 
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, points: torch.Tensor | None = None,
@@ -204,17 +257,16 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ training
     def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
-             success_weight: float = 1.0, objects: dict[str, torch.Tensor] | None = None
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+             success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
         """Total training loss and its named terms: denoising (weighted up by ``change_weight``
         where the frame changes) + proprio + ``success_weight`` times the success head's
         (binary cross-entropy of the success flag, plus, when the batch has ``goal_offset``
         ``(B, 3)`` in metres, the squared error of its offset estimate in decimetres, and when
-        it has ``entity_pixels``, the detector's :func:`keypoint_loss`) + with the object
-        pathway, its :func:`~worldsim.world_models.objects.rollout_loss` on the position windows
-        ``objects`` (:func:`~worldsim.world_models.objects.object_windows`). The head judges both the
-        real next frame and the denoiser's own detached estimate of it, so it learns to judge
-        imagined frames as it judges real ones."""
+        it has ``entity_pixels``, the detector's :func:`keypoint_loss`). With the object pathway
+        the frame is teacher-forced on the true (slightly noised) positions of the objects; the
+        pathway itself learns from :meth:`object_loss`. The head judges both the real next frame
+        and the denoiser's own detached estimate of it, so it learns to judge imagined frames as
+        it judges real ones."""
         cfg = self.config
         context = batch["context"]
         b = len(context)
@@ -228,17 +280,11 @@ class WorldModel(nn.Module):
         points = next_points = None
         total = proprio
         if cfg.object_pathway:
-            if objects is None or "entity_pixels" not in batch:
+            if "entity_pixels" not in batch:
                 raise ValueError("the object pathway trains on the objects' positions: the data needs the "
-                                 "'state' observation (collect with obs_mode='pixels+state'), and the loss "
-                                 "the pathway's position windows (objects=object_windows(...))")
+                                 "'state' observation (collect with obs_mode='pixels+state')")
             truth = batch["context_entity_pixels"]
             points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
-            assert self.objects is not None  # built whenever config.object_pathway is on
-            pathway = rollout_loss(self.objects, objects, self._normalized_proprio, self._one_hot(objects["task"]),
-                                   cfg.image_size, generator)
-            terms["objects"] = pathway.item()
-            total = total + pathway
             target_points = batch["entity_pixels"]
             next_points = target_points + KEYPOINT_NOISE_PX * randn(target_points.shape, generator, target_points)
         context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
@@ -268,25 +314,35 @@ class WorldModel(nn.Module):
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean().item()
         return total + denoise + success_weight * success, terms
 
+    def object_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
+                    ) -> torch.Tensor:
+        """The object pathway's loss: :func:`~worldsim.world_models.objects.rollout_loss` on
+        position windows (:func:`~worldsim.world_models.objects.object_windows`)."""
+        if self.objects is None:
+            raise ValueError("this world model has no object pathway (config.object_pathway is False)")
+        return rollout_loss(self.objects, windows, self._normalized_proprio, self._one_hot(windows["task"]),
+                            self.config.image_size, generator)
+
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
     def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
-              points: torch.Tensor | None = None) -> Rollout:
+              objects: tuple[torch.Tensor, torch.Tensor] | None = None) -> Rollout:
         """The :class:`Rollout` of real starts: uint8 context frames ``(B, C, H, W, 3)``, first
         frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device.
-        The object pathway's positions are the recorded ``points`` ``(B, C, E, 2)`` (pixels) when
-        given, else the success head's keypoint detector finds them in the frames."""
+        The object pathway's states are the recorded ``objects`` (positions ``(B, C, E, 2)``
+        pixels, heights ``(B, C, E)`` metres) when given, else the success head's keypoint
+        detector finds the objects in the frames and each is taken to rest on its plane."""
         device = self.device
         context = frames_to_latents(frames.to(device), self.config.patch)
-        if not self.config.object_pathway:
-            points = None
-        elif points is not None:
-            points = points.to(device).float()
-        else:
+        points = heights = None
+        if self.config.object_pathway and objects is not None:
+            points, heights = objects[0].to(device).float(), objects[1].to(device).float()
+        elif self.config.object_pathway:
             b, c = context.shape[:2]
             points = self.success_head.locate(context.flatten(0, 1)).view(b, c, -1, 2)
+            heights = resting_heights(points)
         return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
-                       proprio.to(device).float(), points)
+                       proprio.to(device).float(), points, heights)
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
@@ -298,20 +354,36 @@ class WorldModel(nn.Module):
         level = torch.zeros(len(context), device=context.device)
         norm = self.next_proprio(action, proprio, task)
         cond = self.conditioning(action, proprio, norm, level, task)
-        points = None
-        if self.config.object_pathway:
-            assert self.objects is not None  # built whenever config.object_pathway is on
-            points = self.objects(rollout.points, self._normalized_proprio(proprio), norm, action,
-                                  self._one_hot(task))
+        points = heights = None
+        if self.objects is not None:
+            assert rollout.points is not None and rollout.heights is not None  # started with the pathway
+            points, heights = self.objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
+                                           action, self._one_hot(task))
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
         change = self.denoiser.sample(inputs, cond, steps, generator)
         latent = (context[:, -1] + change).clamp(-1.0, 1.0)
         next_proprio = norm * self.proprio_std + self.proprio_mean
-        if points is None:
-            logit = self.success_head(latent, task, norm)
-        else:  # the success head judges the carried positions, as the frame was drawn from them
-            logit = self.success_head.judge(points, task, norm)[0]
-        return Prediction(latent, next_proprio, torch.sigmoid(logit), points)
+        if self.rules is None or points is None or heights is None:
+            return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
+        # judged where the pathway put the objects, as the frame was drawn there
+        success, failed = self.rules.outcome(task, next_proprio, points, heights)
+        if self.config.outcome == "head":
+            success = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
+        return Prediction(latent, next_proprio, success.float(), points, heights, failed)
+
+    @torch.no_grad()
+    def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                     next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of the object pathway alone, given the gripper's motion: context positions
+        ``(B, C, E, 2)`` and heights ``(B, C, E)``, raw context proprio ``(B, C, 4)``, the raw
+        proprio the step reaches ``(B, 4)``, ``action`` and ``task`` -> the objects' next
+        positions and heights. :meth:`predict` takes the gripper's motion from its own proprio
+        head; fed the recorded motion, this says how far the pathway follows the real pushes."""
+        if self.objects is None:
+            raise ValueError("this world model has no object pathway (config.object_pathway is False)")
+        return self.objects(points, heights, self._normalized_proprio(proprio),
+                            self._normalized_proprio(next_proprio), action, self._one_hot(task))
 
     @torch.no_grad()
     def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:

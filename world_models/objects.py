@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.envs.observations import ENTITIES
+from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 
 if TYPE_CHECKING:
@@ -40,35 +40,59 @@ if TYPE_CHECKING:
 
 PLANE_SIGMA = 0.75  # width (latent cells) of an object's blob on the denoiser's input planes
 KEYPOINT_NOISE_PX = 0.5  # std of the noise on teacher-forced context positions (pixels)
+HEIGHT_UNIT = 0.01  # metres: the pathway reads and writes heights in centimetres (about a pixel on the table)
+# Where an object can be: positions within a frame's width beyond its edges (the table's edges
+# project within it; further out, a cube has left the table and the episode has failed), heights
+# from 10 cm below the table (fallen off: failed too) to half a metre above it. Unbounded, an
+# imagined cube pushed out of the training distribution fed ever larger inputs back to the MLP:
+# positions reached 1e8 px by step 40 and 1e32 by step 80 of full replays.
+POSITION_MARGIN = 1.0
+HEIGHT_RANGE_M = (-0.1, 0.5)
 
 
 class ObjectDynamics(nn.Module):
-    """The next image positions of the scene's objects, ``(B, E, 2)`` pixels, from their context
-    positions ``(B, C, E, 2)`` pixels, the normalised context and next proprio, the action and
-    the task (one-hot): the last positions plus a predicted change."""
+    """The next state of the scene's objects from their context states: image positions
+    ``(B, C, E, 2)`` pixels and heights ``(B, C, E)`` metres, the normalised context and next
+    proprio, the action and the task (one-hot). Returns the next positions ``(B, E, 2)`` and
+    heights ``(B, E)``: the last ones plus a predicted change (for the cubes: the zones and the
+    bin do not move), kept where an object can be
+    (:data:`POSITION_MARGIN`, :data:`HEIGHT_RANGE_M`)."""
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         self.entities = len(ENTITIES)
         self.scale = config.image_size / 2.0
-        inputs = (config.context * (2 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
+        # only the cubes move: the zones and the bin are fixed for an episode, so they stay where they start
+        self.register_buffer("movable", torch.tensor([name.endswith("_cube") for name in ENTITIES]), persistent=False)
+        self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
+        inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
                   + len(config.tasks))
         width = config.object_hidden
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
-                                 nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 2 * self.entities))
+                                 nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
             last = self.net[-1]
             assert isinstance(last, nn.Linear)
             last.weight.zero_()
             last.bias.zero_()
 
-    def forward(self, points: torch.Tensor, proprio: torch.Tensor, next_proprio: torch.Tensor,
-                action: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+    def forward(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         b = len(points)
         normalized = points / self.scale - 1.0
-        features = torch.cat([normalized.flatten(1), proprio.flatten(1), next_proprio, action, task], dim=1)
-        change = self.net(features).view(b, self.entities, 2)
-        return points[:, -1] + change * self.scale * 0.1  # the network's outputs are tenths of half the image
+        features = torch.cat([normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
+                              next_proprio, action, task], dim=1)
+        change = self.net(features).view(b, self.entities, 3) * self.movable[:, None]
+        # outputs: tenths of half the image for positions, centimetres for heights
+        moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
+        return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
+
+
+def resting_heights(points: torch.Tensor) -> torch.Tensor:
+    """Heights ``points.shape[:-1]`` of objects taken to rest on their planes (cube centres at
+    half a cube, zones on the table, the bin's floor), for positions found in frames alone."""
+    return torch.as_tensor(ENTITY_HEIGHTS, dtype=points.dtype, device=points.device).expand(points.shape[:-1])
 
 
 def keypoint_planes(points: torch.Tensor, size: int, patch: int, sigma: float = PLANE_SIGMA) -> torch.Tensor:
@@ -81,22 +105,29 @@ def keypoint_planes(points: torch.Tensor, size: int, patch: int, sigma: float = 
     return torch.exp(-(dx**2 + dy**2) / (2 * sigma**2))
 
 
-def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int) -> torch.Tensor:
-    """Smooth-L1 (pixels) of predicted against true next positions ``(B, E, 2)``, over the
-    objects in view."""
+def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int,
+                predicted_heights: torch.Tensor | None = None, target_heights: torch.Tensor | None = None
+                ) -> torch.Tensor:
+    """Smooth-L1 of predicted against true next positions ``(B, E, 2)`` (pixels) over the
+    objects in view, plus, given heights ``(B, E)`` (metres), the smooth-L1 of theirs in
+    centimetres (about a pixel on the table)."""
     inside = ((target >= 0) & (target < image_size)).all(-1)
     if not inside.any():
         return predicted.sum() * 0.0
-    return F.smooth_l1_loss(predicted[inside], target[inside])
+    loss = F.smooth_l1_loss(predicted[inside], target[inside])
+    if predicted_heights is not None and target_heights is not None:
+        loss = loss + F.smooth_l1_loss(predicted_heights[inside] / HEIGHT_UNIT, target_heights[inside] / HEIGHT_UNIT)
+    return loss
 
 
 def object_windows(bank: EpisodeBank, batch_size: int, context: int, horizon: int, task_ids: dict[str, int],
                    generator: torch.Generator, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """``batch_size`` random windows of the objects' positions for :func:`rollout_loss`:
-    ``points`` ``(B, C, E, 2)`` (the context), ``proprio`` ``(B, C + H, 4)`` raw (the context's
-    and the next ``H`` steps'), ``actions`` ``(B, H, 4)``, ``target`` ``(B, H, E, 2)`` (the next
-    ``H`` positions), ``valid`` ``(B, H)`` (False past the episode's end, where the last
-    observation repeats) and ``task`` ``(B,)``. The bank must have ``state``."""
+    """``batch_size`` random windows of the objects' states for :func:`rollout_loss`:
+    ``points`` ``(B, C, E, 2)`` and ``heights`` ``(B, C, E)`` (the context), ``proprio``
+    ``(B, C + H, 4)`` raw (the context's and the next ``H`` steps'), ``actions`` ``(B, H, 4)``,
+    ``target`` ``(B, H, E, 2)`` and ``target_heights`` ``(B, H, E)`` (the next ``H`` states),
+    ``valid`` ``(B, H)`` (False past the episode's end, where the last observation repeats) and
+    ``task`` ``(B,)``. The bank must have ``state``."""
     if bank.entity_pixels is None:
         raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
                          "observation (collect with obs_mode='pixels+state')")
@@ -116,6 +147,8 @@ def object_windows(bank: EpisodeBank, batch_size: int, context: int, horizon: in
         return torch.from_numpy(index).to(on)
 
     return {"points": tensors["entity_pixels"][rows(context_rows)],
+            "heights": tensors["entity_heights"][rows(context_rows)],
+            "target_heights": tensors["entity_heights"][rows(future)],
             "proprio": tensors["proprio"][rows(np.concatenate([context_rows, future], axis=1))],
             "actions": tensors["actions"][rows(action_rows)], "target": tensors["entity_pixels"][rows(future)],
             "valid": torch.from_numpy(valid).to(on),
@@ -126,19 +159,21 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
                  torch.Tensor], task_one_hot: torch.Tensor, image_size: int,
                  generator: torch.Generator | None = None) -> torch.Tensor:
     """:func:`object_loss` over ``H`` steps of ``dynamics`` rolled out on its own predictions from
-    the (noised) context positions of ``windows`` (:func:`object_windows`), with the recorded
+    the (noised) context states of ``windows`` (:func:`object_windows`), with the recorded
     gripper motion; steps past an episode's end are left out."""
-    points = windows["points"]
+    points, heights = windows["points"], windows["heights"]
     noise = torch.randn(points.shape, generator=generator, device=points.device, dtype=points.dtype)
     points = points + KEYPOINT_NOISE_PX * noise
     proprio = normalize(windows["proprio"])
     context = points.shape[1]
     losses = []
     for k in range(windows["actions"].shape[1]):
-        predicted = dynamics(points, proprio[:, k:k + context], proprio[:, k + context], windows["actions"][:, k],
-                             task_one_hot)
+        predicted, lifted = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
+                                     windows["actions"][:, k], task_one_hot)
         valid = windows["valid"][:, k]
         if valid.any():
-            losses.append(object_loss(predicted[valid], windows["target"][:, k][valid], image_size))
+            losses.append(object_loss(predicted[valid], windows["target"][:, k][valid], image_size,
+                                      lifted[valid], windows["target_heights"][:, k][valid]))
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
+        heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
     return torch.stack(losses).mean() if losses else points.sum() * 0.0

@@ -9,16 +9,19 @@ Read top to bottom, :func:`train_world_model` is the recipe:
    path; the model keeps its architecture and normalisation, its tasks must cover the data's);
 3. take ``steps`` AdamW steps on the sum of the denoising, proprio and (``success_weight``
    times) success losses over random windows, a ``success_fraction`` share of them ending in
-   a success frame, with linear warm-up and cosine decay of the learning rate;
+   a success frame, with linear warm-up and cosine decay of the learning rate; with the object
+   pathway, each step also takes ``object_updates`` steps of the pathway's own optimiser on
+   batches of position windows (:meth:`~worldsim.world_models.model.WorldModel.object_loss`);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
    steps save ``out/world_model/`` and the training state (resumable exactly);
-5. at the end, calibrate the model's ``success_threshold``: replay every validation episode
-   open loop from its start, take each one's highest imagined success probability, and keep
-   the threshold that best separates the successful episodes from the failed ones
-   (:func:`~worldsim.world_models.evaluate.calibrate_threshold`); it is saved with the model.
-   Without validation episodes of both outcomes the threshold stays as it was.
+5. at the end, calibrate the model's ``success_threshold``: replay
+   every validation episode open loop from its start, take each one's highest imagined success
+   probability, and keep the threshold that best separates the successful episodes from the
+   failed ones (:func:`~worldsim.world_models.evaluate.calibrate_threshold`); it is saved with
+   the model. Without validation episodes of both outcomes the threshold stays as it was; with
+   ``outcome="rule"`` there is nothing to calibrate (the task's rule decides).
 
 Each minibatch is drawn, and its noise sampled, from generators seeded by (seed, rank, step) (the
 noise's lives on the training device), so a resumed run draws the same batches as an
@@ -55,10 +58,10 @@ from worldsim.world_models.objects import object_windows
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
 # Settings of a new model's architecture the command line may override.
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "change_weight")
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "change_weight", "outcome")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
-                 "success_fraction", "success_weight")
+                 "success_fraction", "success_weight", "object_updates")
 
 
 @dataclass
@@ -91,6 +94,9 @@ class TrainWMConfig:
     in the data; default: the preset's)."""
     change_weight: float | None = None
     """A new model's extra denoising weight on the pixels that change (default: the preset's)."""
+    outcome: Literal["head", "rule"] | None = None
+    """What decides a new model's imagined success: the success head, or each task's rule on the
+    objects' imagined positions (needs the object pathway; default: head)."""
     steps: int = 4000
     """Optimiser steps: the run's budget."""
     batch_size: int = 32
@@ -103,6 +109,10 @@ class TrainWMConfig:
     """Share of each minibatch's windows that end in a success frame (the rest are uniform)."""
     success_weight: float = 1.0
     """Weight of the success head's loss in the total."""
+    object_updates: int = 2
+    """With the object pathway: its optimiser steps per training step (the pathway is a small
+    MLP that keeps improving past the frame model's budget; each update costs a few per cent
+    of a step on CPU)."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -132,7 +142,8 @@ class TrainWMConfig:
         self.task = tuple(self.task)
         if self.config not in PRESETS:
             raise ValueError(f"config={self.config!r}; allowed: {', '.join(PRESETS)}")
-        for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every"):
+        for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every",
+                     "object_updates"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
@@ -215,26 +226,40 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     # 2. model
     model = build_model(config, train).to(device)
     task_ids = {t: model.task_index(t) for t in train.tasks}
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    pathway = model.objects
+    frame_parameters = [p for name, p in model.named_parameters() if not name.startswith("objects.")]
+    optimizer = torch.optim.AdamW(frame_parameters, lr=config.lr, weight_decay=config.weight_decay)
 
     def lr_factor(s: int) -> float:
         warm = min(1.0, (s + 1) / WARMUP_STEPS)
         return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    # the pathway learns on its own data with its own optimiser, on the same schedule per training step
+    pathway_optimizer = (torch.optim.AdamW(pathway.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+                         if pathway is not None else None)
+    pathway_schedule = (torch.optim.lr_scheduler.LambdaLR(pathway_optimizer, lr_factor)
+                        if pathway_optimizer is not None else None)
     step = 0
     state = run.restore({**to_jsonable(config), "model": to_jsonable(model.config)}, RESUME_FIELDS)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
+        if pathway_optimizer is not None and pathway_schedule is not None:
+            pathway_optimizer.load_state_dict(state["pathway_optimizer"])
+            pathway_schedule.load_state_dict(state["pathway_schedule"])
         step = state["step"]
     broadcast_module(model, run.dist)
     run.start(config.steps, done=step)
 
     def checkpoint() -> None:
+        extra = {}
+        if pathway_optimizer is not None and pathway_schedule is not None:
+            extra = {"pathway_optimizer": pathway_optimizer.state_dict(),
+                     "pathway_schedule": pathway_schedule.state_dict()}
         run.save(model, MODEL_DIR, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                    "schedule": schedule.state_dict(), "step": step})
+                                    "schedule": schedule.state_dict(), "step": step, **extra})
 
     val_starts = np.zeros(min(len(val), 8), np.int64) if val is not None else None
 
@@ -243,15 +268,20 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         assert val is not None and val_starts is not None  # called only when there are validation episodes
         model.eval()
         windows, noise = generators(config.seed + 1, device)
-        losses = []
+        losses, pathway_losses = [], []
         for _ in range(4):
-            batch, objects = draw(val, model, config, task_ids, windows, device)
-            losses.append(model.loss(batch, noise, config.success_weight, objects)[0].item())
+            losses.append(model.loss(draw(val, model, config, task_ids, windows, device), noise,
+                                     config.success_weight)[0].item())
+            if pathway is not None:
+                pathway_losses.append(model.object_loss(position_windows(val, model, task_ids, windows, device),
+                                                        noise).item())
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
                            generator=torch.Generator(device).manual_seed(config.seed + 2))
         model.train()
-        return {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}":
-                float(psnr_curve(replay)[-1])}
+        figures = {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}": float(psnr_curve(replay)[-1])}
+        if pathway_losses:
+            figures["val/objects"] = float(np.mean(pathway_losses))
+        return figures
 
     def sample_video() -> None:
         model.eval()
@@ -265,8 +295,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     train_loss = float("nan")
     while run.keep_going(step):
         windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
-        batch, objects = draw(train, model, config, task_ids, windows, device)
-        loss, logs = model.loss(batch, noise, config.success_weight, objects)
+        loss, logs = model.loss(draw(train, model, config, task_ids, windows, device), noise, config.success_weight)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the world-model loss became {loss.item()} at step {step}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
@@ -275,6 +304,10 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
+        if pathway_optimizer is not None and pathway_schedule is not None:
+            logs["objects"] = train_pathway(model, train, pathway_optimizer, config.object_updates, task_ids, windows,
+                                            noise, run, device)
+            pathway_schedule.step()
         step += 1
         train_loss = loss.item()
         run.log_train(step, {"loss": loss, "grad_norm": grad_norm, **logs, "lr": schedule.get_last_lr()[0]})
@@ -285,7 +318,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if step % config.checkpoint_every == 0:
             checkpoint()
     calibrated = False
-    if run.is_main and val is not None:
+    if run.is_main and val is not None and model.config.outcome == "head":
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     checkpoint()
     summary = run.summary(model) | {
@@ -329,15 +362,38 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
 
 
 def draw(bank: EpisodeBank, model: WorldModel, config: TrainWMConfig, task_ids: dict[str, int],
-         generator: torch.Generator, device: torch.device
-         ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
-    """One training batch of ``bank`` and, with the object pathway, its position windows."""
+         generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+    """One training batch of ``bank``."""
     cfg = model.config
-    batch = bank.sample(config.batch_size, cfg.context, cfg.patch, task_ids, generator, config.success_fraction,
-                        device)
-    objects = (object_windows(bank, cfg.object_batch, cfg.context, cfg.object_horizon, task_ids, generator, device)
-               if cfg.object_pathway else None)
-    return batch, objects
+    return bank.sample(config.batch_size, cfg.context, cfg.patch, task_ids, generator, config.success_fraction, device)
+
+
+def position_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int], generator: torch.Generator,
+                     device: torch.device) -> dict[str, torch.Tensor]:
+    """One batch of the object pathway's position windows of ``bank``."""
+    cfg = model.config
+    return object_windows(bank, cfg.object_batch, cfg.context, cfg.object_horizon, task_ids, generator, device)
+
+
+def train_pathway(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.Optimizer, updates: int,
+                  task_ids: dict[str, int], generator: torch.Generator, noise: torch.Generator, run: TrainingRun,
+                  device: torch.device) -> float:
+    """``updates`` optimiser steps of the object pathway on fresh position windows of ``bank``
+    (gradients averaged across ranks); returns the mean loss."""
+    assert model.objects is not None  # called only with the pathway
+    losses = []
+    for _ in range(updates):
+        loss = model.object_loss(position_windows(bank, model, task_ids, generator, device), noise)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the object pathway's loss became {loss.item()}; lower --lr")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(model.objects, run.dist)
+        torch.nn.utils.clip_grad_norm_(model.objects.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging
+    return float(np.mean(losses))
 
 
 def generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:

@@ -64,8 +64,8 @@ class EvalWMArgs:
 def eval_wm(args: EvalWMArgs) -> None:
     """Measure a world model's fidelity on held-out episodes.
 
-    Open-loop replays of the real actions from episode starts and from keyframes: PSNR and SSIM
-    per step, success agreement, a plot of error growth and side-by-side videos."""
+    Open-loop replays of the real actions from episode starts and from keyframes: PSNR, SSIM and
+    the gripper's error per step, success agreement, a plot of error growth and side-by-side videos."""
     import numpy as np
     import torch
 
@@ -84,14 +84,16 @@ def eval_wm(args: EvalWMArgs) -> None:
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "
                         f"successes, base rate {held['base_rate']:.0%})")
-    for column in ("start", "replays", "PSNR@1", "PSNR@8", f"PSNR@{args.horizon}", "SSIM@8"):
+    for column in ("start", "replays", "PSNR@1", "PSNR@8", f"PSNR@{args.horizon}", "SSIM@8",
+                   f"gripper cm@{args.horizon}"):
         table.add_column(column, justify="left" if column == "start" else "right")
     for name in ("episode_start", "keyframe"):
         part = report[name]
         if part["replays"]:
             at8 = min(8, len(part["psnr"])) - 1
             table.add_row(name.replace("_", " "), str(part["replays"]), f"{part['psnr'][0]:.2f}",
-                          f"{part['psnr'][at8]:.2f}", f"{part['psnr'][-1]:.2f}", f"{part['ssim'][at8]:.3f}")
+                          f"{part['psnr'][at8]:.2f}", f"{part['psnr'][-1]:.2f}", f"{part['ssim'][at8]:.3f}",
+                          f"{part['gripper_cm'][-1]:.2f}")
     agreement = Table(title=f"imagined vs real outcome (threshold {report['success_threshold']:.3f})")
     for column in ("replays", "episodes", "base rate", "accuracy", "balanced accuracy"):
         agreement.add_column(column, justify="left" if column == "replays" else "right")

@@ -19,7 +19,8 @@ class Imagined:
     path: Path
     episodes: int
     imagined_success: float
-    """Share of episodes the success head judged successful at some imagined step."""
+    """Share of episodes imagined successful at some step (the task's rule on the imagined objects, or the
+    success head without the object pathway)."""
     recorded_success: float
 
 
