@@ -3,15 +3,20 @@
 One run = one variant: collect noisy expert PushCube episodes at a control step (``--control-step``
 metres of end-effector travel per action unit; the episode limits scale with ``--limit-multiplier``
 so that a finer step still reaches the goal), train the ``tiny`` world model for ``--steps``, and
-evaluate it on a balanced held-out set (:func:`worldsim.world_models.evaluate_world_model`). The
+evaluate it (:func:`worldsim.world_models.evaluate_world_model`) on two balanced held-out sets:
+new episodes of the policy that recorded the training data (``iid``: expert noise 0.3, random
+actions 20% of steps; the case of co-evolution, where a model imagines the policy whose rollouts
+it learned from) and episodes of a noisier one (``noisier``: noise 0.6, random actions 30%). The
 control step is patched module-wide for the run: finer control was measured, not adopted, so the
 library keeps one constant (``worldsim.envs.scene.ACTION_SCALE``).
 
-``benchmarks/results/wm_contact_study.json`` gathers the six variants the README's table reports
-(2 shared CPU cores); the two "pathway v1" and "v2 at 1.5 cm" rows ran with earlier versions of the
-object pathway (one-step training; then the rollout loss), the last row with the code as it is.
+``benchmarks/results/wm_contact_study.json`` gathers the six variants of the README's first table,
+run with earlier versions of the model and scored on the ``noisier`` set alone;
+``wm_contact_study_<name of --out>.json`` is one run of this script as it is: ``default`` (the
+library's defaults) and ``rule`` (imagined success decided by the task's rule) in the README.
 
-    python benchmarks/wm_contact_study.py --control-step 0.03 --out runs/study/pathway
+    python benchmarks/wm_contact_study.py --threads 2 --out runs/study/default
+    python benchmarks/wm_contact_study.py --threads 2 --outcome rule --out runs/study/rule
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -36,6 +42,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
+    parser.add_argument("--object-updates", type=int, default=2, help="pathway updates per training step")
+    parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="evaluate the model an earlier run left in --out (after an evaluation change)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -47,15 +58,16 @@ def main() -> None:
     for name, spec in list(tasks.TASKS.items()):
         tasks.TASKS[name] = dataclasses.replace(
             spec, max_episode_steps=int(spec.max_episode_steps * args.limit_multiplier))
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
     from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
+    held_out = {"iid": (1000, 0.3, 0.2), "noisier": (2000, 0.6, 0.3)}
     for name, count, seed, noise, epsilon in (("train", args.episodes, 0, 0.3, 0.2),
-                                              ("val", args.val_episodes, 1000, 0.6, 0.3)):
+                                              *((n, args.val_episodes, *v) for n, v in held_out.items())):
         path = args.out / f"{name}.h5"
         if not path.exists():
             def expert(task: str, seed: int = seed, noise: float = noise, epsilon: float = epsilon) -> ScriptedExpert:
@@ -63,23 +75,43 @@ def main() -> None:
 
             collect_episodes(["PushCube-v0"], expert, count, path, num_envs=50, seed=seed, progress=False)
     collect_s = time.time() - start
-    summary = train_world_model(TrainWMConfig(
-        data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
-        val_every=500, video_every=1000, checkpoint_every=500, torch_threads=1, device="cpu", progress=False,
-        object_pathway=args.object_pathway, change_weight=args.change_weight, overwrite=True))
-    fidelity = evaluate_world_model(args.out / "wm", args.out / "val.h5", balance=True, out=args.out / "eval",
-                                    progress=False)
-    contact = fidelity["object_error_after_contact"]
+    if args.evaluate_only:
+        if not (args.out / "wm" / "summary.json").exists():
+            parser.error(f"--evaluate-only: no finished training run in {args.out / 'wm'}")
+        summary = json.loads((args.out / "wm" / "summary.json").read_text())
+    else:
+        summary = train_world_model(TrainWMConfig(
+            data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
+            val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device="cpu",
+            progress=False, object_pathway=args.object_pathway, change_weight=args.change_weight,
+            object_updates=args.object_updates, outcome=args.outcome, overwrite=True))
+    sets = {}
+    for name in held_out:
+        fidelity = evaluate_world_model(args.out / "wm", args.out / f"{name}.h5", balance=True,
+                                        out=args.out / f"eval_{name}", progress=False)
+        contact = fidelity["object_error_after_contact"]
+        sets[name] = {
+            "held_out": fidelity["held_out"], "psnr_at_8": fidelity["psnr_at_8"],
+            "psnr_at_32": fidelity["psnr_at_horizon"],
+            "gripper_error_at_16_cm": fidelity["episode_start"]["gripper_cm"][15],
+            "agreement": {k: None if a is None else {m: a[m] for m in ("accuracy", "balanced_accuracy", "base_rate",
+                                                                         "episodes")}
+                          for k, a in fidelity["success_by_horizon"].items()},
+            "head_on_real_frames": fidelity["success_head_on_real_frames"]["episode"]["accuracy"],
+            "object_error_after_contact_cm": contact["imagined_cm"] if contact else None,
+            "object_error_at_16_cm": contact["at_horizon_cm"] if contact else None,
+            "pathway_error_at_16_cm": contact["pathway_cm"][-1] if contact and "pathway_cm" in contact else None,
+            "pathway_error_recorded_gripper_at_16_cm": (contact["pathway_recorded_gripper_cm"][-1] if contact and
+                                                        "pathway_recorded_gripper_cm" in contact else None),
+            "detector_floor_cm": contact["real_cm"] if contact else None}
+    model = WorldModel.from_pretrained(args.out / "wm")
+    trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
-        "object_pathway": WorldModel.from_pretrained(args.out / "wm").config.object_pathway,
-        "change_weight": args.change_weight, "train_steps": summary["steps"], "collect_seconds": round(collect_s, 1),
-        "held_out": fidelity["held_out"], "psnr_at_8": fidelity["psnr_at_8"], "psnr_at_32": fidelity["psnr_at_horizon"],
-        "agreement": {k: None if a is None else {m: a[m] for m in ("accuracy", "balanced_accuracy", "base_rate")}
-                      for k, a in fidelity["success_by_horizon"].items()},
-        "head_on_real_frames": fidelity["success_head_on_real_frames"]["episode"]["accuracy"],
-        "object_error_at_16_cm": contact["at_horizon_cm"] if contact else None,
-        "detector_floor_cm": contact["real_cm"] if contact else None})
+        "object_pathway": model.config.object_pathway, "object_updates": trained["object_updates"],
+        "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
+        "change_weight": trained["change_weight"], "train_steps": summary["steps"],
+        "train_seconds": summary["train_seconds"], "collect_seconds": round(collect_s, 1), "held_out_sets": sets})
 
 
 if __name__ == "__main__":
