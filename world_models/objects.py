@@ -58,6 +58,8 @@ class ObjectDynamics(nn.Module):
     bin do not move), kept where an object can be
     (:data:`POSITION_MARGIN`, :data:`HEIGHT_RANGE_M`)."""
 
+    movable: torch.Tensor
+
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         self.entities = len(ENTITIES)
