@@ -34,6 +34,14 @@ CONTROL_DT = 0.05  # seconds per env step (20 Hz)
 ACTION_SCALE = 0.03  # metres per env step at full action
 
 
+def commanded_gripper(tcp: Array, actions: Array) -> tuple[Array, Array]:
+    """Where ``actions`` (N, 4) send the gripper from TCP positions ``tcp`` (N, 3): the TCP
+    target (``tcp + action * ACTION_SCALE`` within the workspace) and the finger gap (N,)."""
+    xp = namespace(tcp, actions)
+    target = xp.clip(tcp + actions[:, :3] * ACTION_SCALE, constant(EE_LOW, tcp), constant(EE_HIGH, tcp))
+    return target, FINGER_OPEN * (1.0 - actions[:, 3])
+
+
 def scene_xml_path() -> str:
     """Path of the shipped MJCF scene."""
     return str(resources.files("worldsim.assets").joinpath("tabletop.xml"))
@@ -118,12 +126,9 @@ class Scene:
 
     def servo_targets(self, qpos: Array, actions: Array) -> Array:
         """The position servos' controls for ``actions`` (N, 4): TCP + action * 3 cm within the
-        workspace, and both fingers' opening."""
-        xp = namespace(qpos, actions)
-        target = xp.clip(self.tcp(qpos) + actions[:, :3] * ACTION_SCALE, constant(EE_LOW, qpos),
-                         constant(EE_HIGH, qpos))
-        finger = FINGER_OPEN * (1.0 - actions[:, 3]) / 2.0
-        return columns(target, finger, finger, like=qpos)
+        workspace, and both fingers' opening (:func:`commanded_gripper`)."""
+        target, gap = commanded_gripper(self.tcp(qpos), actions)
+        return columns(target, gap / 2.0, gap / 2.0, like=qpos)
 
     def failed(self, qpos: Array, qvel: Array) -> Array:
         """Rows whose episode cannot go on: a cube left the table (or fell through it), or the

@@ -54,6 +54,7 @@ def test_a_cube_imagined_off_the_table_fails_the_episode():
     world = np.zeros((1, 6, 3))
     world[0, :, 2] = ENTITY_HEIGHTS
     world[0, 0, :2] = (0.45, 0.0)  # the red cube past the table's edge
-    _, failed = rules.outcome(torch.zeros(1, dtype=torch.long), torch.zeros(1, 4),
-                              torch.from_numpy(camera.project(world)), torch.from_numpy(world[..., 2]))
+    points, heights = torch.from_numpy(camera.project(world)), torch.from_numpy(world[..., 2])
+    _, failed = rules.outcome(torch.zeros(1, dtype=torch.long), torch.zeros(1, 4), points, heights)
     assert failed.tolist() == [True]
+    assert rules.failed(torch.zeros(1, 4), points, heights).tolist() == [True]  # without judging success

@@ -63,8 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.envs import scene
-from worldsim.envs.scene import EE_HIGH, EE_LOW, FINGER_OPEN
+from worldsim.envs.scene import commanded_gripper
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
@@ -93,13 +92,10 @@ CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by mo
 
 
 def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-    """Where ``action`` ``(B, 4)`` sends the gripper from raw ``proprio`` ``(B, 4)``: the TCP
-    moved by ``action * ACTION_SCALE`` within the workspace, and the finger gap the gripper
-    command asks for (the scene's position servos, :meth:`worldsim.envs.scene.Scene.servo_targets`)."""
-    low, high = (torch.as_tensor(bound, dtype=proprio.dtype, device=proprio.device) for bound in (EE_LOW, EE_HIGH))
-    # read at call time: the control-step study patches the scene's constant for a whole run
-    tcp = torch.minimum(torch.maximum(proprio[:, :3] + action[:, :3] * scene.ACTION_SCALE, low), high)
-    return torch.cat([tcp, FINGER_OPEN * (1.0 - action[:, 3:4])], dim=1)
+    """Where ``action`` ``(B, 4)`` sends the gripper from raw ``proprio`` ``(B, 4)``: the
+    position servos' TCP target and finger gap (:func:`worldsim.envs.scene.commanded_gripper`)."""
+    tcp, gap = commanded_gripper(proprio[:, :3], action)
+    return torch.cat([tcp, gap[:, None]], dim=1)
 
 
 @dataclass
@@ -366,10 +362,12 @@ class WorldModel(nn.Module):
         if self.rules is None or points is None or heights is None:
             return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
         # judged where the pathway put the objects, as the frame was drawn there
-        success, failed = self.rules.outcome(task, next_proprio, points, heights)
-        if self.config.outcome == "head":
-            success = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
-        return Prediction(latent, next_proprio, success.float(), points, heights, failed)
+        if self.config.outcome == "rule":
+            success, failed = self.rules.outcome(task, next_proprio, points, heights)
+            return Prediction(latent, next_proprio, success.float(), points, heights, failed)
+        success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
+        return Prediction(latent, next_proprio, success_prob, points, heights,
+                          self.rules.failed(next_proprio, points, heights))
 
     @torch.no_grad()
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,

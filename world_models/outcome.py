@@ -60,12 +60,20 @@ class TaskRules:
     def outcome(self, task: torch.Tensor, proprio: torch.Tensor, points: torch.Tensor, heights: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Whether each imagined scene ``(B,)`` meets its task's (``task`` ``(B,)``) success rule,
-        and whether it has failed as physics would end it (a cube off the table)."""
+        and whether it has failed as physics would end it (:meth:`failed`)."""
         qpos = self.qpos(proprio, points, heights)
         success = torch.zeros(len(task), dtype=torch.bool, device=qpos.device)
         for index, family in enumerate(self.families):
             rows = task == index
             if rows.any():
                 success[rows] = family.evaluate(qpos[rows]).success
-        return success, self.scene.failed(qpos, torch.zeros(len(qpos), self.scene.model.nv, dtype=qpos.dtype,
-                                                            device=qpos.device))
+        return success, self._failed(qpos)
+
+    def failed(self, proprio: torch.Tensor, points: torch.Tensor, heights: torch.Tensor) -> torch.Tensor:
+        """Whether each imagined scene ``(B,)`` has failed as physics would end it: a cube off the
+        table (or fallen through it)."""
+        return self._failed(self.qpos(proprio, points, heights))
+
+    def _failed(self, qpos: torch.Tensor) -> torch.Tensor:
+        return self.scene.failed(qpos, torch.zeros(len(qpos), self.scene.model.nv, dtype=qpos.dtype,
+                                                   device=qpos.device))
