@@ -41,9 +41,11 @@ def main() -> None:
     parser.add_argument("--val-episodes", type=int, default=400)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
     parser.add_argument("--object-updates", type=int, default=2, help="pathway updates per training step")
     parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
+    parser.add_argument("--seed", type=int, default=0, help="the world model's training seed (the data stays)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the model an earlier run left in --out (after an evaluation change)")
@@ -83,8 +85,9 @@ def main() -> None:
         summary = train_world_model(TrainWMConfig(
             data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
             val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device="cpu",
-            progress=False, object_pathway=args.object_pathway, change_weight=args.change_weight,
-            object_updates=args.object_updates, outcome=args.outcome, overwrite=True))
+            progress=False, object_pathway=args.object_pathway, carry_objects=args.carry_objects,
+            change_weight=args.change_weight, object_updates=args.object_updates, outcome=args.outcome,
+            seed=args.seed, overwrite=True))
     sets = {}
     for name in held_out:
         fidelity = evaluate_world_model(args.out / "wm", args.out / f"{name}.h5", balance=True,
@@ -108,9 +111,11 @@ def main() -> None:
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
-        "object_pathway": model.config.object_pathway, "object_updates": trained["object_updates"],
+        "object_pathway": model.config.object_pathway, "carry_objects": model.config.carry_objects,
+        "object_updates": trained["object_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
-        "change_weight": trained["change_weight"], "train_steps": summary["steps"],
+        "change_weight": trained["change_weight"], "seed": args.seed,
+        "train_steps": summary["steps"],
         "train_seconds": summary["train_seconds"], "collect_seconds": round(collect_s, 1), "held_out_sets": sets})
 
 

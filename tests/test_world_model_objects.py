@@ -8,7 +8,14 @@ from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel, WorldModelConfig
 from worldsim.world_models.config import PRESETS
 from worldsim.world_models.denoiser import Denoiser
-from worldsim.world_models.objects import HEIGHT_RANGE_M, ObjectDynamics, keypoint_planes, object_loss
+from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.objects import (
+    HEIGHT_RANGE_M,
+    ObjectDynamics,
+    carry_objects,
+    keypoint_planes,
+    object_loss,
+)
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
              object_hidden=32)
@@ -142,6 +149,51 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
         WorldModelConfig(**SMALL, object_pathway=True, outcome="guess")
 
 
+def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_surroundings():
+    frame = np.full((1, 64, 64, 3), 40, np.uint8)
+    frame[0, 30:34, 20:24] = (200, 10, 10)  # a 4 px red cube centred at (column 22, row 32)
+    frame[0, 30:34, 50:54] = (10, 200, 10)  # a second cube, not moving
+    frame[0, 24:40, 27:40] = (20, 20, 220)  # a zone beside the red cube
+    points = torch.tensor([[[22.0, 32.0], [52.0, 32.0]]])
+    movable = torch.tensor([1.0, 1.0])
+    latent = frames_to_latents(torch.from_numpy(frame), 4)
+    still = carry_objects(latent, points, points, movable, 4)
+    torch.testing.assert_close(still, latent)  # nothing moves: the frame is kept exactly
+    moved = points.clone()
+    moved[0, 0] += torch.tensor([3.0, -2.0])
+    out = latents_to_frames(carry_objects(latent, points, moved, movable, 4), 4)[0].numpy()
+    np.testing.assert_array_equal(out[28:32, 23:27], frame[0, 30:34, 20:24])  # the cube, whole, 3 px right, 2 up
+    rows, columns = np.mgrid[0:64, 0:64] + 0.5
+    kept = np.hypot(rows - 30.0, columns - 25.0) > 4.5  # beyond the cube's new footprint...
+    kept[30:34, 20:24] = False  # ...and the spot it left, the denoiser's to fill
+    np.testing.assert_array_equal(out[kept], frame[0][kept])  # the zone, the other cube and the rest stay put
+    # objects that cannot move (zones, bin) carry nothing, wherever their points say they go
+    np.testing.assert_array_equal(latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0.0, 1.0]), 4),
+                                                    4)[0].numpy(), frame[0])
+
+
+def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
+    with pytest.raises(ValueError, match="set object_pathway=True or carry_objects=False"):
+        WorldModelConfig(**SMALL, carry_objects=True)
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True)).eval()
+    loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
+    assert torch.isfinite(loss) and terms["denoise"] > 0
+    with torch.no_grad():
+        model.objects.net[-1].bias[0] = 2.0  # the red cube moves 3.2 px right per step
+        for p in model.denoiser.parameters():
+            p.zero_()  # a denoiser that changes nothing: the frame is the carried one
+    frames = torch.full((1, 2, 32, 32, 3), 40, dtype=torch.uint8)
+    frames[:, :, 15:17, 9:11] = torch.tensor([200, 10, 10], dtype=torch.uint8)  # a 2 px cube
+    points = torch.tensor([28.0, 4.0]).repeat(1, 2, E, 1)  # the other objects far from the cube
+    points[:, :, 0] = torch.tensor([10.0, 16.0])
+    rollout = model.start(frames, frames[:, 0], torch.rand(1, 2, 4), (points, torch.full((1, 2, E), 0.02)))
+    pred = model.predict(rollout, torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
+    image = latents_to_frames(pred.latent, 4)[0].numpy()
+    carried = image[12:20, 11:17]  # where the pathway put it (the spot it left is the denoiser's to fill)
+    red = np.argwhere((carried[..., 0] > 150) & (carried[..., 1] < 50))
+    assert len(red) and red[:, 1].mean() + 11.5 == pytest.approx(10.0 + 3.2, abs=0.3)
+
+
 def test_change_weight_emphasises_the_pixels_that_move():
     den = Denoiser(WorldModelConfig(**SMALL))
     target, context, cond = torch.rand(2, 48, 8, 8), torch.rand(2, 48 * 3 + 10, 8, 8), torch.rand(2, den.embed_dim)
@@ -212,13 +264,14 @@ def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, ca
     from worldsim.world_models import EpisodeBank, TrainWMConfig
     from worldsim.world_models.train import build_model
 
-    assert PRESETS["tiny"]["object_pathway"] and PRESETS["base"]["object_pathway"]
+    assert all(PRESETS[name]["object_pathway"] and PRESETS[name]["carry_objects"] for name in ("tiny", "base"))
     pixels = tmp_path / "pixels.h5"
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2, pixels, num_envs=2,
                      image_size=32, obs_mode="pixels+state", progress=False)
     with_state = build_model(TrainWMConfig(data=pixels, out=tmp_path / "a"), EpisodeBank(pixels))
-    assert with_state.config.object_pathway
+    assert with_state.config.object_pathway and with_state.config.carry_objects
     bank = EpisodeBank(pixels)
     bank.state = bank.entity_pixels = None  # as a file recorded without 'state' reads
     without = build_model(TrainWMConfig(data=pixels, out=tmp_path / "b"), bank)
-    assert not without.config.object_pathway and "without its object pathway" in capsys.readouterr().err
+    assert not without.config.object_pathway and not without.config.carry_objects
+    assert "without its object pathway" in capsys.readouterr().err

@@ -41,10 +41,12 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   judges real ones. Without the object pathway the imagined env reads it on every new frame
   and cuts at the config's ``success_threshold``, calibrated by training on validation episodes.
 - **Object pathway** (:mod:`~worldsim.world_models.objects`, on in the presets): the objects'
-  next image positions and heights are predicted first and the frame is drawn there; the
-  success head judges those positions (or, with ``outcome="rule"``, each task's own success
-  rule does, :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails
-  the episode as in physics. It trains on its own position windows with its own optimiser
+  next image positions and heights are predicted first and the frame is drawn there (with
+  ``carry_objects``, the denoiser corrects the last frame with the moving objects' pixels
+  already carried there, rather than the last frame as it is); the success head judges those
+  positions (or, with ``outcome="rule"``, each task's own success rule does,
+  :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails the episode
+  as in physics. It trains on its own position windows with its own optimiser
   (:meth:`WorldModel.object_loss`).
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
@@ -79,6 +81,7 @@ from worldsim.world_models.layers import mlp, randn
 from worldsim.world_models.objects import (
     KEYPOINT_NOISE_PX,
     ObjectDynamics,
+    carry_objects,
     keypoint_planes,
     resting_heights,
     rollout_loss,
@@ -232,6 +235,10 @@ class WorldModel(nn.Module):
                                                   self._one_hot(task)], dim=1))
         return commanded + correction
 
+    def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
+        assert self.objects is not None  # carry_objects needs the pathway (checked by the config)
+        return carry_objects(latent, points, next_points, self.objects.movable.to(latent.dtype), self.config.patch)
+
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, points: torch.Tensor | None = None,
                       next_points: torch.Tensor | None = None) -> torch.Tensor:
@@ -283,6 +290,8 @@ class WorldModel(nn.Module):
             points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
             target_points = batch["entity_pixels"]
             next_points = target_points + KEYPOINT_NOISE_PX * randn(target_points.shape, generator, target_points)
+            if cfg.carry_objects:  # by the true move: the denoiser learns to trust where it is carried
+                anchor = self._carried(anchor, truth[:, -1], target_points)
         context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
                                            next_points)
         change = batch["target"] - anchor
@@ -357,8 +366,11 @@ class WorldModel(nn.Module):
                                            action, self._one_hot(task))
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
         change = self.denoiser.sample(inputs, cond, steps, generator)
-        latent = (context[:, -1] + change).clamp(-1.0, 1.0)
+        anchor = context[:, -1]
         next_proprio = norm * self.proprio_std + self.proprio_mean
+        if self.config.carry_objects and rollout.points is not None and points is not None:
+            anchor = self._carried(anchor, rollout.points[:, -1], points)
+        latent = (anchor + change).clamp(-1.0, 1.0)
         if self.rules is None or points is None or heights is None:
             return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
         # judged where the pathway put the objects, as the frame was drawn there

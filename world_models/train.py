@@ -58,7 +58,8 @@ from worldsim.world_models.objects import object_windows
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
 # Settings of a new model's architecture the command line may override.
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "change_weight", "outcome")
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "change_weight",
+                       "outcome")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
                  "success_fraction", "success_weight", "object_updates")
@@ -92,6 +93,9 @@ class TrainWMConfig:
     object_pathway: bool | None = None
     """A new model predicts where the objects go first, then draws the frame (needs ``state``
     in the data; default: the preset's)."""
+    carry_objects: bool | None = None
+    """A new model's denoiser corrects the last frame with the moving objects already carried
+    where the pathway puts them (needs the object pathway; default: the preset's)."""
     change_weight: float | None = None
     """A new model's extra denoising weight on the pixels that change (default: the preset's)."""
     outcome: Literal["head", "rule"] | None = None
@@ -188,6 +192,7 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         # The preset's object pathway learns from the objects' recorded positions; without them
         # the model is built without it rather than refusing data a model can still learn from.
         overrides["object_pathway"] = False
+        overrides.setdefault("carry_objects", False)  # the frame carries what only the pathway moves
         print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the {config.config} world model "
               "is built without its object pathway (collect with obs_mode='pixels+state' to have it)",
               file=sys.stderr)
