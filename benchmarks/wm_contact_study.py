@@ -104,6 +104,7 @@ def main() -> None:
             "object_error_after_contact_cm": contact["imagined_cm"] if contact else None,
             "object_error_at_16_cm": contact["at_horizon_cm"] if contact else None,
             "pathway_error_at_16_cm": contact["pathway_cm"][-1] if contact and "pathway_cm" in contact else None,
+            "frame_vs_pathway_cm": contact.get("frame_vs_pathway_cm") if contact else None,
             "pathway_error_recorded_gripper_at_16_cm": (contact["pathway_recorded_gripper_cm"][-1] if contact and
                                                         "pathway_recorded_gripper_cm" in contact else None),
             "detector_floor_cm": contact["real_cm"] if contact else None}
@@ -114,7 +115,7 @@ def main() -> None:
         "object_pathway": model.config.object_pathway, "carry_objects": model.config.carry_objects,
         "object_updates": trained["object_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
-        "change_weight": trained["change_weight"], "seed": args.seed,
+        "change_weight": trained["change_weight"], "seed": trained["seed"],
         "train_steps": summary["steps"],
         "train_seconds": summary["train_seconds"], "collect_seconds": round(collect_s, 1), "held_out_sets": sets})
 

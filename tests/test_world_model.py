@@ -384,6 +384,8 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert len(contact["imagined_cm"]) == len(contact["real_cm"]) == 4 and contact["replays"] > 0
     assert contact["imagined_cm"][0] == contact["real_cm"][0] and contact["at_horizon_cm"] >= 0
     assert len(contact["pathway_cm"]) == 4 and contact["pathway_cm"][0] < 0.01  # the recorded start, carried
+    # at the start the pathway holds the recorded positions: the frame's offset from them is the detector's
+    assert contact["frame_vs_pathway_cm"][0] == pytest.approx(contact["imagined_cm"][0], abs=1e-3)
     assert len(contact["pathway_recorded_gripper_cm"]) == 4 and contact["pathway_recorded_gripper_cm"][0] < 0.01
     assert "base rate" in (tmp_path / "eval" / "confusion.md").read_text()
     with EpisodeReader(episodes) as reader:

@@ -131,8 +131,8 @@ class WorldModelConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU: ~0.9M-parameter UNet at 16x16, one denoising step; the object pathway (measured: the
     # pushed cube's error 16 steps after contact 5.5 -> 3.1 cm) and the frame drawn from the cubes
-    # carried there (the frame's cube 0.8-0.9 cm from the pathway's 8 steps after contact, not
-    # 1.6-2.1), README "World models".
+    # carried there (the frame's cube 0.7-1.0 cm from the pathway's 8 steps after contact, not
+    # 1.2-2.1), README "World models".
     "tiny": {"channels": (32, 64, 64), "layers_per_block": 1, "norm_groups": 16, "cond_hidden": 128,
              "sampling_steps": 1, "object_pathway": True, "carry_objects": True},
     # GPU: wider and deeper, three denoising steps (DIAMOND's count).

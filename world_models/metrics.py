@@ -156,7 +156,8 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
 
     Returns ``imagined_cm`` and ``real_cm`` (the detector on the real frames: its own floor),
     with the object pathway ``pathway_cm`` (the positions the model carried, put back in the
-    world at their imagined heights, against the real ones) and, given ``recorded_gripper``
+    world at their imagined heights, against the real ones) and ``frame_vs_pathway_cm`` (the
+    object found in the imagined frames against where the pathway carried it) and, given ``recorded_gripper``
     (:func:`~worldsim.world_models.replay.pathway_replay`'s positions and heights for the same
     replays), ``pathway_recorded_gripper_cm``, medians over the valid replays at
     each step 0..H, and ``final_imagined_cm``, the median at each replay's last valid step;
@@ -184,8 +185,8 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     if bank.entity_pixels is None:
         raise ValueError("object positions need episodes recorded with state (obs_mode 'pixels+state')")
     truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
-    errors = {name: 100 * np.linalg.norm(on_table(located(frames)) - truth, axis=-1)
-              for name, frames in (("imagined", run.imagined), ("real", run.real))}
+    found = {name: on_table(located(frames)) for name, frames in (("imagined", run.imagined), ("real", run.real))}
+    errors = {name: 100 * np.linalg.norm(where - truth, axis=-1) for name, where in found.items()}
     real_xy = entity_positions(bank.state[rows.ravel()]).reshape(*rows.shape, -1, 3)
     real_xy = np.take_along_axis(real_xy, entity[..., None, None], axis=2)[:, :, 0, :2]
 
@@ -196,6 +197,9 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
 
     if run.points is not None and run.heights is not None:
         errors["pathway"] = carried_error(run.points, run.heights)
+        # does the frame draw the object where the pathway carried it (both on its resting plane)?
+        carried = np.take_along_axis(run.points, entity[..., None, None], axis=2)[:, :, 0]
+        errors["frame_vs_pathway"] = 100 * np.linalg.norm(found["imagined"] - on_table(carried), axis=-1)
     if recorded_gripper is not None:
         errors["pathway_recorded_gripper"] = carried_error(*recorded_gripper)
     curve: dict[str, Any] = {
