@@ -237,7 +237,7 @@ class WorldModel(nn.Module):
 
     def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
         assert self.objects is not None  # carry_objects needs the pathway (checked by the config)
-        return carry_objects(latent, points, next_points, self.objects.movable.to(latent.dtype), self.config.patch)
+        return carry_objects(latent, points, next_points, self.objects.movable, self.config.patch)
 
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, points: torch.Tensor | None = None,

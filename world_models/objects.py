@@ -100,7 +100,8 @@ class ObjectDynamics(nn.Module):
 def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor, movable: torch.Tensor,
                   patch: int) -> torch.Tensor:
     """The latent frame ``(B, 3p^2, h, w)`` with each movable object's pixels carried from its
-    image position ``points`` ``(B, E, 2)`` to ``next_points``: the prior the denoiser corrects.
+    image position ``points`` ``(B, E, 2)`` to ``next_points`` (``movable`` ``(E,)`` says which
+    can move: the zones and the bin cannot): the prior the denoiser corrects.
 
     The pixels within :data:`OBJECT_EXTENT` of where an object goes are read from one move back
     (bilinearly, at full resolution) and blended in over a one-pixel edge; the rest of the frame
@@ -110,13 +111,15 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     the pathway moved it 1.2 cm (PushCube, first step after contact). Carrying an object's whole
     neighbourhood instead dragged the zones along with the cube, and carrying the gripper too
     (along the move the proprio predicts) left trails of it that the denoiser did not erase."""
+    keep = movable.bool()  # only what can move is carried (half the entities: half the resampling)
+    points, next_points = points[:, keep], next_points[:, keep]
     frames = F.pixel_shuffle(latent, patch)
     b, c, h, w = frames.shape
     ys, xs = torch.meshgrid(torch.arange(h, device=latent.device, dtype=latent.dtype) + 0.5,
                             torch.arange(w, device=latent.device, dtype=latent.dtype) + 0.5, indexing="ij")
     pixels = torch.stack([xs, ys], dim=-1)  # (h, w, 2): (column, row) like the points
     distance = (pixels[None, None] - next_points[:, :, None, None]).norm(dim=-1)  # (B, E, h, w)
-    alpha = (OBJECT_EXTENT * w + 0.5 - distance).clamp(0.0, 1.0) * movable[None, :, None, None]
+    alpha = (OBJECT_EXTENT * w + 0.5 - distance).clamp(0.0, 1.0)
     alpha = alpha / alpha.sum(1, keepdim=True).clamp_min(1.0)  # objects that overlap share their pixels
     source = pixels[None, None] - (next_points - points)[:, :, None, None]  # (B, E, h, w, 2)
     grid = torch.stack([source[..., 0] / w, source[..., 1] / h], dim=-1) * 2.0 - 1.0
