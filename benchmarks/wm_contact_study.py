@@ -43,7 +43,8 @@ def main() -> None:
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
-    parser.add_argument("--object-updates", type=int, default=2, help="pathway updates per training step")
+    parser.add_argument("--dynamics-updates", type=int, default=2,
+                        help="proprio-head and object-pathway updates per training step")
     parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
     parser.add_argument("--seed", type=int, default=0, help="the world model's training seed (the data stays)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -86,7 +87,7 @@ def main() -> None:
             data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
             val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device="cpu",
             progress=False, object_pathway=args.object_pathway, carry_objects=args.carry_objects,
-            change_weight=args.change_weight, object_updates=args.object_updates, outcome=args.outcome,
+            change_weight=args.change_weight, dynamics_updates=args.dynamics_updates, outcome=args.outcome,
             seed=args.seed, overwrite=True))
     sets = {}
     for name in held_out:
@@ -113,7 +114,7 @@ def main() -> None:
     report(f"wm_contact_study_{args.out.name}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
         "object_pathway": model.config.object_pathway, "carry_objects": model.config.carry_objects,
-        "object_updates": trained["object_updates"],
+        "dynamics_updates": trained["dynamics_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
         "change_weight": trained["change_weight"], "seed": trained["seed"],
         "train_steps": summary["steps"],

@@ -173,6 +173,27 @@ def test_threshold_calibration_picks_the_most_accurate_cut():
         calibrate_threshold(np.array([0.2, 0.7]), np.array([1], bool))
 
 
+def test_state_windows_follow_recorded_episodes_and_stop_at_their_end(episodes):
+    bank = EpisodeBank(episodes)
+    w = bank.state_windows(64, 2, 5, {"PushCube-v0": 0}, torch.Generator().manual_seed(0))
+    assert w["proprio"].shape == (64, 7, 4) and w["actions"].shape == (64, 5, 4) and w["valid"].shape == (64, 5)
+    assert w["points"].shape == (64, 2, len(ENTITIES), 2) and w["target_heights"].shape == (64, 5, len(ENTITIES))
+    valid = w["valid"].numpy()
+    assert (valid[:, :-1] >= valid[:, 1:]).all() and valid[:, 0].all() and not valid.all()  # some windows end
+    ended = torch.from_numpy(~valid[:, 1:])  # the first step ahead is always there
+    # past the end the last observation repeats
+    assert torch.equal(w["proprio"][:, 3:][ended], w["proprio"][:, 2:-1][ended])
+    # each first target is the recorded row that holds the window's first next proprio
+    for proprio, target in zip(w["proprio"][:, 2].numpy(), w["target"][:, 0].numpy(), strict=True):
+        row = np.flatnonzero((bank.proprio == proprio).all(1))
+        assert any(np.array_equal(bank.entity_pixels[r], target) for r in row)
+    bank = EpisodeBank(episodes)
+    bank.state = bank.entity_pixels = bank.entity_heights = None  # as a file recorded without 'state' reads
+    plain = bank.state_windows(64, 2, 5, {"PushCube-v0": 0}, torch.Generator().manual_seed(0))
+    assert set(plain) == {"proprio", "actions", "valid", "task"}
+    assert torch.equal(plain["proprio"], w["proprio"])  # the same draw, with or without the objects
+
+
 def test_balanced_sampling_yields_the_requested_success_share(episodes):
     bank = EpisodeBank(episodes)
     generator = torch.Generator().manual_seed(0)

@@ -73,21 +73,50 @@ def windows(b: int = 16, horizon: int = 3) -> dict[str, torch.Tensor]:
             "valid": valid, "task": torch.zeros(b, dtype=torch.long)}
 
 
-def test_the_pathway_learns_from_its_own_loss_and_the_frame_from_the_true_positions():
+def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():
     model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
-    pathway = model.object_loss(windows(), torch.Generator().manual_seed(1))
-    pathway.backward()
-    assert pathway > 0 and model.objects.net[-1].weight.grad.abs().sum() > 0
-    assert model.denoiser.unet.conv_in.weight.grad is None  # the pathway's loss trains the pathway alone
+    dynamics, terms = model.dynamics_loss(windows(), torch.Generator().manual_seed(1))
+    dynamics.backward()
+    assert set(terms) == {"proprio", "objects"} and dynamics.item() == pytest.approx(sum(terms.values()), rel=1e-5)
+    assert model.objects.net[-1].weight.grad.abs().sum() > 0 and model.proprio_head[-1].weight.grad.abs().sum() > 0
+    assert model.denoiser.unet.conv_in.weight.grad is None  # the dynamics' loss trains them alone
+    owned = {id(p) for p in model.dynamics_parameters()}
+    assert owned == {id(p) for p in [*model.proprio_head.parameters(), *model.objects.parameters()]}
     model.zero_grad(set_to_none=True)
     loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     loss.backward()
-    assert torch.isfinite(loss) and "objects" not in terms
-    assert all(p.grad is None for p in model.objects.parameters())  # the frame is teacher-forced
+    assert torch.isfinite(loss) and not {"objects", "proprio"} & set(terms)
+    # the frame is teacher-forced on the true proprio and positions: the dynamics get no gradient from it
+    assert all(p.grad is None for p in model.dynamics_parameters())
     with pytest.raises(ValueError, match="needs the 'state' observation"):
         model.loss(batch(with_objects=False), torch.Generator().manual_seed(1))
-    with pytest.raises(ValueError, match="has no object pathway"):
-        WorldModel(WorldModelConfig(**SMALL)).object_loss(windows())
+    no_objects = {k: v for k, v in windows().items() if k in ("proprio", "actions", "valid", "task")}
+    with pytest.raises(ValueError, match="needs the 'state' observation"):
+        model.dynamics_loss(no_objects)
+    assert set(WorldModel(WorldModelConfig(**SMALL)).dynamics_loss(no_objects)[1]) == {"proprio"}
+
+
+def test_proprio_rollout_feeds_the_head_its_own_predictions():
+    """A head that adds 0.1 (normalised) to the commanded TCP x each step, rolled out 3 steps
+    against recorded proprio that does the same, is exact only if each step starts from its own
+    last prediction; past an episode's end nothing counts."""
+    from worldsim.world_models.model import commanded_proprio
+
+    model = WorldModel(WorldModelConfig(**SMALL))
+    with torch.no_grad():
+        model.proprio_head[-1].bias[0] = 0.1
+    b, horizon = 4, 3
+    actions = torch.rand(b, horizon, 4, generator=torch.Generator().manual_seed(3)) * 2 - 1
+    proprio = [torch.zeros(b, 4), torch.zeros(b, 4)]
+    for k in range(horizon):
+        proprio.append(commanded_proprio(proprio[-1], actions[:, k]) + torch.tensor([0.1, 0.0, 0.0, 0.0]))
+    w = {"proprio": torch.stack(proprio, 1), "actions": actions, "valid": torch.ones(b, horizon, dtype=torch.bool),
+         "task": torch.zeros(b, dtype=torch.long)}
+    assert model.proprio_rollout_loss(w).item() < 1e-10
+    w["proprio"][:, -1] += 1.0  # the last step off by 1 in every coordinate
+    assert model.proprio_rollout_loss(w).item() == pytest.approx(1 / 3, rel=1e-4)
+    w["valid"][:, -1] = False  # ... but past the episode's end
+    assert model.proprio_rollout_loss(w).item() < 1e-10
 
 
 def test_rollout_loss_feeds_the_pathway_its_own_predictions():

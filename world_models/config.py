@@ -58,10 +58,12 @@ class WorldModelConfig:
     (:mod:`~worldsim.world_models.objects`); needs ``state`` in the training data."""
     object_hidden: int = 256
     """Width of the object pathway's MLP."""
-    object_batch: int = 512
-    """Position windows per training step of the object pathway (positions are cheap)."""
-    object_horizon: int = 8
-    """Steps the object pathway is rolled out on its own predictions in training."""
+    dynamics_batch: int = 512
+    """State windows per update of the low-dimensional dynamics, the proprio head and the object
+    pathway (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`; states are cheap)."""
+    dynamics_horizon: int = 8
+    """Steps the proprio head and the object pathway are rolled out on their own predictions in
+    training."""
     carry_objects: bool = False
     """With the object pathway: the denoiser corrects the last frame with the moving objects'
     pixels already carried to where the pathway puts them
@@ -94,7 +96,7 @@ class WorldModelConfig:
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
         for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
-                     "object_hidden", "object_batch", "object_horizon"):
+                     "object_hidden", "dynamics_batch", "dynamics_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         if any(c % self.norm_groups for c in self.channels):

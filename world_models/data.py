@@ -12,6 +12,10 @@ selected episodes of a worldsim episode file into flat arrays (the rows and tran
   ``t+1``, the success head's dense targets); a ``success_fraction`` share of the windows is
   drawn among those whose frame ``t+1`` is a success, the rest uniformly, so the success head sees both classes in a set
   balance (success frames are rare: episodes recorded with success ending them hold one each);
+- :meth:`EpisodeBank.state_windows`: random windows of the low-dimensional state alone (the
+  gripper's proprio and, with ``state``, the objects' positions) over a context and ``H`` steps
+  ahead, for the gripper's and the objects' dynamics, trained on their own far larger batches
+  (a state is a few numbers, a frame thousands);
 - :meth:`EpisodeBank.start`: the real state an imagined episode starts from at ``(episode, t)``.
 """
 
@@ -185,3 +189,38 @@ class EpisodeBank:
             batch["entity_pixels"] = bank["entity_pixels"][target]
             batch["context_entity_pixels"] = bank["entity_pixels"][context_rows]
         return batch
+
+    def state_windows(self, batch_size: int, context: int, horizon: int, task_ids: dict[str, int],
+                      generator: torch.Generator, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        """``batch_size`` random windows of the low-dimensional state, each starting at a step
+        drawn uniformly over the bank's transitions: ``proprio`` ``(B, C + H, 4)`` raw (the
+        context's and the next ``H`` steps'), ``actions`` ``(B, H, 4)``, ``valid`` ``(B, H)``
+        (False past the episode's end, where the last observation repeats) and ``task``
+        ``(B,)``; when the bank has ``state``, also the objects' context ``points``
+        ``(B, C, E, 2)`` (pixels) and ``heights`` ``(B, C, E)`` (metres) and the next ``H``
+        states, ``target`` ``(B, H, E, 2)`` and ``target_heights`` ``(B, H, E)``.
+        ``generator`` (a CPU one) draws the windows."""
+        lengths = self.lengths
+        j = torch.multinomial(torch.from_numpy(lengths.astype(np.float64)), batch_size, replacement=True,
+                              generator=generator).numpy()
+        t = (torch.rand(batch_size, generator=generator).numpy() * lengths[j]).astype(np.int64)
+        ahead = t[:, None] + 1 + np.arange(horizon)[None]
+        valid = ahead <= lengths[j][:, None]
+        future = self.obs_start[j][:, None] + np.minimum(ahead, lengths[j][:, None])
+        context_rows = self.context_rows(j, t, context)
+        action_rows = self.step_start[j][:, None] + np.minimum(ahead - 1, lengths[j][:, None] - 1)
+        bank = self.tensors(device)
+        on = bank["image"].device
+
+        def rows(index: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(index).to(on)
+
+        windows = {"proprio": bank["proprio"][rows(np.concatenate([context_rows, future], axis=1))],
+                   "actions": bank["actions"][rows(action_rows)], "valid": torch.from_numpy(valid).to(on),
+                   "task": torch.tensor([task_ids[self.infos[e].task] for e in j], dtype=torch.long, device=on)}
+        if self.state is not None:
+            windows.update(points=bank["entity_pixels"][rows(context_rows)],
+                           heights=bank["entity_heights"][rows(context_rows)],
+                           target=bank["entity_pixels"][rows(future)],
+                           target_heights=bank["entity_heights"][rows(future)])
+        return windows

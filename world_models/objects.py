@@ -15,10 +15,11 @@ corrects.
 Training has two parts. The frame is teacher-forced, like the proprio: the true positions (the
 data's ``state``, projected into the camera) with a little Gaussian noise are the context, and
 the true next positions condition the frame, so the denoiser learns to follow the planes. The
-pathway learns on its own, far larger batches of position windows (:func:`object_windows`:
-positions are cheap, frames are not), rolled out ``object_horizon`` steps on its own
-predictions with the recorded gripper motion, so it learns to keep its errors from compounding
-(:func:`rollout_loss`). In imagination the positions are carried from step to step
+pathway learns, with the proprio head, on its own, far larger batches of state windows
+(:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`: positions are cheap, frames are
+not), rolled out ``dynamics_horizon`` steps on its own predictions with the recorded gripper
+motion, so it learns to keep its errors from compounding (:func:`rollout_loss`). In
+imagination the positions are carried from step to step
 (:class:`~worldsim.world_models.model.Rollout`): at a real start they are the recorded ones
 when the start's file has ``state``, else the success head's keypoint detector finds them in
 the real context frames; the success head judges the carried positions rather than
@@ -28,18 +29,13 @@ re-detecting them in imagined frames.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
-
-if TYPE_CHECKING:
-    from worldsim.world_models.data import EpisodeBank
 
 PLANE_SIGMA = 0.75  # width (latent cells) of an object's blob on the denoiser's input planes
 KEYPOINT_NOISE_PX = 0.5  # std of the noise on teacher-forced context positions (pixels)
@@ -161,47 +157,17 @@ def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int,
     return loss
 
 
-def object_windows(bank: EpisodeBank, batch_size: int, context: int, horizon: int, task_ids: dict[str, int],
-                   generator: torch.Generator, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-    """``batch_size`` random windows of the objects' states for :func:`rollout_loss`:
-    ``points`` ``(B, C, E, 2)`` and ``heights`` ``(B, C, E)`` (the context), ``proprio``
-    ``(B, C + H, 4)`` raw (the context's and the next ``H`` steps'), ``actions`` ``(B, H, 4)``,
-    ``target`` ``(B, H, E, 2)`` and ``target_heights`` ``(B, H, E)`` (the next ``H`` states),
-    ``valid`` ``(B, H)`` (False past the episode's end, where the last observation repeats) and
-    ``task`` ``(B,)``. The bank must have ``state``."""
-    if bank.entity_pixels is None:
-        raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
-                         "observation (collect with obs_mode='pixels+state')")
-    lengths = bank.lengths
-    j = torch.multinomial(torch.from_numpy(lengths.astype(np.float64)), batch_size, replacement=True,
-                          generator=generator).numpy()
-    t = (torch.rand(batch_size, generator=generator).numpy() * lengths[j]).astype(np.int64)
-    ahead = t[:, None] + 1 + np.arange(horizon)[None]
-    valid = ahead <= lengths[j][:, None]
-    future = bank.obs_start[j][:, None] + np.minimum(ahead, lengths[j][:, None])
-    context_rows = bank.context_rows(j, t, context)
-    action_rows = bank.step_start[j][:, None] + np.minimum(ahead - 1, lengths[j][:, None] - 1)
-    tensors = bank.tensors(device)
-    on = tensors["image"].device
-
-    def rows(index: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(index).to(on)
-
-    return {"points": tensors["entity_pixels"][rows(context_rows)],
-            "heights": tensors["entity_heights"][rows(context_rows)],
-            "target_heights": tensors["entity_heights"][rows(future)],
-            "proprio": tensors["proprio"][rows(np.concatenate([context_rows, future], axis=1))],
-            "actions": tensors["actions"][rows(action_rows)], "target": tensors["entity_pixels"][rows(future)],
-            "valid": torch.from_numpy(valid).to(on),
-            "task": torch.tensor([task_ids[bank.infos[e].task] for e in j], dtype=torch.long, device=on)}
-
-
 def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], normalize: Callable[[torch.Tensor],
                  torch.Tensor], task_one_hot: torch.Tensor, image_size: int,
                  generator: torch.Generator | None = None) -> torch.Tensor:
     """:func:`object_loss` over ``H`` steps of ``dynamics`` rolled out on its own predictions from
-    the (noised) context states of ``windows`` (:func:`object_windows`), with the recorded
-    gripper motion; steps past an episode's end are left out."""
+    the (noised) context states of ``windows``
+    (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`), with the recorded gripper
+    motion; steps past an episode's end are left out. ``ValueError`` when the windows hold no
+    objects (their bank has no ``state``)."""
+    if "points" not in windows:
+        raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
+                         "observation (collect with obs_mode='pixels+state')")
     points, heights = windows["points"], windows["heights"]
     noise = torch.randn(points.shape, generator=generator, device=points.device, dtype=points.dtype)
     points = points + KEYPOINT_NOISE_PX * noise

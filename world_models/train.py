@@ -7,11 +7,12 @@ Read top to bottom, :func:`train_world_model` is the recipe:
 2. build a new model from a preset (``tiny`` for CPU, ``base`` for GPU) with the proprio
    statistics of the training episodes, or load one to fine-tune (``init``: the co-evolution
    path; the model keeps its architecture and normalisation, its tasks must cover the data's);
-3. take ``steps`` AdamW steps on the sum of the denoising, proprio and (``success_weight``
-   times) success losses over random windows, a ``success_fraction`` share of them ending in
-   a success frame, with linear warm-up and cosine decay of the learning rate; with the object
-   pathway, each step also takes ``object_updates`` steps of the pathway's own optimiser on
-   batches of position windows (:meth:`~worldsim.world_models.model.WorldModel.object_loss`);
+3. take ``steps`` AdamW steps on the sum of the denoising and (``success_weight`` times)
+   success losses over random windows, a ``success_fraction`` share of them ending in a
+   success frame, with linear warm-up and cosine decay of the learning rate; each step also
+   takes ``dynamics_updates`` steps of the low-dimensional dynamics' own optimiser (the proprio
+   head and the object pathway) on large batches of state windows rolled out on their own
+   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
@@ -53,7 +54,6 @@ from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import PRESETS, preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.objects import object_windows
 
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
@@ -62,7 +62,7 @@ ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pat
                        "outcome")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
-                 "success_fraction", "success_weight", "object_updates")
+                 "success_fraction", "success_weight", "dynamics_updates")
 
 
 @dataclass
@@ -113,10 +113,10 @@ class TrainWMConfig:
     """Share of each minibatch's windows that end in a success frame (the rest are uniform)."""
     success_weight: float = 1.0
     """Weight of the success head's loss in the total."""
-    object_updates: int = 2
-    """With the object pathway: its optimiser steps per training step (the pathway is a small
-    MLP that keeps improving past the frame model's budget; each update costs a few per cent
-    of a step on CPU)."""
+    dynamics_updates: int = 2
+    """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
+    per training step: small MLPs that keep improving past the frame model's budget; each
+    update costs a few per cent of a step on CPU."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -147,7 +147,7 @@ class TrainWMConfig:
         if self.config not in PRESETS:
             raise ValueError(f"config={self.config!r}; allowed: {', '.join(PRESETS)}")
         for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every",
-                     "object_updates"):
+                     "dynamics_updates"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
@@ -231,8 +231,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     # 2. model
     model = build_model(config, train).to(device)
     task_ids = {t: model.task_index(t) for t in train.tasks}
-    pathway = model.objects
-    frame_parameters = [p for name, p in model.named_parameters() if not name.startswith("objects.")]
+    dynamics = {id(p) for p in model.dynamics_parameters()}
+    frame_parameters = [p for p in model.parameters() if id(p) not in dynamics]
     optimizer = torch.optim.AdamW(frame_parameters, lr=config.lr, weight_decay=config.weight_decay)
 
     def lr_factor(s: int) -> float:
@@ -240,31 +240,28 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    # the pathway learns on its own data with its own optimiser, on the same schedule per training step
-    pathway_optimizer = (torch.optim.AdamW(pathway.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-                         if pathway is not None else None)
-    pathway_schedule = (torch.optim.lr_scheduler.LambdaLR(pathway_optimizer, lr_factor)
-                        if pathway_optimizer is not None else None)
+    # the proprio head and the pathway learn on their own state windows with their own optimiser,
+    # on the same schedule per training step
+    dynamics_optimizer = torch.optim.AdamW(model.dynamics_parameters(), lr=config.lr,
+                                           weight_decay=config.weight_decay)
+    dynamics_schedule = torch.optim.lr_scheduler.LambdaLR(dynamics_optimizer, lr_factor)
     step = 0
     state = run.restore({**to_jsonable(config), "model": to_jsonable(model.config)}, RESUME_FIELDS)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         schedule.load_state_dict(state["schedule"])
-        if pathway_optimizer is not None and pathway_schedule is not None:
-            pathway_optimizer.load_state_dict(state["pathway_optimizer"])
-            pathway_schedule.load_state_dict(state["pathway_schedule"])
+        dynamics_optimizer.load_state_dict(state["dynamics_optimizer"])
+        dynamics_schedule.load_state_dict(state["dynamics_schedule"])
         step = state["step"]
     broadcast_module(model, run.dist)
     run.start(config.steps, done=step)
 
     def checkpoint() -> None:
-        extra = {}
-        if pathway_optimizer is not None and pathway_schedule is not None:
-            extra = {"pathway_optimizer": pathway_optimizer.state_dict(),
-                     "pathway_schedule": pathway_schedule.state_dict()}
         run.save(model, MODEL_DIR, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                    "schedule": schedule.state_dict(), "step": step, **extra})
+                                    "schedule": schedule.state_dict(),
+                                    "dynamics_optimizer": dynamics_optimizer.state_dict(),
+                                    "dynamics_schedule": dynamics_schedule.state_dict(), "step": step})
 
     val_starts = np.zeros(min(len(val), 8), np.int64) if val is not None else None
 
@@ -273,19 +270,17 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         assert val is not None and val_starts is not None  # called only when there are validation episodes
         model.eval()
         windows, noise = generators(config.seed + 1, device)
-        losses, pathway_losses = [], []
+        losses, dynamics_terms = [], []
         for _ in range(4):
             losses.append(model.loss(draw(val, model, config, task_ids, windows, device), noise,
                                      config.success_weight)[0].item())
-            if pathway is not None:
-                pathway_losses.append(model.object_loss(position_windows(val, model, task_ids, windows, device),
-                                                        noise).item())
+            dynamics_terms.append(model.dynamics_loss(state_windows(val, model, task_ids, windows, device), noise)[1])
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
                            generator=torch.Generator(device).manual_seed(config.seed + 2))
         model.train()
         figures = {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}": float(psnr_curve(replay)[-1])}
-        if pathway_losses:
-            figures["val/objects"] = float(np.mean(pathway_losses))
+        for name in dynamics_terms[0]:  # val/proprio and, with the pathway, val/objects
+            figures[f"val/{name}"] = float(np.mean([terms[name] for terms in dynamics_terms]))
         return figures
 
     def sample_video() -> None:
@@ -309,10 +304,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        if pathway_optimizer is not None and pathway_schedule is not None:
-            logs["objects"] = train_pathway(model, train, pathway_optimizer, config.object_updates, task_ids, windows,
-                                            noise, run, device)
-            pathway_schedule.step()
+        logs.update(train_dynamics(model, train, dynamics_optimizer, config.dynamics_updates, task_ids, windows, noise,
+                                   run, device))
+        dynamics_schedule.step()
         step += 1
         train_loss = loss.item()
         run.log_train(step, {"loss": loss, "grad_norm": grad_norm, **logs, "lr": schedule.get_last_lr()[0]})
@@ -373,32 +367,32 @@ def draw(bank: EpisodeBank, model: WorldModel, config: TrainWMConfig, task_ids: 
     return bank.sample(config.batch_size, cfg.context, cfg.patch, task_ids, generator, config.success_fraction, device)
 
 
-def position_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int], generator: torch.Generator,
-                     device: torch.device) -> dict[str, torch.Tensor]:
-    """One batch of the object pathway's position windows of ``bank``."""
+def state_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int], generator: torch.Generator,
+                  device: torch.device) -> dict[str, torch.Tensor]:
+    """One batch of the low-dimensional dynamics' state windows of ``bank``."""
     cfg = model.config
-    return object_windows(bank, cfg.object_batch, cfg.context, cfg.object_horizon, task_ids, generator, device)
+    return bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon, task_ids, generator, device)
 
 
-def train_pathway(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.Optimizer, updates: int,
-                  task_ids: dict[str, int], generator: torch.Generator, noise: torch.Generator, run: TrainingRun,
-                  device: torch.device) -> float:
-    """``updates`` optimiser steps of the object pathway on fresh position windows of ``bank``
-    (gradients averaged across ranks); returns the mean loss."""
-    assert model.objects is not None  # called only with the pathway
-    losses = []
+def train_dynamics(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.Optimizer, updates: int,
+                   task_ids: dict[str, int], generator: torch.Generator, noise: torch.Generator, run: TrainingRun,
+                   device: torch.device) -> dict[str, float]:
+    """``updates`` optimiser steps of the proprio head and the object pathway on fresh state
+    windows of ``bank`` (gradients averaged across ranks); returns the mean of each loss term."""
+    parameters = model.dynamics_parameters()
+    logs: list[dict[str, float]] = []
     for _ in range(updates):
-        loss = model.object_loss(position_windows(bank, model, task_ids, generator, device), noise)
+        loss, terms = model.dynamics_loss(state_windows(bank, model, task_ids, generator, device), noise)
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"the object pathway's loss became {loss.item()}; lower --lr")
+            raise FloatingPointError(f"the proprio head's and object pathway's loss became {loss.item()}; lower --lr")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        average_gradients(model.objects, run.dist)
-        torch.nn.utils.clip_grad_norm_(model.objects.parameters(), 1.0)
+        average_gradients(parameters, run.dist)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
-        losses.append(loss.item())
+        logs.append(terms)
     optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging
-    return float(np.mean(losses))
+    return {name: float(np.mean([terms[name] for terms in logs])) for name in logs[0]}
 
 
 def generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:

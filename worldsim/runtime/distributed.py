@@ -15,6 +15,7 @@ Without ``torchrun`` (no ``WORLD_SIZE`` in the environment) everything runs in o
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -51,11 +52,13 @@ def init_distributed(device: str = "auto") -> DistInfo:
     return DistInfo(rank, world_size, local_rank, torch.device("cpu"))
 
 
-def average_gradients(module: nn.Module, info: DistInfo) -> None:
-    """All-reduce and average the gradients of ``module`` across ranks (no-op alone)."""
+def average_gradients(module: nn.Module | Iterable[nn.Parameter], info: DistInfo) -> None:
+    """All-reduce and average the gradients of ``module`` (or of these parameters) across ranks
+    (no-op alone)."""
     if info.world_size == 1:
         return
-    grads = [p.grad for p in module.parameters() if p.grad is not None]
+    parameters = module.parameters() if isinstance(module, nn.Module) else module
+    grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
