@@ -1,0 +1,129 @@
+"""Physics' own ceiling on imagined-vs-real outcome agreement: how often the recorded actions,
+replayed open loop in physics itself from a state a fraction of a millimetre off, end the way
+the recorded episode ended.
+
+``eval-wm`` replays recorded episodes open loop in the world model and asks whether the
+imagined episode succeeds exactly when the real one did. A closed-loop policy's actions react
+to where the real cube went; replayed open loop, they no longer do, and a push amplifies small
+errors (``push_divergence.py``). So even perfect dynamics given a slightly wrong start disagree
+with the record sometimes: that rate bounds what any world model reading a 64x64 frame (a pixel
+is about 1 cm on the table) can reach.
+
+For each held-out policy of the world-model study (``iid``: expert noise 0.3, random actions 20%
+of steps; ``noisier``: 0.6, 30%), ``--episodes`` PushCube episodes are recorded with their full
+physics state and a balanced subset is drawn (as many failures as successes, base rate 50%, as
+``eval-wm --balance``). Each is replayed over the windows ``eval-wm`` scores (the full episode,
+and its last 8, 16 and 40 steps) exactly (a check: 100%) and with the red cube shifted by 0.01, 0.1,
+0.33, 1 and 3 mm in a random direction or turned by 0.5 and 2 degrees at the window's start. Agreement
+is reported with its 95% Wilson interval. ``closed_loop_agreement`` asks the same of the policy
+itself run again from the perturbed start (the expert's moves with the same noise and random
+actions, now seeing where the cube is): how reproducible an outcome is when the actions react, as
+a policy's do in imagination. ``--data`` takes episode files (the world-model study's held-out
+sets) and replays, in full, the very episodes ``eval-wm --balance`` scores there, from their
+starts rebuilt from ``state`` (``recorded_starts``): ``exact`` is then off by float32 rounding.
+
+    python benchmarks/outcome_ceiling.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+from common import report
+from physics_replay import Recording, record_pushes, recorded_starts, replay
+
+from worldsim.data.reader import EpisodeReader
+
+WINDOWS = ("full", "last_8", "last_16", "last_40")
+PERTURBATIONS = (("exact", "none", 0.0), ("shift_0.01mm", "shift", 0.01e-3), ("shift_0.1mm", "shift", 0.1e-3),
+                 ("shift_0.33mm", "shift", 0.33e-3), ("shift_1mm", "shift", 1e-3),
+                 ("shift_3mm", "shift", 3e-3), ("yaw_0.5deg", "yaw", 0.5), ("yaw_2deg", "yaw", 2.0))
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion ``hits / n``."""
+    p = hits / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+
+
+def balanced_rows(recording: Recording, rng: np.random.Generator) -> np.ndarray:
+    """As many failed as successful episodes, drawn at random."""
+    wins, losses = np.flatnonzero(recording.success), np.flatnonzero(~recording.success)
+    n = min(len(wins), len(losses))
+    return np.sort(np.concatenate([rng.choice(wins, n, replace=False), rng.choice(losses, n, replace=False)]))
+
+
+def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, closed_loop: bool = False
+            ) -> dict[str, dict[str, float]]:
+    """Agreement of perturbed replays with the recorded outcome, per window and perturbation."""
+    length, real = recording.length[rows], recording.success[rows]
+    out: dict[str, dict[str, float]] = {}
+    for window in WINDOWS:
+        start = np.zeros_like(length) if window == "full" else np.maximum(length - int(window.split("_")[1]), 0)
+        for name, perturb, size in PERTURBATIONS:
+            replayed = replay(recording, rows, start, length - start, perturb, size, rng, closed_loop)[1]
+            agree = int((replayed == real).sum())
+            low, high = wilson(agree, len(rows))
+            out.setdefault(window, {})[name] = round(agree / len(rows), 4)
+            out[window][f"{name}_ci"] = [round(low, 4), round(high, 4)]
+            out[window][f"{name}_real_successes_kept"] = round(float(replayed[real].mean()), 4)
+            out[window][f"{name}_real_failures_flipped"] = round(float(replayed[~real].mean()), 4)
+    return out
+
+
+def held_out_episodes(path: Path, seed: int = 0) -> list[int]:
+    """The balanced selection ``eval-wm --balance`` scores in ``path`` (the same draw as
+    :func:`worldsim.world_models.evaluate.held_out_bank` with this ``seed``)."""
+    with EpisodeReader(path) as reader:
+        infos = reader.episode_info()
+    wins, losses = [i.index for i in infos if i.success], [i.index for i in infos if not i.success]
+    rng = np.random.default_rng(seed)
+    n = min(len(wins), len(losses))
+    return sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False).tolist())
+
+
+def file_ceiling(path: Path, rng: np.random.Generator) -> dict[str, object]:
+    """Full open-loop replays of the very episodes ``eval-wm --balance`` scores in ``path``,
+    from their starts rebuilt from ``state``."""
+    episodes = held_out_episodes(path)
+    recording = recorded_starts(path, episodes)
+    rows, start = np.arange(len(episodes)), np.zeros(len(episodes), np.int64)
+    out: dict[str, object] = {"balanced_episodes": len(episodes), "base_rate": float(recording.success.mean())}
+    for name, perturb, size in PERTURBATIONS:
+        replayed = replay(recording, rows, start, recording.length, perturb, size, rng)[1]
+        agree = int((replayed == recording.success).sum())
+        out[name] = round(agree / len(rows), 4)
+        out[f"{name}_ci"] = [round(x, 4) for x in wilson(agree, len(rows))]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=400, help="episodes recorded per held-out policy")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, nargs="*", default=[],
+                        help="episode files with state (eval-wm's held-out sets): replay their balanced "
+                             "selections in full from their recorded starts")
+    args = parser.parse_args()
+    policies = {"iid": (0.3, 0.2), "noisier": (0.6, 0.3)}
+    sets = {}
+    for offset, (name, (noise, epsilon)) in enumerate(policies.items()):
+        rng = np.random.default_rng(args.seed + offset)
+        recording = record_pushes(0.03, args.episodes, noise, epsilon, rng)
+        rows = balanced_rows(recording, rng)
+        sets[name] = {"expert_noise": noise, "expert_epsilon": epsilon, "recorded": args.episodes,
+                      "recorded_success_rate": round(float(recording.success.mean()), 4),
+                      "balanced_episodes": len(rows), "base_rate": 0.5,
+                      "agreement": ceiling(recording, rows, rng),
+                      "closed_loop_agreement": ceiling(recording, rows, rng, closed_loop=True)}
+    files = {path.stem: file_ceiling(path, np.random.default_rng(args.seed)) for path in args.data}
+    report("outcome_ceiling", {"task": "PushCube-v0", "control_step_m": 0.03, "windows": list(WINDOWS),
+                               "held_out_sets": sets, "recorded_held_out_full_replays": files})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""The physics replays behind the open-loop ceilings (benchmarks/physics_replay.py): a replay of
+the record is the record, and a perturbed one is not."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from physics_replay import record_pushes, replay  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def recording():
+    return record_pushes(0.03, 24, 0.3, 0.2, np.random.default_rng(0))
+
+
+def test_recording_ends_where_the_env_would(recording):
+    steps = len(recording.actions)
+    assert recording.states.shape[:2] == (steps + 1, 24)
+    assert recording.success.any() and (~recording.success).any()
+    assert (recording.length[recording.success] < steps).all()
+    for i in np.flatnonzero(recording.success):  # the state at an episode's end is a success
+        qpos = recording.states[recording.length[i], i:i + 1, 1:1 + recording.scene.model.nq]
+        assert bool(recording.family.evaluate(qpos).success[0])
+
+
+@pytest.mark.parametrize("closed_loop", [False, True])
+def test_exact_replay_reproduces_the_record(recording, closed_loop):
+    rows = np.arange(24)
+    start = np.zeros(24, np.int64)
+    qpos, success = replay(recording, rows, start, recording.length, closed_loop=closed_loop)
+    np.testing.assert_array_equal(success, recording.success)
+    ends = recording.states[recording.length.max(), rows, 1:1 + recording.scene.model.nq]
+    longest = recording.length == recording.length.max()
+    np.testing.assert_allclose(qpos[longest], ends[longest])
+
+
+def test_a_shifted_cube_ends_elsewhere(recording):
+    rows = np.arange(24)
+    cube = recording.scene.cube("red")
+    exact = replay(recording, rows, np.zeros(24, np.int64), 30)[0]
+    shifted = replay(recording, rows, np.zeros(24, np.int64), 30, "shift", 3e-3, np.random.default_rng(1))[0]
+    moved = np.linalg.norm(shifted[:, cube.start:cube.start + 2] - exact[:, cube.start:cube.start + 2], axis=1)
+    assert (moved > 1e-3).all()  # at least the shift itself survives 30 steps
+
+
+def test_unknown_perturbation_is_refused(recording):
+    with pytest.raises(ValueError, match="perturb='wobble'"):
+        replay(recording, np.arange(2), np.zeros(2, np.int64), 1, "wobble")
