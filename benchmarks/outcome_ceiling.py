@@ -20,7 +20,8 @@ itself run again from the perturbed start (the expert's moves with the same nois
 actions, now seeing where the cube is): how reproducible an outcome is when the actions react, as
 a policy's do in imagination. ``--data`` takes episode files (the world-model study's held-out
 sets) and replays, in full, the very episodes ``eval-wm --balance`` scores there, from their
-starts rebuilt from ``state`` (``recorded_starts``): ``exact`` is then off by float32 rounding.
+starts rebuilt from ``state`` (``worldsim.world_models.ceiling``): ``exact`` is then off by
+float32 rounding.
 
     python benchmarks/outcome_ceiling.py
 """
@@ -33,9 +34,11 @@ from pathlib import Path
 
 import numpy as np
 from common import report
-from physics_replay import Recording, record_pushes, recorded_starts, replay
+from physics_replay import Recording, record_pushes, replay
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.world_models.ceiling import physics_agreement
+from worldsim.world_models.data import EpisodeBank
 
 WINDOWS = ("full", "last_8", "last_16", "last_40")
 PERTURBATIONS = (("exact", "none", 0.0), ("shift_0.01mm", "shift", 0.01e-3), ("shift_0.1mm", "shift", 0.1e-3),
@@ -86,18 +89,16 @@ def held_out_episodes(path: Path, seed: int = 0) -> list[int]:
     return sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False).tolist())
 
 
-def file_ceiling(path: Path, rng: np.random.Generator) -> dict[str, object]:
+def file_ceiling(path: Path, seed: int) -> dict[str, object]:
     """Full open-loop replays of the very episodes ``eval-wm --balance`` scores in ``path``,
-    from their starts rebuilt from ``state``."""
-    episodes = held_out_episodes(path)
-    recording = recorded_starts(path, episodes)
-    rows, start = np.arange(len(episodes)), np.zeros(len(episodes), np.int64)
-    out: dict[str, object] = {"balanced_episodes": len(episodes), "base_rate": float(recording.success.mean())}
-    for name, perturb, size in PERTURBATIONS:
-        replayed = replay(recording, rows, start, recording.length, perturb, size, rng)[1]
-        agree = int((replayed == recording.success).sum())
-        out[name] = round(agree / len(rows), 4)
-        out[f"{name}_ci"] = [round(x, 4) for x in wilson(agree, len(rows))]
+    from their starts rebuilt from ``state`` (:func:`~worldsim.world_models.ceiling.physics_agreement`)."""
+    bank = EpisodeBank(path, episodes=held_out_episodes(path))
+    replayed = physics_agreement(bank, (0.01, 0.1, 0.33, 1.0, 3.0), seed)
+    out: dict[str, object] = {"balanced_episodes": len(bank)}
+    for name, a in replayed.items():
+        hits = a["true_positive"] + a["true_negative"]
+        out[name] = round(a["accuracy"], 4)
+        out[f"{name}_ci"] = [round(x, 4) for x in wilson(hits, a["episodes"])]
     return out
 
 
@@ -120,7 +121,7 @@ def main() -> None:
                       "balanced_episodes": len(rows), "base_rate": 0.5,
                       "agreement": ceiling(recording, rows, rng),
                       "closed_loop_agreement": ceiling(recording, rows, rng, closed_loop=True)}
-    files = {path.stem: file_ceiling(path, np.random.default_rng(args.seed)) for path in args.data}
+    files = {path.stem: file_ceiling(path, args.seed) for path in args.data}
     report("outcome_ceiling", {"task": "PushCube-v0", "control_step_m": 0.03, "windows": list(WINDOWS),
                                "held_out_sets": sets, "recorded_held_out_full_replays": files})
 

@@ -11,19 +11,17 @@ success agreement).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 import worldsim.envs.families.base as family_base
 import worldsim.envs.scene as scene_module
-from worldsim.data.reader import EpisodeReader
 from worldsim.envs.families import TaskFamily, make_family
 from worldsim.envs.layout import sample_layouts
-from worldsim.envs.observations import qpos_from_state
 from worldsim.envs.physics import BatchedPhysics
 from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import get_task
+from worldsim.world_models.ceiling import run_outcomes
 
 PERTURBATIONS = ("none", "shift", "yaw")
 
@@ -96,37 +94,6 @@ def record_pushes(step_m: float, episodes: int, noise: float, epsilon: float, rn
                      np.array(noises), np.array(randoms))
 
 
-def recorded_starts(path: str | Path, episodes: list[int]) -> Recording:
-    """The PushCube ``episodes`` of an episode file recorded with ``state``, from their starts
-    only: an episode starts at rest (the env's reset puts a layout's ``qpos`` in place with no
-    velocity), so its full physics state at step 0 is rebuilt from the recorded ``state`` (to
-    float32 precision, about 1e-8 m); later states are not (the file lacks angular velocities and
-    the solver's warm start). ``states`` has one step; the policy's randomness is not known, so
-    only the recorded actions can be replayed."""
-    scene, spec = Scene.load(), get_task("PushCube-v0")
-    with EpisodeReader(path) as reader:
-        if "state" not in reader.obs_keys:
-            raise ValueError(f"{path} holds no 'state' observations: its starts cannot be rebuilt")
-        infos = reader.episode_info()
-        if any(infos[i].task != spec.name for i in episodes):
-            raise ValueError(f"{path}: every replayed episode must be {spec.name}")
-        starts = np.stack([reader.load(i, "state")[0] for i in episodes])
-        recorded = [reader.load(i, "actions") for i in episodes]
-        success = np.array([infos[i].success for i in episodes])
-    frame_skip = round(CONTROL_DT / scene.model.opt.timestep)
-    physics = BatchedPhysics(scene.model, len(episodes), frame_skip, 0)
-    physics.set_state(np.arange(len(episodes)), qpos_from_state(scene, starts))
-    length = np.array([len(a) for a in recorded])
-    actions = np.zeros((length.max(), len(episodes), 4))
-    for i, a in enumerate(recorded):
-        actions[:len(a), i] = a
-    state = physics.state.copy()[None]
-    physics.close()
-    none = np.zeros((len(actions), len(episodes)))
-    return Recording(scene, make_family(spec, scene), frame_skip, state, actions, length, success,
-                     none[..., None].repeat(3, -1), none.astype(bool))
-
-
 def replay(recording: Recording, rows: np.ndarray, start: np.ndarray, steps: np.ndarray | int,
            perturb: str = "none", size: float = 0.0, rng: np.random.Generator | None = None,
            closed_loop: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -153,16 +120,12 @@ def replay(recording: Recording, rows: np.ndarray, start: np.ndarray, steps: np.
         turn = np.deg2rad(size) * rng.choice([-1.0, 1.0], len(rows))
         branch.qpos[:, cube.start + 3:cube.stop] = yaw_turn(branch.qpos[:, cube.start + 3:cube.stop], turn)
     last = len(recording.actions) - 1
-    done, success = np.zeros(len(rows), bool), np.zeros(len(rows), bool)
-    for k in range(int(steps.max())):
+
+    def action_at(k: int) -> np.ndarray:
         t = np.minimum(start + k, last)
-        action = recording.policy(branch.qpos, t, rows) if closed_loop else recording.actions[t, rows]
-        branch.step(scene.servo_targets(branch.qpos, action))
-        running = ~done & (k < steps)
-        won = np.asarray(family.evaluate(branch.qpos).success, bool)
-        lost = np.asarray(scene.failed(branch.qpos, branch.qvel), bool)
-        success |= running & won
-        done |= running & (won | lost)
+        return recording.policy(branch.qpos, t, rows) if closed_loop else recording.actions[t, rows]
+
+    success = run_outcomes(scene, family, branch, action_at, steps)
     qpos = branch.qpos.copy()
     branch.close()
     return qpos, success

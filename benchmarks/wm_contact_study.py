@@ -102,6 +102,7 @@ def main() -> None:
                                                                          "episodes")}
                           for k, a in fidelity["success_by_horizon"].items()},
             "head_on_real_frames": fidelity["success_head_on_real_frames"]["episode"]["accuracy"],
+            "physics_ceiling_full": {k: a["accuracy"] for k, a in (fidelity["physics_ceiling"] or {}).items()},
             "object_error_after_contact_cm": contact["imagined_cm"] if contact else None,
             "object_error_at_16_cm": contact["at_horizon_cm"] if contact else None,
             "pathway_error_at_16_cm": contact["pathway_cm"][-1] if contact and "pathway_cm" in contact else None,

@@ -409,6 +409,10 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert contact["frame_vs_pathway_cm"][0] == pytest.approx(contact["imagined_cm"][0], abs=1e-3)
     assert len(contact["pathway_recorded_gripper_cm"]) == 4 and contact["pathway_recorded_gripper_cm"][0] < 0.01
     assert "base rate" in (tmp_path / "eval" / "confusion.md").read_text()
+    ceiling = report["physics_ceiling"]  # the held-out episodes replayed in physics itself
+    assert set(ceiling) == {"exact", "shift_0.1mm", "shift_0.33mm", "shift_1mm"}
+    assert all(a["episodes"] == 6 and a["base_rate"] == held["base_rate"] for a in ceiling.values())
+    assert "physics itself (cube 0.33 mm off)" in (tmp_path / "eval" / "confusion.md").read_text()
     with EpisodeReader(episodes) as reader:
         infos = reader.episode_info()
     on_real = report["success_head_on_real_frames"]  # the head judging the real frames

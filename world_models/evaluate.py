@@ -19,7 +19,11 @@ held-out set that can tell a good model from a bad one:
   starts, with a per-episode confusion table;
 - **the task object's position error after contact**: replays from the step before the object
   first moves (``contact_horizon`` steps), in cm on the table, per step;
-- the success head on the real frames (perfect dynamics' agreement), and side-by-side videos.
+- the success head on the real frames (perfect dynamics' agreement), and side-by-side videos;
+- **physics' own ceiling** (:func:`~worldsim.world_models.ceiling.physics_agreement`, with
+  ``state``): the same held-out episodes replayed open loop in physics from their recorded starts
+  with the task's cube a fraction of a millimetre off. A push amplifies any error of the start,
+  so no model reading the scene from frames agrees more often than physics does there.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import STATE_LAYOUT
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import write_json
+from worldsim.world_models.ceiling import physics_agreement
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframes
 from worldsim.world_models.metrics import (
@@ -148,8 +153,8 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                          horizon: int = 32, rl_horizons: tuple[int, ...] = RL_HORIZONS,
                          contact_horizon: int = CONTACT_HORIZON, keyframe_rule: KeyframeRule | None = None,
                          max_keyframes: int = 256, success_threshold: float | None = None,
-                         sampling_steps: int | None = None, seed: int = 0, out: str | Path | None = None,
-                         videos: int = 4, progress: bool = True) -> dict[str, Any]:
+                         sampling_steps: int | None = None, seed: int = 0, physics_ceiling: bool = True,
+                         out: str | Path | None = None, videos: int = 4, progress: bool = True) -> dict[str, Any]:
     """The fidelity report of the module docstring; JSON-ready.
 
     Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``,
@@ -162,7 +167,9 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     ``object_error`` (full replays from episode starts) and ``object_error_after_contact``
     (from first contact, ``contact_horizon`` steps, with ``at_horizon_cm``; with the object
     pathway also ``pathway_cm`` and ``pathway_recorded_gripper_cm``), both ``None``
-    without ``state``; ``keyframe_counts``. With ``out``, writes ``fidelity.json``,
+    without ``state``; ``keyframe_counts``; ``physics_ceiling`` (with ``physics_ceiling`` and
+    ``state``, else ``None``: :func:`~worldsim.world_models.ceiling.physics_agreement` of the
+    held-out episodes, the line the ``full`` agreement is read against). With ``out``, writes ``fidelity.json``,
     ``confusion.md``, ``error_growth.png`` and ``videos`` side-by-side replay videos there.
     """
     model = world_model if isinstance(world_model, WorldModel) else WorldModel.from_pretrained(world_model)
@@ -229,7 +236,8 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                    for j in every],
         success_head_on_real_frames=head_on_real_frames(model, bank, threshold),
         object_error=_rounded(object_error(model, bank, full, every, zeros)),
-        object_error_after_contact=contact_error, keyframe_counts=keys.counts())
+        object_error_after_contact=contact_error, keyframe_counts=keys.counts(),
+        physics_ceiling=physics_agreement(bank, seed=seed) if physics_ceiling and bank.state is not None else None)
     if out is not None:
         from worldsim.runtime.video import upscale, write_video
 
@@ -255,6 +263,9 @@ def confusion_markdown(report: dict[str, Any]) -> str:
         if a is not None:
             lines.append(f"| {name} | {a['episodes']} | {a['base_rate']:.0%} | {a['accuracy']:.1%} | "
                          f"{a['balanced_accuracy']:.1%} | {a['majority_accuracy']:.1%} |")
+    for name, a in (report.get("physics_ceiling") or {}).items():
+        lines.append(f"| full, physics itself ({ceiling_label(name)}) | {a['episodes']} | {a['base_rate']:.0%} | "
+                     f"{a['accuracy']:.1%} | {a['balanced_accuracy']:.1%} | {a['majority_accuracy']:.1%} |")
     lines += ["", f"Full replays, threshold {report['success_threshold']:.3f}:", "",
               "| episode | task | real | imagined | max prob | near miss | closest (cm) |",
               "|---|---|---|---|---|---|---|"]
@@ -263,6 +274,11 @@ def confusion_markdown(report: dict[str, Any]) -> str:
                      f"{'success' if row['imagined'] else 'failure'} | {row['max_prob']:.3f} | "
                      f"{'yes' if row['near_miss'] else ''} | {row['closest_cm']} |")
     return "\n".join(lines) + "\n"
+
+
+def ceiling_label(name: str) -> str:
+    """``exact`` -> "start as recorded", ``shift_0.1mm`` -> "cube 0.1 mm off"."""
+    return "start as recorded" if name == "exact" else f"cube {name.removeprefix('shift_').removesuffix('mm')} mm off"
 
 
 def _rounded(curves: dict[str, Any] | None) -> dict[str, Any] | None:
