@@ -29,7 +29,6 @@ float32 rounding.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
@@ -37,27 +36,15 @@ from common import report
 from physics_replay import Recording, record_pushes, replay
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.world_models.ceiling import physics_agreement
 from worldsim.world_models.data import EpisodeBank
+from worldsim.world_models.evaluate import balanced_draw
 
 WINDOWS = ("full", "last_8", "last_16", "last_40")
 PERTURBATIONS = (("exact", "none", 0.0), ("shift_0.01mm", "shift", 0.01e-3), ("shift_0.1mm", "shift", 0.1e-3),
                  ("shift_0.33mm", "shift", 0.33e-3), ("shift_1mm", "shift", 1e-3),
                  ("shift_3mm", "shift", 3e-3), ("yaw_0.5deg", "yaw", 0.5), ("yaw_2deg", "yaw", 2.0))
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion ``hits / n``."""
-    p = hits / n
-    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
-
-
-def balanced_rows(recording: Recording, rng: np.random.Generator) -> np.ndarray:
-    """As many failed as successful episodes, drawn at random."""
-    wins, losses = np.flatnonzero(recording.success), np.flatnonzero(~recording.success)
-    n = min(len(wins), len(losses))
-    return np.sort(np.concatenate([rng.choice(wins, n, replace=False), rng.choice(losses, n, replace=False)]))
 
 
 def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, closed_loop: bool = False
@@ -70,7 +57,7 @@ def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, cl
         for name, perturb, size in PERTURBATIONS:
             replayed = replay(recording, rows, start, length - start, perturb, size, rng, closed_loop)[1]
             agree = int((replayed == real).sum())
-            low, high = wilson(agree, len(rows))
+            low, high = wilson_interval(agree, len(rows))
             out.setdefault(window, {})[name] = round(agree / len(rows), 4)
             out[window][f"{name}_ci"] = [round(low, 4), round(high, 4)]
             out[window][f"{name}_real_successes_kept"] = round(float(replayed[real].mean()), 4)
@@ -78,27 +65,19 @@ def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, cl
     return out
 
 
-def held_out_episodes(path: Path, seed: int = 0) -> list[int]:
-    """The balanced selection ``eval-wm --balance`` scores in ``path`` (the same draw as
-    :func:`worldsim.world_models.evaluate.held_out_bank` with this ``seed``)."""
-    with EpisodeReader(path) as reader:
-        infos = reader.episode_info()
-    wins, losses = [i.index for i in infos if i.success], [i.index for i in infos if not i.success]
-    rng = np.random.default_rng(seed)
-    n = min(len(wins), len(losses))
-    return sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False).tolist())
-
-
 def file_ceiling(path: Path, seed: int) -> dict[str, object]:
     """Full open-loop replays of the very episodes ``eval-wm --balance`` scores in ``path``,
     from their starts rebuilt from ``state`` (:func:`~worldsim.world_models.ceiling.physics_agreement`)."""
-    bank = EpisodeBank(path, episodes=held_out_episodes(path))
+    with EpisodeReader(path) as reader:  # the draw eval-wm --balance makes (held_out_bank, seed 0)
+        infos = reader.episode_info()
+    picked = balanced_draw(np.array([i.success for i in infos]), np.random.default_rng(0))
+    bank = EpisodeBank(path, episodes=[infos[k].index for k in picked])
     replayed = physics_agreement(bank, (0.01, 0.1, 0.33, 1.0, 3.0), seed)
     out: dict[str, object] = {"balanced_episodes": len(bank)}
     for name, a in replayed.items():
         hits = a["true_positive"] + a["true_negative"]
         out[name] = round(a["accuracy"], 4)
-        out[f"{name}_ci"] = [round(x, 4) for x in wilson(hits, a["episodes"])]
+        out[f"{name}_ci"] = [round(x, 4) for x in wilson_interval(hits, a["episodes"])]
     return out
 
 
@@ -115,7 +94,7 @@ def main() -> None:
     for offset, (name, (noise, epsilon)) in enumerate(policies.items()):
         rng = np.random.default_rng(args.seed + offset)
         recording = record_pushes(0.03, args.episodes, noise, epsilon, rng)
-        rows = balanced_rows(recording, rng)
+        rows = balanced_draw(recording.success, rng)
         sets[name] = {"expert_noise": noise, "expert_epsilon": epsilon, "recorded": args.episodes,
                       "recorded_success_rate": round(float(recording.success.mean()), 4),
                       "balanced_episodes": len(rows), "base_rate": 0.5,

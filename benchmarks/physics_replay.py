@@ -21,7 +21,7 @@ from worldsim.envs.layout import sample_layouts
 from worldsim.envs.physics import BatchedPhysics
 from worldsim.envs.scene import CONTROL_DT, Scene
 from worldsim.envs.tasks import get_task
-from worldsim.world_models.ceiling import run_outcomes
+from worldsim.world_models.ceiling import run_outcomes, shift_task_cube
 
 PERTURBATIONS = ("none", "shift", "yaw")
 
@@ -113,9 +113,8 @@ def replay(recording: Recording, rows: np.ndarray, start: np.ndarray, steps: np.
     branch.state[:] = recording.states[start, rows]
     if perturb != "none":
         assert rng is not None, "a perturbation draws its direction"
-    if perturb == "shift":
-        angle = rng.uniform(0, 2 * np.pi, len(rows))
-        branch.qpos[:, cube.start:cube.start + 2] += size * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    if perturb == "shift":  # PushCube's task object is the red cube
+        shift_task_cube(scene, family, branch.qpos, size, rng)
     elif perturb == "yaw":
         turn = np.deg2rad(size) * rng.choice([-1.0, 1.0], len(rows))
         branch.qpos[:, cube.start + 3:cube.stop] = yaw_turn(branch.qpos[:, cube.start + 3:cube.stop], turn)

@@ -79,12 +79,12 @@ def physics_agreement(bank: EpisodeBank, shifts_mm: tuple[float, ...] = SHIFTS_M
         actions = np.zeros((int(lengths.max()), len(rows), 4))
         for i, j in enumerate(rows):
             actions[:lengths[i], i] = bank.episode(int(j), "actions")
+        physics = BatchedPhysics(scene.model, len(rows), frame_skip, default_threads(len(rows)))
         for name, mm in (("exact", 0.0), *((f"shift_{mm:g}mm", mm) for mm in shifts_mm)):
             qpos = start.copy()
             if mm:
                 shift_task_cube(scene, family, qpos, mm / 1000, rng)
-            physics = BatchedPhysics(scene.model, len(rows), frame_skip, default_threads(len(rows)))
-            physics.set_state(np.arange(len(rows)), qpos)
+            physics.set_state(np.arange(len(rows)), qpos)  # at rest, time 0: the state a reset leaves
             outcomes[name][rows] = run_outcomes(scene, family, physics, actions.__getitem__, lengths)
-            physics.close()
+        physics.close()
     return {name: agreement(replayed, real) for name, replayed in outcomes.items()}

@@ -92,15 +92,11 @@ def held_out_bank(model: WorldModel, data: str | Path | EpisodeBank, *, episodes
                                  f"model knows only {', '.join(model.config.tasks)}")
             infos = [i for i in reader.episode_info() if i.task in known][:episodes]
             if balance:
-                wins = [i.index for i in infos if i.success]
-                losses = [i.index for i in infos if not i.success]
-                if not wins or not losses:
+                won = np.array([i.success for i in infos], bool)
+                if won.all() or not won.any():
                     raise ValueError(f"data={str(data)!r}: balance needs successes and failures; it holds "
-                                     f"{len(wins)} and {len(losses)} (collect with more action noise)")
-                rng = np.random.default_rng(seed)
-                n = min(len(wins), len(losses))
-                indices = sorted(rng.choice(wins, n, replace=False).tolist() + rng.choice(losses, n, replace=False)
-                                 .tolist())
+                                     f"{int(won.sum())} and {int((~won).sum())} (collect with more action noise)")
+                indices = [infos[k].index for k in balanced_draw(won, np.random.default_rng(seed))]
             else:
                 indices = [i.index for i in infos]
             bank = EpisodeBank(reader, tasks=known, episodes=indices)
@@ -115,6 +111,14 @@ def held_out_bank(model: WorldModel, data: str | Path | EpisodeBank, *, episodes
     else:
         closest = np.full(len(bank), np.nan)
     return HeldOut(bank, success, closest, ~success & (closest < near_miss_m), balance)
+
+
+def balanced_draw(success: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sorted positions of ``min(successes, failures)`` successes and as many failures of the
+    boolean ``success``, drawn at random without replacement: a set whose base rate is 50%."""
+    wins, losses = np.flatnonzero(success), np.flatnonzero(~np.asarray(success, bool))
+    n = min(len(wins), len(losses))
+    return np.sort(np.concatenate([rng.choice(wins, n, replace=False), rng.choice(losses, n, replace=False)]))
 
 
 def contact_starts(bank: EpisodeBank) -> tuple[np.ndarray, np.ndarray]:
