@@ -13,9 +13,10 @@ library keeps one constant (``worldsim.envs.scene.ACTION_SCALE``).
 ``benchmarks/results/wm_contact_study.json`` gathers the six variants of the README's first table,
 run with earlier versions of the model and scored on the ``noisier`` set alone;
 ``wm_contact_study_<name of --out>.json`` is one run of this script as it is: ``default`` (the
-library's defaults) and ``rule`` (imagined success decided by the task's rule) in the README.
+library's defaults with the success head deciding imagined success, the presets' outcome
+then) and ``rule`` (the task's rule, the presets' outcome now) in the README.
 
-    python benchmarks/wm_contact_study.py --threads 2 --out runs/study/default
+    python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/default
     python benchmarks/wm_contact_study.py --threads 2 --outcome rule --out runs/study/rule
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine

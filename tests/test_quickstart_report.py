@@ -22,7 +22,8 @@ SUMMARY = {
                                  "base_rate": 0.5, "balanced": True},
                     "psnr_at_8": 24.3, "psnr_at_32": 21.7, "object_error_16_after_contact_cm": 3.06,
                     "agreement": {k: {"accuracy": 0.65, "balanced_accuracy": 0.64, "base_rate": 0.5}
-                                  for k in ("last_16", "full")}},
+                                  for k in ("last_16", "full")},
+                    "physics_ceiling": {"exact": 1.0, "shift_0.1mm": 0.75, "shift_0.33mm": 0.65, "shift_1mm": 0.6}},
     "detectors_roc_auc": {"knn": 0.8}, "detection_skipped": None,
     "guard": {"accepted": False, "reasons": ["imagined success exceeds real by 0.46 > 0.3"]},
 }
@@ -37,6 +38,7 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     assert "| BC (base) | 44.5% | 37.6% - 51.6% |" in text
     assert "+4.0 points" in text and "p = 0.21" in text and "not a significant difference" in text
     assert "base rate 50.0%, balanced" in text and "3.1 cm off (median)" in text
+    assert "cube 0.1mm / 0.33mm / 1mm off, agrees 75.0% / 65.0% / 60.0%" in text
     assert "[knn](detect/knn.png)" in text and "- [fidelity/replay_0.mp4](fidelity/replay_0.mp4)" in text
     assert "| behaviour cloning | 12.5 |" in text and "Warning" not in text
     assert "rolled the GRPO policy back (imagined success exceeds real by 0.46 > 0.3)" in text

@@ -40,17 +40,46 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
     assert planes.shape == (1, 2, 8, 8) and planes.max() <= 1
     row, col = divmod(int(planes[0, 0].argmax()), 8)
     assert (row, col) == (5, 2)
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False))
     context, heights = torch.rand(3, 2, E, 2) * 32, torch.rand(3, 2, E) * 0.1
-    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
+    tcp = torch.rand(3, 2, 3)
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
+                           tcp)
     assert torch.equal(out, context[:, -1]) and torch.equal(lifted, heights[:, -1])  # untrained: nothing moves
     with torch.no_grad():  # a wild pathway still keeps the objects where they can be: no runaway over long rollouts
         dynamics.net[-1].bias.fill_(1e6)
-    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1))
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
+                           tcp)
     assert out.max() == 2 * 32 and lifted.max() == HEIGHT_RANGE_M[1]
     static = slice(3, None)  # zones and bin
     assert torch.equal(out[:, static], context[:, -1, static])
     assert torch.equal(lifted[:, static], heights[:, -1, static])
+
+
+def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
+    """The contact gate: a pathway that pushes the red cube 1.6 px right every step moves it only
+    when the TCP's path this step comes within 8 cm of its centre, or the cube was already moving."""
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    with torch.no_grad():
+        dynamics.net[-1].bias[0] = 1.0
+    red = ENTITIES.index("red_cube")
+    cube = torch.tensor([0.0, 0.0, 0.02])
+    world = cube.repeat(1, 2, E, 1)  # (1, C=2, E, 3): every object at the cube's place, at rest
+    points, heights = dynamics.camera.project(world).float(), world[..., 2]
+
+    def step(tcp_from: list[float], tcp_to: list[float], context: torch.Tensor = points) -> float:
+        with torch.no_grad():
+            moved, _ = dynamics(context, heights, torch.zeros(1, 2, 4), torch.zeros(1, 4), torch.zeros(1, 4),
+                                torch.ones(1, 1), torch.tensor([[tcp_from, tcp_to]]))
+        return float(moved[0, red, 0] - context[0, -1, red, 0])
+
+    assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02]) == 0.0  # 30 cm away: untouched, it stays put
+    assert step([0.0, 0.0, 0.15], [0.03, 0.0, 0.15]) == 0.0  # 13 cm above it: stays put
+    assert step([-0.15, 0.05, 0.02], [0.15, 0.05, 0.02]) == pytest.approx(1.6)  # the path sweeps 5 cm past it
+    sliding = points.clone()
+    sliding[0, 0, red] -= torch.tensor([1.0, 0.0])  # a px (about a cm) further left on the step before
+    assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02], sliding) == pytest.approx(1.6)  # already moving: slides on
+    assert ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False)).gated is False
 
 
 def test_object_loss_counts_only_objects_in_view():
@@ -124,7 +153,7 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     targets 1.6 px further each step, is exact: its own predictions are its next inputs."""
     from worldsim.world_models.objects import rollout_loss
 
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False))  # the gate: its own test
     with torch.no_grad():
         dynamics.net[-1].bias[0] = 1.0  # 1.0 * 0.1 * half the image (16 px) = 1.6 px per step
     w = windows(b=2)
@@ -140,9 +169,9 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     from worldsim.envs.observations import ENTITY_HEIGHTS
     from worldsim.world_models.data import image_camera
 
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, outcome="rule")).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, outcome="rule", contact_gate=False)).eval()
     with torch.no_grad():
-        model.objects.net[-1].bias[0] = 1.0  # the red cube moves right every step
+        model.objects.net[-1].bias[0] = 1.0  # the red cube moves right every step (touched or not: no gate)
     frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
     rollout = model.start(frames, frames[:, 0], torch.rand(2, 2, 4))  # positions found in the frames
     assert rollout.points.shape == (2, 2, E, 2)
@@ -204,7 +233,7 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
 def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
     with pytest.raises(ValueError, match="set object_pathway=True or carry_objects=False"):
         WorldModelConfig(**SMALL, carry_objects=True)
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True)).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, contact_gate=False)).eval()
     loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     assert torch.isfinite(loss) and terms["denoise"] > 0
     with torch.no_grad():
@@ -302,5 +331,6 @@ def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, ca
     bank = EpisodeBank(pixels)
     bank.state = bank.entity_pixels = None  # as a file recorded without 'state' reads
     without = build_model(TrainWMConfig(data=pixels, out=tmp_path / "b"), bank)
-    assert not without.config.object_pathway and not without.config.carry_objects
+    assert with_state.config.outcome == "rule"
+    assert not without.config.object_pathway and not without.config.carry_objects and without.config.outcome == "head"
     assert "without its object pathway" in capsys.readouterr().err

@@ -393,8 +393,9 @@ class WorldModel(nn.Module):
         points = heights = None
         if self.objects is not None:
             assert rollout.points is not None and rollout.heights is not None  # started with the pathway
+            tcp = torch.stack([proprio[:, -1, :3], (norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
             points, heights = self.objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
-                                           action, self._one_hot(task))
+                                           action, self._one_hot(task), tcp)
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
         change = self.denoiser.sample(inputs, cond, steps, generator)
         anchor = context[:, -1]
@@ -424,7 +425,8 @@ class WorldModel(nn.Module):
         if self.objects is None:
             raise ValueError("this world model has no object pathway (config.object_pathway is False)")
         return self.objects(points, heights, self._normalized_proprio(proprio),
-                            self._normalized_proprio(next_proprio), action, self._one_hot(task))
+                            self._normalized_proprio(next_proprio), action, self._one_hot(task),
+                            torch.stack([proprio[:, -1, :3], next_proprio[:, :3]], dim=1))
 
     @torch.no_grad()
     def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:

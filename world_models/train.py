@@ -193,9 +193,10 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         # the model is built without it rather than refusing data a model can still learn from.
         overrides["object_pathway"] = False
         overrides.setdefault("carry_objects", False)  # the frame carries what only the pathway moves
+        overrides.setdefault("outcome", "head")  # the rule reads the positions only the pathway carries
         print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the {config.config} world model "
-              "is built without its object pathway (collect with obs_mode='pixels+state' to have it)",
-              file=sys.stderr)
+              "is built without its object pathway, its success judged by the learned head (collect with "
+              "obs_mode='pixels+state' to have both)", file=sys.stderr)
     model = WorldModel(preset(config.config, tasks=tuple(bank.tasks),
                               instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
                               **overrides))

@@ -224,7 +224,9 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
         "world_model": {"held_out": fidelity["held_out"], "psnr_at_8": fidelity["psnr_at_8"],
                         "psnr_at_32": fidelity["psnr_at_horizon"],
                         "object_error_16_after_contact_cm": contact["at_horizon_cm"] if contact else None,
-                        "agreement": {k: fidelity["success_by_horizon"][k] for k in ("last_16", "full")}},
+                        "agreement": {k: fidelity["success_by_horizon"][k] for k in ("last_16", "full")},
+                        "physics_ceiling": {k: a["accuracy"]
+                                            for k, a in (fidelity.get("physics_ceiling") or {}).items()}},
         "detectors_roc_auc": None if detection is None else {
             name: d["summary"]["seen"]["roc_auc"]["mean"] for name, d in detection["detectors"].items()},
         "detection_skipped": json.loads(skipped.read_text())["reason"] if detection is None else None,

@@ -52,6 +52,17 @@ def media_links(out: Path) -> list[str]:
     return [f"- [{p.relative_to(out)}]({p.relative_to(out)})" for p in files]
 
 
+def ceiling_lines(ceiling: dict[str, float]) -> list[str]:
+    """Physics' own agreement on the same episodes: the line per-episode agreement is read against."""
+    shifts = {k.removeprefix("shift_"): v for k, v in ceiling.items() if k.startswith("shift_")}
+    if not shifts:
+        return []
+    return ["", "Physics itself, replaying the same recorded actions from each episode's start with the cube "
+            + " / ".join(shifts) + " off, agrees " + " / ".join(_pct(v) for v in shifts.values())
+            + " with the recorded outcomes: pushes are chaotic, so no model reading the scene from 64x64 "
+            "frames can be expected above those lines over full replays."]
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """Write ``out/report.md`` and ``out/summary.json`` of a quickstart run's ``summary``."""
     c = summary["comparison"]
@@ -100,7 +111,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"balanced accuracy {_pct(agreement['last_16']['balanced_accuracy'])} (base rate "
         f"{_pct(agreement['last_16']['base_rate'])});",
         f"- over full replays from episode starts: {_pct(agreement['full']['accuracy'])}, balanced "
-        f"{_pct(agreement['full']['balanced_accuracy'])} (base rate {_pct(agreement['full']['base_rate'])}).", "",
+        f"{_pct(agreement['full']['balanced_accuracy'])} (base rate {_pct(agreement['full']['base_rate'])}).",
+        *ceiling_lines(wm.get("physics_ceiling") or {}), "",
         "Details: [fidelity/confusion.md](fidelity/confusion.md), ![error growth](fidelity/error_growth.png)", "",
         "## 5. Failure detection on the BC policy's real rollouts", "",
         "Detectors read the features TinyVLA recorded while collecting; they are fitted on part of the rollouts, "
