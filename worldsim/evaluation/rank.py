@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from rich.table import Table
 
 from worldsim.envs.tasks import get_suite, get_task
@@ -56,7 +57,7 @@ def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, epi
     return result
 
 
-def rank_agreement(real: np.ndarray, imagined: np.ndarray) -> dict[str, float]:
+def rank_agreement(real: ArrayLike, imagined: ArrayLike) -> dict[str, float]:
     """Spearman and Pearson correlation of imagined with real success (NaN when either is
     constant), and ``spearman_p``: the one-sided permutation p-value of Spearman's rho (the
     chance that a ranking unrelated to the real one agrees at least as well; exact, over every
