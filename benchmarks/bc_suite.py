@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tyro
-from common import report
+from common import noisy_expert, report
 
 from worldsim.data.collect import collect_episodes
-from worldsim.envs.tasks import get_suite, get_task
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.envs.tasks import get_suite
 from worldsim.training.bc import BCConfig, train_bc
 
 
@@ -50,11 +49,8 @@ def main(args: Args) -> None:
     data = args.out / "demos.h5"
     t0 = time.perf_counter()
     if not data.exists():
-        def expert(task: str) -> ScriptedExpert:
-            noise = args.grasp_noise if get_task(task).family in ("pick_place", "stack") else args.noise
-            return ScriptedExpert(ScriptedExpertConfig(task, noise=noise, seed=args.seed))
-
-        collect_episodes(tasks, expert, args.episodes, data, seed=args.seed)
+        collect_episodes(tasks, lambda task: noisy_expert(task, args.noise, args.grasp_noise, seed=args.seed),
+                         args.episodes, data, seed=args.seed)
     t1 = time.perf_counter()
     summary = train_bc(BCConfig(data=data, out=args.out / "bc", steps=args.steps, batch_size=args.batch_size,
                                 language=args.language, eval_episodes=args.eval_episodes, seed=args.seed,

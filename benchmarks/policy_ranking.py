@@ -30,26 +30,19 @@ import time
 from pathlib import Path
 
 import torch
-from common import report
+from common import noisy_expert, report
 
 from worldsim.evaluation.rank import RankConfig, rank_policies
 from worldsim.training.bc import BCConfig, train_bc
-
-GRASPING = ("pick_place", "stack")
 
 
 def expert_episodes(tasks: list[str], episodes: int, path: Path, seed: int) -> None:
     """Noisy expert episodes of every task into ``path`` (skipped when the file exists)."""
     from worldsim.data.collect import collect_episodes
-    from worldsim.envs.tasks import get_task
-    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-
-    def expert(task: str) -> ScriptedExpert:
-        noise, epsilon = (0.05, 0.05) if get_task(task).family in GRASPING else (0.3, 0.2)
-        return ScriptedExpert(ScriptedExpertConfig(task, noise, epsilon, seed))
 
     if not path.exists():
-        collect_episodes(tasks, expert, episodes, path, num_envs=50, seed=seed, progress=False)
+        collect_episodes(tasks, lambda task: noisy_expert(task, 0.3, 0.05, 0.2, 0.05, seed), episodes, path,
+                         num_envs=50, seed=seed, progress=False)
 
 
 def main() -> None:
