@@ -10,31 +10,68 @@ from it only in what they ablate:
 - ``ppo``: PPO instead of GRPO;
 - ``direct-rl``: GRPO in the physics env on as many real episodes as co-evolution collects.
 
-Targets (issue 7): real success after imagination RL >= BC base + 30 points (mean over tasks)
-with <= 2,500 real episodes in total, and better than direct-rl. Prints one JSON line last.
+The base policy is ``--base-policy``, or, without it, the quickstart's per seed: ``--bc-demos``
+noisy scripted-expert demonstrations, behaviour cloning for ``--bc-steps``; the world model then
+also trains on those demonstrations. Every policy of a seed is evaluated on the same real
+episodes, so each comparison is paired (McNemar); the pooled one joins the seeds' episodes.
 
-    python benchmarks/coevolve.py --base-policy runs/bench_bc/bc/policy --suite tabletop-4 --seeds 0 1 2
+Targets (issue 17, PushCube): real success after imagination RL >= BC base + 15 points (mean
+over seeds) with <= 1,000 real episodes and >= 200 evaluation episodes, and better than
+direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<out folder>.json``).
+
+    python benchmarks/coevolve.py --task PushCube-v0 --seeds 0 1 2 --variants coevolve direct-rl \
+        --real-episodes 100 --rounds 2 --wm-steps 800 --wm-refine-steps 800 --rl-env-steps 30000 \
+        --rl-num-envs 32 --eval-episodes 200 --out runs/bench_coevolve_push
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 from common import report
 
+from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 
 VARIANTS = {"coevolve": {}, "no-keyframes": {"keyframe_ratio": 0.0}, "frozen": {"frozen_world_model": True},
             "ppo": {"algo": "ppo"}, "direct-rl": {"mode": "direct-rl"}}
 
 
+def bc_base(task: str, seed: int, demos: int, steps: int, out: Path, threads: int) -> tuple[Path, Path]:
+    """The quickstart's base policy for ``seed`` (made once, reused when ``out`` has it): its
+    demonstrations file and its BC policy."""
+    from worldsim.pipelines.quickstart import expert_demonstrations
+    from worldsim.training.bc import BCConfig, train_bc
+
+    demos_file, bc = out / "demos.h5", out / "bc"
+    if not demos_file.exists():
+        expert_demonstrations(task, demos, demos_file, seed)
+    if not (bc / "summary.json").exists():
+        train_bc(BCConfig(data=demos_file, out=bc, steps=steps, seed=seed, torch_threads=threads, overwrite=True))
+    return demos_file, bc / "policy"
+
+
+def outcomes(result: dict) -> tuple[list[bool], list[bool]]:
+    """Per-episode real outcomes of the base and of the final policy (every task, in order)."""
+    def of(row: dict) -> list[bool]:
+        return [o for task in result["tasks"] for o in row["real"]["per_task"][task]["outcomes"]]
+
+    final = next(r for r in reversed(result["rounds"]) if r["accepted"])
+    return of(result["rounds"][0]), of(final)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base-policy", type=Path, required=True)
-    parser.add_argument("--suite", default="tabletop-4")
+    parser.add_argument("--base-policy", type=Path, default=None, help="default: the quickstart's BC, per seed")
+    parser.add_argument("--bc-demos", type=int, default=100)
+    parser.add_argument("--bc-steps", type=int, default=1500)
+    tasks = parser.add_mutually_exclusive_group()
+    tasks.add_argument("--suite", default=None, help="default: tabletop-4 unless --task")
+    tasks.add_argument("--task", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--real-episodes", type=int, default=600, help="per collection (budget: x rounds)")
@@ -47,42 +84,69 @@ def main() -> None:
     parser.add_argument("--rl-num-envs", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_coevolve"))
     args = parser.parse_args()
-    if "coevolve" not in args.variants and len(args.variants) > 0:
+    if args.base_policy is None and args.task is None:
+        parser.error("--base-policy is needed with a suite (the quickstart's BC base is one task's): "
+                     "name one, or a --task")
+    suite = None if args.task else args.suite or "tabletop-4"
+    if "coevolve" not in args.variants:
         args.variants = ["coevolve", *args.variants]  # the ablations reuse its round 0
 
     runs: dict[str, list[dict]] = {v: [] for v in args.variants}
     for seed in args.seeds:
+        demonstrations, base_policy = None, args.base_policy
+        if base_policy is None:
+            demonstrations, base_policy = bc_base(args.task, seed, args.bc_demos, args.bc_steps,
+                                                  args.out / f"base_s{seed}", args.threads)
         full = args.out / f"coevolve_s{seed}"
         for variant in args.variants:
             out = args.out / f"{variant}_s{seed}"
             config = CoevolveConfig(
-                base_policy=args.base_policy, suite=args.suite, real_episodes=args.real_episodes, rounds=args.rounds,
-                wm_steps=args.wm_steps, wm_refine_steps=args.wm_refine_steps, wm_time_budget=args.wm_time_budget,
+                base_policy=base_policy, suite=suite, task=args.task, demonstrations=demonstrations,
+                real_episodes=args.real_episodes, rounds=args.rounds, wm_steps=args.wm_steps,
+                wm_refine_steps=args.wm_refine_steps, wm_time_budget=args.wm_time_budget,
                 rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=args.rl_num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=None if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, **VARIANTS[variant])
+                videos=2 if variant == "coevolve" else 0, torch_threads=args.threads, **VARIANTS[variant])
             runs[variant].append(coevolve(config))
 
     def figures(results: list[dict]) -> dict:
         final = [r["final_real_success"] for r in results]
         gain = [r["improvement"] for r in results]
         rounds = [[x["real"]["success_rate"] for x in r["rounds"]] for r in results]
+        pairs = [outcomes(r) for r in results]
         return {"final_real_success": float(np.mean(final)), "final_real_success_std": float(np.std(final)),
-                "improvement_points": 100 * float(np.mean(gain)), "real_success_per_round": rounds,
+                "improvement_points": 100 * float(np.mean(gain)),
+                "improvement_points_per_seed": [100 * g for g in gain],
+                "pooled_vs_base": paired_comparison(sum((b for b, _ in pairs), []), sum((f for _, f in pairs), [])),
+                "per_seed_vs_base": [r["comparison"] for r in results], "real_success_per_round": rounds,
                 "real_budget": results[0]["real_budget"], "seeds": len(results),
                 "imagined_success_per_round": [[x.get("imagined", {}).get("success_rate") for x in r["rounds"]]
                                                for r in results],
-                "rolled_back_rounds": [[x["round"] for x in r["rounds"] if not x["accepted"]] for r in results]}
+                "rolled_back_rounds": [[x["round"] for x in r["rounds"] if not x["accepted"]] for r in results],
+                "wall_clock_s": [r["wall_clock_s"] for r in results]}
 
-    summary = {"suite": args.suite, "base_policy": str(args.base_policy),
+    # Every variant of a seed is evaluated on the same real episodes: co-evolution's final policy
+    # against each ablation's, paired, pooled over the seeds.
+    full_final = sum((outcomes(r)[1] for r in runs["coevolve"]), [])
+    against = {v: paired_comparison(sum((outcomes(r)[1] for r in results), []), full_final)
+               for v, results in runs.items() if v != "coevolve"}
+    summary = {"suite": suite, "task": args.task, "seeds": args.seeds,
+               "base_policy": str(args.base_policy) if args.base_policy else
+               f"quickstart BC: {args.bc_demos} noisy expert demos, {args.bc_steps} steps, per seed",
                "base_real_success": float(np.mean([r["base_real_success"] for r in runs["coevolve"]])),
+               "eval_episodes_per_task": args.eval_episodes,
+               "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
+                                                          "rl_env_steps", "rl_num_envs", "threads")},
                "variants": {v: figures(results) for v, results in runs.items()},
-               "targets": {"improvement_points": 30.0, "real_budget_max": 2500}}
+               "coevolve_vs_ablation": against,
+               "targets": {"improvement_points": 15.0, "real_budget_max": 1000, "eval_episodes_min": 200}}
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    report("coevolve", summary)
+    report(f"coevolve_{args.out.name}", summary)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ starts again from the previous policy, with a world model refined on the rejecte
 real episodes (which show it where it was wrong).
 
 **Baseline** (``mode="direct-rl"``): the same real-episode budget spent on RL directly in the
-physics env (GRPO/PPO, as many real episodes as co-evolution collects), same evaluation.
+physics env (GRPO/PPO on as many real episodes as co-evolution collects in all its rounds, round 0
+included, since physics RL learns from none of them), same evaluation.
 
 Every stage writes its outputs under ``out/round_<r>/`` and is recorded in ``out/state.json``
 when it finishes; ``resume=True`` skips the recorded stages and redoes an interrupted one.
@@ -356,26 +357,26 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     if config.round0_from is not None:
         stages.adopt_round0(Path(config.round0_from), r0)
 
-    data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
-                      lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
     rounds: list[dict[str, Any]] = []
     if config.mode == "direct-rl":
         base = stages.run("round 0: evaluate", None, lambda: evaluate_both(config, config.base_policy, None, None))
         rounds.append({"round": 0, "policy": str(config.base_policy), **base, "accepted": True,
-                       "real_episodes_used": data["episodes"]})
+                       "real_episodes_used": 0})
         horizon = max(get_task(t).max_episode_steps for t in config.tasks)
-        # Physics RL gets what co-evolution collects beyond the first collection (both start from
-        # the same base data): its episodes are the budget.
-        episodes = config.real_budget - data["episodes"]
+        # Physics RL learns from none of co-evolution's collected episodes, so it gets all of them:
+        # the whole real budget, counted in env steps at the longest episode (episodes that end
+        # early leave it more episodes, which favours this baseline).
         rl = stages.run("direct RL in physics", out / "direct_rl",
                         lambda: train_rl(config, config.base_policy, out / "direct_rl", None, None,
-                                         max(episodes, 1) * horizon))
+                                         config.real_budget * horizon))
         after = stages.run("direct RL: evaluate", None,
                            lambda: evaluate_both(config, Path(rl["policy"]), None, None, rl["eval"]))
         rounds.append({"round": 1, "policy": rl["policy"], **after, "accepted": True,
-                       "real_episodes_used": data["episodes"] + episodes, "rl": rl})
+                       "real_episodes_used": config.real_budget, "rl": rl})
         return finish(config, rounds, None, run_start)
 
+    data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
+                      lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
     all_data = [r0 / "data.h5"]
     if config.demonstrations is not None:
         all_data.insert(0, config.demonstrations)

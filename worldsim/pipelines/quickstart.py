@@ -102,7 +102,7 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     from worldsim.data.collect import collect_episodes
     from worldsim.failure.detect import DetectionConfig, run_detection
     from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
-    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig, load_policy
+    from worldsim.policies import load_policy
     from worldsim.training.bc import BCConfig, train_bc
     from worldsim.world_models.evaluate import evaluate_world_model
 
@@ -128,10 +128,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
             console.print(f"{name}: {result()}")
 
     demos = out / "data" / "demos.h5"
-    stage("expert demonstrations", demos, lambda: collect_episodes(
-        [config.task], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, seed=config.seed)),
-        config.demos, demos, num_envs=min(config.demos, 25), seed=config.seed, obs_mode="pixels+state",
-        progress=config.progress), lambda: _describe_outcomes(demos))
+    stage("expert demonstrations", demos, lambda: expert_demonstrations(
+        config.task, config.demos, demos, config.seed, config.progress), lambda: _describe_outcomes(demos))
     bc = out / "bc"
     resume_bc = config.resume and (bc / CHECKPOINT_FILE).exists()
     stage("behaviour cloning", bc / "summary.json", lambda: train_bc(BCConfig(
@@ -174,6 +172,16 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     summary = summarize(config, timings, sum(timings.values()))
     write_report(config.out, summary)
     return summary
+
+
+def expert_demonstrations(task: str, episodes: int, out: Path, seed: int, progress: bool = True) -> None:
+    """The quickstart's demonstrations: ``episodes`` episodes (pixels + state) of ``task``'s
+    scripted expert with action noise 0.3, so that behaviour cloning also sees recoveries."""
+    from worldsim.data.collect import collect_episodes
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+
+    collect_episodes([task], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, seed=seed)), episodes,
+                     out, num_envs=min(episodes, 25), seed=seed, obs_mode="pixels+state", progress=progress)
 
 
 def _outcomes(path: Path) -> list[bool]:
