@@ -17,7 +17,7 @@ episodes, so each comparison is paired (McNemar); the pooled one joins the seeds
 
 Targets (issue 17, PushCube): real success after imagination RL >= BC base + 15 points (mean
 over seeds) with <= 1,000 real episodes and >= 200 evaluation episodes, and better than
-direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<out folder>.json``).
+direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<task or suite>.json``).
 
     python benchmarks/coevolve.py --task PushCube-v0 --seeds 0 1 2 --variants coevolve direct-rl \
         --real-episodes 100 --rounds 2 --wm-steps 800 --wm-refine-steps 800 --rl-env-steps 30000 \
@@ -146,7 +146,7 @@ def main() -> None:
                "targets": {"improvement_points": 15.0, "real_budget_max": 1000, "eval_episodes_min": 200}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    report(f"coevolve_{args.out.name}", summary)
+    report(f"coevolve_{args.task or suite}", summary)
 
 
 if __name__ == "__main__":

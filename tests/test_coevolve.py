@@ -46,6 +46,10 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     # everything is recorded: a resumed run redoes nothing and reproduces the results
     again = coevolve(tiny(base_policy, run, resume=True))
     assert again["rounds"] == results["rounds"]
+    # ... and reports the whole run's time, not the few seconds the resumed call took
+    stage_seconds = sum(stage["seconds"] for stage in state["stages"].values())
+    assert again["wall_clock_s"] == results["wall_clock_s"] == pytest.approx(stage_seconds, abs=0.1)
+    assert results["wall_clock_s"] > 0
     with pytest.raises(ValueError, match="--resume"):
         coevolve(tiny(base_policy, run))
     with pytest.raises(ValueError, match="settings changed"):
@@ -64,6 +68,14 @@ def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_p
     # them (2 collections of 2 episodes of up to 100 steps), and it collects nothing itself
     assert direct["rounds"][1]["rl"]["env_steps"] >= 4 * 100
     assert not (tmp_path / "direct" / "round_0" / "data.h5").exists()
+    # an ablation that adopts another run's round 0 starts from its evaluation, and reports only
+    # the time of the stages it ran itself
+    adopted = coevolve(tiny(base_policy, tmp_path / "adopted", mode="direct-rl", round0_from=tmp_path / "frozen",
+                            videos=0))
+    assert adopted["rounds"][0]["real"] == frozen["rounds"][0]["real"]
+    stages = json.loads((tmp_path / "adopted" / "state.json").read_text())["stages"]
+    own = [stage["seconds"] for stage in stages.values() if "adopted_from" not in stage]
+    assert 0 < len(own) < len(stages) and adopted["wall_clock_s"] == pytest.approx(sum(own), abs=0.1)
 
 
 def test_guard_rolls_back_exploitation_and_regressions():

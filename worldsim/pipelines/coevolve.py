@@ -225,8 +225,14 @@ class Stages:
             if r0.exists():
                 shutil.rmtree(r0)
             shutil.copytree(source / "round_0", r0)
-            self.state["stages"] |= {k: _moved(v, source, self.path.parent) for k, v in done.items()}
+            self.state["stages"] |= {k: _moved(v, source, self.path.parent) | {"adopted_from": str(source)}
+                                     for k, v in done.items()}
             write_json(self.path, self.state)
+
+    def seconds(self) -> float:
+        """Time spent in the stages this run recorded, so that a resumed run reports the whole run's
+        time, not its last session's; an adopted round 0 is the other run's time."""
+        return round(sum(stage["seconds"] for stage in self.state["stages"].values() if "adopted_from" not in stage), 1)
 
     def run(self, name: str, folder: Path | None, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The recorded result of stage ``name``, or run ``work`` (after clearing ``folder``, the
@@ -352,7 +358,6 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     stages = Stages(out, to_jsonable(config), config.resume)
-    run_start = time.time()
     r0 = out / "round_0"
     if config.round0_from is not None:
         stages.adopt_round0(Path(config.round0_from), r0)
@@ -373,7 +378,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
                            lambda: evaluate_both(config, Path(rl["policy"]), None, None, rl["eval"]))
         rounds.append({"round": 1, "policy": rl["policy"], **after, "accepted": True,
                        "real_episodes_used": config.real_budget, "rl": rl})
-        return finish(config, rounds, None, run_start)
+        return finish(config, rounds, None, stages.seconds())
 
     data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
                       lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
@@ -417,7 +422,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         wm = stages.run(f"round {r}: refine world model", folder / "wm",
                         lambda: train_wm(config, folder / "all.h5", folder / "wm", world_model, config.seed + r))
         world_model, keyframes = Path(wm["world_model"]), folder / "data.h5"
-    return finish(config, rounds, world_model, run_start)
+    return finish(config, rounds, world_model, stages.seconds())
 
 
 def _last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -425,9 +430,9 @@ def _last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Path | None,
-           run_start: float) -> dict[str, Any]:
+           seconds: float) -> dict[str, Any]:
     """Write ``results.json``, ``report.md``, ``success.png`` and the final policy's videos. The
-    final policy is the last accepted one."""
+    final policy is the last accepted one; ``seconds`` is the time its stages took."""
     from worldsim.evaluation.compare import paired_comparison, verdict
     from worldsim.pipelines.coevolve_report import plot_rounds, side_by_side_videos, write_report
 
@@ -451,7 +456,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "ablation": {"frozen_world_model": config.frozen_world_model,
                             "keyframe_ratio": config.keyframe_ratio},
-               "wall_clock_s": round(time.time() - run_start, 1)}
+               "wall_clock_s": seconds}
     videos = []
     if world_model is not None and config.videos:
         videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
