@@ -35,7 +35,7 @@ import numpy as np
 from common import report
 
 from worldsim.evaluation.compare import paired_comparison
-from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
+from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted, real_outcomes
 
 VARIANTS = {"coevolve": {}, "no-keyframes": {"keyframe_ratio": 0.0}, "frozen": {"frozen_world_model": True},
             "ppo": {"algo": "ppo"}, "direct-rl": {"mode": "direct-rl"}}
@@ -56,12 +56,9 @@ def bc_base(task: str, seed: int, demos: int, steps: int, out: Path, threads: in
 
 
 def outcomes(result: dict) -> tuple[list[bool], list[bool]]:
-    """Per-episode real outcomes of the base and of the final policy (every task, in order)."""
-    def of(row: dict) -> list[bool]:
-        return [o for task in result["tasks"] for o in row["real"]["per_task"][task]["outcomes"]]
-
-    final = next(r for r in reversed(result["rounds"]) if r["accepted"])
-    return of(result["rounds"][0]), of(final)
+    """Per-episode real outcomes of a run's base and final policies (every task, in order)."""
+    return (real_outcomes(result["tasks"], result["rounds"][0]),
+            real_outcomes(result["tasks"], last_accepted(result["rounds"])))
 
 
 def main() -> None:

@@ -425,8 +425,15 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     return finish(config, rounds, world_model, stages.seconds())
 
 
-def _last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round whose policy a run ends with: the last one the guard accepted."""
     return next(r for r in reversed(rounds) if r["accepted"])
+
+
+def real_outcomes(tasks: list[str], row: dict[str, Any]) -> list[bool]:
+    """A round's per-episode real outcomes, task after task: the same episodes in every round,
+    so two rounds' lists pair up."""
+    return [o for task in tasks for o in row["real"]["per_task"][task]["outcomes"]]
 
 
 def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Path | None,
@@ -436,11 +443,11 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
     from worldsim.evaluation.compare import paired_comparison, verdict
     from worldsim.pipelines.coevolve_report import plot_rounds, side_by_side_videos, write_report
 
-    final = _last_accepted(rounds)
+    final = last_accepted(rounds)
     final_policy = Path(final["policy"])
 
     def outcomes(row: dict[str, Any]) -> list[bool]:
-        return [o for task in config.tasks for o in row["real"]["per_task"][task]["outcomes"]]
+        return real_outcomes(config.tasks, row)
 
     comparison = paired_comparison(outcomes(rounds[0]), outcomes(final))
     results = {"mode": config.mode, "algo": config.algo, "tasks": config.tasks, "rounds": rounds,
