@@ -12,12 +12,16 @@ from it only in what they ablate:
 
 The base policy is ``--base-policy``, or, without it, the quickstart's per seed: ``--bc-demos``
 noisy scripted-expert demonstrations, behaviour cloning for ``--bc-steps``; the world model then
-also trains on those demonstrations. Every policy of a seed is evaluated on the same real
-episodes, so each comparison is paired (McNemar); the pooled one joins the seeds' episodes.
+also trains on those demonstrations. ``--round0-from`` an earlier benchmark's folder starts every
+seed from that run's base policy and round 0 (data, world model, base evaluation), to compare
+what follows round 0 (``--imagined-reward``, say) on the same footing at a third of the cost.
+Every policy of a seed is evaluated on the same real episodes, so each comparison is paired
+(McNemar); the pooled one joins the seeds' episodes.
 
 Targets (issue 17, PushCube): real success after imagination RL >= BC base + 15 points (mean
 over seeds) with <= 1,000 real episodes and >= 200 evaluation episodes, and better than
-direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<task or suite>.json``).
+direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<task or suite>.json``, with
+``_<reward>`` appended for an imagined reward other than the transition).
 
     python benchmarks/coevolve.py --task PushCube-v0 --seeds 0 1 2 --variants coevolve direct-rl \
         --real-episodes 100 --rounds 2 --wm-steps 800 --wm-refine-steps 800 --rl-env-steps 30000 \
@@ -81,6 +85,10 @@ def main() -> None:
     parser.add_argument("--rl-num-envs", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
+    parser.add_argument("--imagined-reward", default="transition", choices=["transition", "sparse", "dense"],
+                        help="the reward RL sees in imagination")
+    parser.add_argument("--round0-from", type=Path, default=None,
+                        help="an earlier benchmark folder whose base policies and round 0 every seed adopts")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_coevolve"))
     args = parser.parse_args()
@@ -96,8 +104,9 @@ def main() -> None:
         demonstrations, base_policy = None, args.base_policy
         if base_policy is None:
             demonstrations, base_policy = bc_base(args.task, seed, args.bc_demos, args.bc_steps,
-                                                  args.out / f"base_s{seed}", args.threads)
+                                                  (args.round0_from or args.out) / f"base_s{seed}", args.threads)
         full = args.out / f"coevolve_s{seed}"
+        earlier = args.round0_from / f"coevolve_s{seed}" if args.round0_from else None
         for variant in args.variants:
             out = args.out / f"{variant}_s{seed}"
             config = CoevolveConfig(
@@ -106,8 +115,9 @@ def main() -> None:
                 wm_refine_steps=args.wm_refine_steps, wm_time_budget=args.wm_time_budget,
                 rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=args.rl_num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
-                out=out, resume=(out / "state.json").exists(), round0_from=None if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, torch_threads=args.threads, **VARIANTS[variant])
+                out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
+                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward,
+                torch_threads=args.threads, **VARIANTS[variant])
             runs[variant].append(coevolve(config))
 
     def figures(results: list[dict]) -> dict:
@@ -137,13 +147,15 @@ def main() -> None:
                "base_real_success": float(np.mean([r["base_real_success"] for r in runs["coevolve"]])),
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
-                                                          "rl_env_steps", "rl_num_envs", "threads")},
+                                                          "rl_env_steps", "rl_num_envs", "imagined_reward", "threads")}
+               | {"round0_from": str(args.round0_from) if args.round0_from else None},
                "variants": {v: figures(results) for v, results in runs.items()},
                "coevolve_vs_ablation": against,
                "targets": {"improvement_points": 15.0, "real_budget_max": 1000, "eval_episodes_min": 200}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    report(f"coevolve_{args.task or suite}", summary)
+    reward = "" if args.imagined_reward == "transition" else f"_{args.imagined_reward}"
+    report(f"coevolve_{args.task or suite}{reward}", summary)
 
 
 if __name__ == "__main__":

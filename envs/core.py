@@ -78,6 +78,7 @@ def snapshots(env: gym.Env | VectorEnv) -> Snapshotting:
 MAX_NUM_ENVS = 65536
 RENDER_MODES = (None, "rgb_array")
 PHYSICS_REWARD_TYPES = ("dense", "sparse")
+IMAGINED_REWARD_TYPES = ("transition", "sparse", "dense")  # ImaginedVectorEnv's; "dense" with the object pathway
 
 
 class Outcome(NamedTuple):
@@ -184,8 +185,7 @@ class BatchedEnv(VectorEnv, ABC):
                                  f"{', '.join(map(repr, self.obs_modes))}")
             raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(self.obs_modes)}")
         if reward_type not in reward_types:
-            extra = " (the dense reward needs the physical state)" if reward_type == "dense" else ""
-            raise ValueError(f"reward_type={reward_type!r}{extra}; allowed: {', '.join(reward_types)}")
+            raise ValueError(f"reward_type={reward_type!r}; allowed: {', '.join(reward_types)}")
         if render_mode not in RENDER_MODES or render_mode not in (None, *self.metadata["render_modes"]):
             allowed = ", ".join(map(repr, (None, *self.metadata["render_modes"])))
             raise ValueError(f"render_mode={render_mode!r}; allowed: {allowed}")

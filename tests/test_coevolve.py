@@ -58,8 +58,15 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
 
 @pytest.mark.slow
 def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_path):
-    frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0))
+    frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0,
+                           imagined_reward="dense"))
     assert frozen["real_budget"] == 2 and not (tmp_path / "frozen" / "round_1" / "data.h5").exists()
+    # RL saw the dense reward: shaping in (0, 1) per step, so a return of 3 imagined steps is no whole number
+    assert frozen["ablation"]["imagined_reward"] == "dense"
+    returns = [json.loads(line)["episode/return"] for line in
+               (tmp_path / "frozen" / "round_1" / "rl" / "metrics.jsonl").read_text().splitlines()
+               if "episode/return" in line]
+    assert returns and all(0 < r < 3 and r != round(r) for r in returns)
     assert frozen["rounds"][2]["world_model"] == frozen["rounds"][0]["world_model"]
     direct = coevolve(tiny(base_policy, tmp_path / "direct", mode="direct-rl"))
     assert [r["round"] for r in direct["rounds"]] == [0, 1]

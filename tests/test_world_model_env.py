@@ -8,8 +8,13 @@ import torch
 
 import worldsim.training.grpo
 import worldsim.training.ppo
+import worldsim.training.rl
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.families import make_family
+from worldsim.envs.observations import qpos_from_state
+from worldsim.envs.scene import Scene
+from worldsim.envs.tasks import get_task
 from worldsim.evaluation.evaluate import Imagination, evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
@@ -115,6 +120,30 @@ def test_success_terminates_and_rewards_the_transition(make):
     assert [sparse.step(np.zeros((2, 4), np.float32))[1].tolist() for _ in range(2)] == [[1, 1], [1, 1]]
 
 
+def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, tmp_path):
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8, object_pathway=True, object_hidden=32,
+                                outcome="rule")).save_pretrained(tmp_path / "wm")
+    env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm", keyframes=files[1],
+                       device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False)
+    _, info = env.reset(seed=0)
+    bank, scene = EpisodeBank(files[1]), Scene.load()
+    physics = make_family(get_task("PushCube-v0"), scene).evaluate(qpos_from_state(scene, bank.state[bank.obs_start]))
+    starts = np.stack([physics.terms["reach"], physics.terms["place"]], axis=1)  # the recorded starts' shaping
+    imagined = np.stack([info["reward_terms"]["reach"], info["reward_terms"]["place"]], axis=1)
+    assert all(np.abs(starts - row).max(axis=1).min() < 1e-4 for row in imagined)
+    for _ in range(3):
+        _, reward, _, _, info = env.step(env.action_space.sample())
+        terms = info["reward_terms"]
+        staged = (terms["reach"] + terms["place"]) / 3
+        np.testing.assert_allclose(reward, np.where(info["success"], 1.0, staged))
+        assert ((0 <= reward) & (reward <= 1)).all()
+    with pytest.raises(ValueError, match="reward_type='dense'.*object pathway"):
+        gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=1, world_model=files[0], keyframes=files[1],
+                     device="cpu", reward_type="dense")
+
+
 def test_a_cube_imagined_off_the_table_ends_the_episode_as_a_failure(make):
     env = make(2, reset_schedule="synchronous", terminate_on_success=False)
     env.reset(seed=0)
@@ -138,8 +167,6 @@ def test_bad_input_gets_clear_errors(make, files, tmp_path):
         make(obs_mode="state")
     with pytest.raises(ValueError, match="wrist_camera"):
         make(wrist_camera=True)
-    with pytest.raises(ValueError, match="reward_type='dense'.*physical state"):
-        make(reward_type="dense")
     with pytest.raises(ValueError, match="image_size=64 does not match"):
         make(image_size=64)
     with pytest.raises(ValueError, match="staggered-warmup"):
@@ -179,6 +206,24 @@ def test_single_env_for_gym_make(files):
     _, _, terminated, truncated, _ = env.step(np.zeros(4, np.float32))
     assert truncated and not terminated
     env.close()
+
+
+def test_the_rl_config_picks_the_imagined_reward(files, tmp_path):
+    TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
+                          channels=(8, 8), hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
+    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files[0]),
+                  keyframes=str(files[1]), num_envs=4, group_size=2, out=tmp_path / "grpo", device="cpu")
+    policy = worldsim.training.rl.load_policy(tmp_path / "vla", torch.device("cpu"))
+    for reward in ("transition", "sparse"):
+        config = worldsim.training.grpo.GRPOConfig(imagined_reward=reward, **common)
+        env = worldsim.training.rl.make_train_env(config, 4, policy, reset_schedule="keyframe")
+        assert env.unwrapped.reward_type == reward
+        env.close()
+    dense = worldsim.training.grpo.GRPOConfig(imagined_reward="dense", **common)
+    with pytest.raises(ValueError, match="reward_type='dense'.*object pathway"):  # this model has none
+        worldsim.training.rl.make_train_env(dense, 4, policy, reset_schedule="keyframe")
+    with pytest.raises(ValueError, match="imagined_reward='shaped'; allowed: transition, sparse, dense"):
+        worldsim.training.grpo.GRPOConfig(imagined_reward="shaped", **common)
 
 
 @pytest.mark.slow

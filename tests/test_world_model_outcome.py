@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from worldsim.data.collect import collect_episodes
+from worldsim.envs.families import make_family
 from worldsim.envs.observations import ENTITY_HEIGHTS, qpos_from_state
 from worldsim.envs.scene import Scene
-from worldsim.envs.tasks import get_suite
+from worldsim.envs.tasks import get_suite, get_task
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import EpisodeBank
 from worldsim.world_models.data import image_camera
@@ -58,3 +59,18 @@ def test_a_cube_imagined_off_the_table_fails_the_episode():
     _, failed = rules.outcome(torch.zeros(1, dtype=torch.long), torch.zeros(1, 4), points, heights)
     assert failed.tolist() == [True]
     assert rules.failed(torch.zeros(1, 4), points, heights).tolist() == [True]  # without judging success
+
+
+def test_the_dense_terms_on_recorded_positions_are_the_physics_env_terms(bank):
+    """The imagined env's dense reward shapes on the positions the pathway carries: on the
+    recorded ones it must be the physics env's shaping, for every family."""
+    rules, scene = TaskRules(TASKS, image_camera(32, 32)), Scene.load()
+    for j, info in enumerate(bank.infos[:: 3]):
+        rows = np.arange(bank.obs_start[3 * j], bank.obs_start[3 * j] + bank.lengths[3 * j] + 1)
+        physics = make_family(get_task(info.task), scene).evaluate(qpos_from_state(scene, bank.state[rows])).terms
+        imagined = rules.terms(TASKS.index(info.task), torch.from_numpy(bank.proprio[rows]).double(),
+                               torch.from_numpy(bank.entity_pixels[rows]).double(),
+                               torch.from_numpy(bank.entity_heights[rows]).double())
+        assert set(imagined) == set(physics) and len(physics) >= 1
+        for name, value in physics.items():
+            np.testing.assert_allclose(imagined[name].numpy(), value, atol=1e-4, err_msg=f"{info.task}: {name}")

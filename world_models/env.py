@@ -27,8 +27,11 @@ What imagination cannot do, and what it does instead:
   is judged a success, as the physics env's sparse reward does. The verdict is the success
   head's probability against the threshold, or, for a model with ``outcome="rule"``, each task's
   own success rule on the objects' imagined positions (:mod:`~worldsim.world_models.outcome`). With
-  ``terminate_on_success=True`` (default) the two are the same. The physics env's ``dense``
-  reward needs the state and is refused. ``info["reward_terms"]`` holds ``success_prob``;
+  ``terminate_on_success=True`` (default) the two are the same. ``"dense"`` is the physics env's
+  dense reward on the imagined gripper and objects: the mean of the task's shaping terms and a
+  success stage, 1 on a success; it needs a model with the object pathway (the objects'
+  positions are not otherwise imagined). ``info["reward_terms"]`` holds ``success_prob``, and
+  with ``"dense"`` the shaping terms too;
 - ``terminated``: success (if ``terminate_on_success``), or failure: with the object pathway,
   a cube imagined off the table, as in physics (without it, ``failure`` is always False);
 - ``truncated``: the elapsed-step counter reaches ``max_episode_steps`` (the task's limit by
@@ -57,7 +60,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from worldsim.data.reader import EpisodeReader
-from worldsim.envs.core import BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.core import IMAGINED_REWARD_TYPES, BatchedEnv, Outcome, check_env_arguments
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
@@ -69,7 +72,6 @@ from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyf
 from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import Rollout, WorldModel
 
-REWARD_TYPES = ("transition", "sparse")
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))
 
 
@@ -88,7 +90,8 @@ class ImaginedVectorEnv(BatchedEnv):
         obs_mode: ``"pixels"`` only (see the module docstring).
         image_size: must equal the model's (default: the model's).
         wrist_camera: must be False (the model imagines the front camera).
-        reward_type: ``"transition"`` (default) or ``"sparse"``.
+        reward_type: ``"transition"`` (default), ``"sparse"`` or ``"dense"`` (a model with the
+            object pathway only).
         reset_schedule: ``"keyframe"`` (default) or a physics schedule without warm-up.
         keyframe_rule: a :class:`KeyframeRule` (or a dict of its fields): keyframe choice and
             the share of keyframe starts (``ratio``) under ``reset_schedule="keyframe"``.
@@ -157,8 +160,12 @@ class ImaginedVectorEnv(BatchedEnv):
         if image_size is not None and int(image_size) != cfg.image_size:
             raise ValueError(f"image_size={image_size!r} does not match the world model, which imagines "
                              f"{cfg.image_size}x{cfg.image_size} frames; allowed: {cfg.image_size}")
+        if reward_type == "dense" and self.model.rules is None:
+            raise ValueError("reward_type='dense' shapes the reward on the objects' imagined positions, which "
+                             "only a world model with the object pathway carries; allowed for this model: "
+                             "transition, sparse")
         super().__init__(task, num_envs, obs_mode=obs_mode, image_size=cfg.image_size, wrist_camera=False,
-                         reward_type=reward_type, reward_types=REWARD_TYPES, reset_schedule=schedule,
+                         reward_type=reward_type, reward_types=IMAGINED_REWARD_TYPES, reset_schedule=schedule,
                          autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps,
                          terminate_on_success=terminate_on_success, render_mode=render_mode)
         self.horizon = None if horizon is None else int(horizon)
@@ -197,6 +204,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success = np.zeros(n, bool)
         self._failed = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
+        self._terms: dict[str, np.ndarray] = {}  # the dense reward's shaping terms, with reward_type="dense"
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
 
@@ -222,18 +230,23 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = bank.success[rows[:, -1]]
         self._failed[index] = False
         self._success_prob[index] = self._success[index]
+        self._shape(index)
         start[index] = steps
         return start
 
     def _advance(self, actions: np.ndarray, active: np.ndarray) -> Outcome:
         before = self._success.copy()
         self._imagine(actions.astype(np.float32), np.flatnonzero(active))
+        if self.reward_type == "dense":
+            staged = sum(self._terms.values()) / (len(self._terms) + 1)
+            return self._outcome(np.where(self._success, 1.0, staged))
         gained = self._success if self.reward_type == "sparse" else self._success & ~before
         return self._outcome(gained.astype(float))
 
     def _outcome(self, reward: np.ndarray | None = None) -> Outcome:
         reward = np.zeros(self.num_envs) if reward is None else reward
-        return Outcome(self._success.copy(), self._failed.copy(), reward, {"success_prob": self._success_prob.copy()})
+        terms = {"success_prob": self._success_prob.copy(), **{k: v.copy() for k, v in self._terms.items()}}
+        return Outcome(self._success.copy(), self._failed.copy(), reward, terms)
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
         return {"image": self._frames.copy(),
@@ -246,7 +259,8 @@ class ImaginedVectorEnv(BatchedEnv):
     def _backend_state(self) -> dict[str, Any]:
         rollout = {k: v.cpu().clone() for k, v in vars(self._rollout).items() if v is not None}
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
-        return {**rollout, **flags, "torch_rng": self._generator.get_state()}
+        terms = {k: v.copy() for k, v in self._terms.items()}
+        return {**rollout, **flags, "terms": terms, "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         if tuple(state["context"].shape) != tuple(self._rollout.context.shape):
@@ -257,6 +271,7 @@ class ImaginedVectorEnv(BatchedEnv):
                 value.copy_(state[name])
         for name in ("frames", "success", "failed", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
+        self._terms = {k: v.copy() for k, v in state["terms"].items()}
         self._generator.set_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ internals
@@ -288,6 +303,21 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = prob >= self.success_threshold
         if pred.failed is not None:
             self._failed[index] = pred.failed.cpu().numpy()
+        self._shape(index)
+
+    @torch.inference_mode()
+    def _shape(self, index: np.ndarray) -> None:
+        """With ``reward_type="dense"``: the shaping terms of the envs in ``index`` at their
+        latest imagined (or, just reset, recorded) gripper and object positions."""
+        if self.reward_type != "dense" or self.model.rules is None:
+            return
+        rollout = self._rollout
+        assert rollout.points is not None and rollout.heights is not None  # the pathway, checked in __init__
+        rows = torch.as_tensor(index, device=self.device)
+        terms = self.model.rules.terms(self._task_id, rollout.proprio[rows, -1], rollout.points[rows, -1],
+                                       rollout.heights[rows, -1])
+        for name, value in terms.items():
+            self._terms.setdefault(name, np.zeros(self.num_envs))[index] = value.float().cpu().numpy()
 
 
 class ImaginedEnv(SingleEnv):

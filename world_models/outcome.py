@@ -10,7 +10,8 @@ cube; the gripper at its target. It needs no success frames to learn from (the l
 one per recorded episode, and never fired on pick-and-place or stacking frames of the tabletop
 suite); its only error is the positions' error, so a cube imagined a centimetre short of the
 zone fails where the calibrated head may still call it a success. Whatever decides success, a
-cube imagined off the table ends the episode as a failure, as in physics.
+cube imagined off the table ends the episode as a failure, as in physics, and the physics env's
+dense shaping terms (:meth:`TaskRules.terms`) read the same imagined positions.
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ class TaskRules:
             if rows.any():
                 success[rows] = family.evaluate(qpos[rows]).success
         return success, self._failed(qpos)
+
+    def terms(self, task: int, proprio: torch.Tensor, points: torch.Tensor, heights: torch.Tensor
+              ) -> dict[str, torch.Tensor]:
+        """The named dense-reward terms ``(B,)`` of task ``task`` (an index) on imagined scenes: the
+        shaping terms of the physics env's ``dense`` reward (for a push, how close the gripper is
+        to the cube's back and the cube to the zone)."""
+        return self.families[task].evaluate(self.qpos(proprio, points, heights)).terms
 
     def failed(self, proprio: torch.Tensor, points: torch.Tensor, heights: torch.Tensor) -> torch.Tensor:
         """Whether each imagined scene ``(B,)`` has failed as physics would end it: a cube off the

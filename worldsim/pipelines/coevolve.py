@@ -98,6 +98,9 @@ class CoevolveConfig:
     """Share of imagined episodes starting at mid-episode keyframes (0: ablation without them)."""
     imagined_horizon: int | None = 40
     """Imagined steps after which an episode is truncated (None: the task's time limit)."""
+    imagined_reward: Literal["transition", "sparse", "dense"] = "transition"
+    """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
+    sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
     wm_config: Literal["tiny", "base"] = "tiny"
     """World-model preset."""
     wm_steps: int = 4000
@@ -318,7 +321,8 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     common |= {"suite": config.suite} if config.suite else {"task": config.task}
     if world_model is not None:
         common |= {"world_model": str(world_model), "keyframes": str(keyframes),
-                   "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon}
+                   "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon,
+                   "imagined_reward": config.imagined_reward}
     if config.algo == "grpo":
         summary = train_grpo(GRPOConfig(group_size=config.group_size, **common))
     else:
@@ -462,7 +466,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                if len(rounds) > 1 else None,
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "ablation": {"frozen_world_model": config.frozen_world_model,
-                            "keyframe_ratio": config.keyframe_ratio},
+                            "keyframe_ratio": config.keyframe_ratio, "imagined_reward": config.imagined_reward},
                "wall_clock_s": seconds}
     videos = []
     if world_model is not None and config.videos:

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from worldsim.envs.arrays import host_array
 from worldsim.envs.concat import ConcatVectorEnv
+from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
@@ -177,6 +178,10 @@ class RLRunConfig:
     keyframe rule's default; 0: episode starts only)."""
     imagined_horizon: int | None = None
     """Imagination: truncate imagined episodes after this many steps (None: the task's time limit)."""
+    imagined_reward: Literal["transition", "sparse", "dense"] = "transition"
+    """Imagination: the imagined env's reward_type: transition (1 when the imagined verdict turns
+    to success), sparse, or dense (physics' shaped reward on the imagined gripper and objects; a
+    world model with the object pathway). Physics always trains on its dense reward."""
     time_budget: float | None = None
     """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds of training,
     even if total_env_steps is not reached; a run it cuts short is not reproducible."""
@@ -244,6 +249,8 @@ class RLRunConfig:
             raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
         if self.imagined_horizon is not None:
             _check_int("imagined_horizon", self.imagined_horizon, 1)
+        if self.imagined_reward not in IMAGINED_REWARD_TYPES:
+            raise ValueError(f"imagined_reward={self.imagined_reward!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
         self.hidden = tuple(self.hidden)
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
@@ -312,7 +319,8 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
     imagination: dict[str, Any] | None = None
     if config.imagined:
         imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
-                       "horizon": config.imagined_horizon, "device": config.device}
+                       "horizon": config.imagined_horizon, "reward_type": config.imagined_reward,
+                       "device": config.device}
         if config.keyframe_ratio is not None:
             imagination["keyframe_rule"] = {"ratio": config.keyframe_ratio}
     envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
