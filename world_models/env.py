@@ -271,7 +271,8 @@ class ImaginedVectorEnv(BatchedEnv):
                 value.copy_(state[name])
         for name in ("frames", "success", "failed", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
-        self._terms = {k: v.copy() for k, v in state["terms"].items()}
+        # a snapshot from before the dense reward (an older run's checkpoint) holds no terms
+        self._terms = {k: v.copy() for k, v in state.get("terms", {}).items()}
         self._generator.set_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ internals
