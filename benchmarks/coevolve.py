@@ -21,7 +21,7 @@ Every policy of a seed is evaluated on the same real episodes, so each compariso
 Targets (issue 17, PushCube): real success after imagination RL >= BC base + 15 points (mean
 over seeds) with <= 1,000 real episodes and >= 200 evaluation episodes, and better than
 direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<task or suite>.json``, with
-``_<reward>`` appended for an imagined reward other than the transition).
+``_<reward>`` appended for an imagined reward other than the transition, and ``_<tag>``).
 
     python benchmarks/coevolve.py --task PushCube-v0 --seeds 0 1 2 --variants coevolve direct-rl \
         --real-episodes 100 --rounds 2 --wm-steps 800 --wm-refine-steps 800 --rl-env-steps 30000 \
@@ -89,6 +89,7 @@ def main() -> None:
                         help="the reward RL sees in imagination")
     parser.add_argument("--round0-from", type=Path, default=None,
                         help="an earlier benchmark folder whose base policies and round 0 every seed adopts")
+    parser.add_argument("--tag", default=None, help="appended to the results file's name, to keep this setting's")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_coevolve"))
     args = parser.parse_args()
@@ -155,7 +156,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     reward = "" if args.imagined_reward == "transition" else f"_{args.imagined_reward}"
-    report(f"coevolve_{args.task or suite}{reward}", summary)
+    report(f"coevolve_{args.task or suite}{reward}" + (f"_{args.tag}" if args.tag else ""), summary)
 
 
 if __name__ == "__main__":
