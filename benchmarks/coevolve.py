@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 from common import report
 
+from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted, real_outcomes
 
@@ -85,7 +86,7 @@ def main() -> None:
     parser.add_argument("--rl-num-envs", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
-    parser.add_argument("--imagined-reward", default="transition", choices=["transition", "sparse", "dense"],
+    parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
     parser.add_argument("--round0-from", type=Path, default=None,
                         help="an earlier benchmark folder whose base policies and round 0 every seed adopts")

@@ -61,6 +61,7 @@ from gymnasium.vector import AutoresetMode
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.core import IMAGINED_REWARD_TYPES, BatchedEnv, Outcome, check_env_arguments
+from worldsim.envs.families.base import Evaluation
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
@@ -238,8 +239,7 @@ class ImaginedVectorEnv(BatchedEnv):
         before = self._success.copy()
         self._imagine(actions.astype(np.float32), np.flatnonzero(active))
         if self.reward_type == "dense":
-            staged = sum(self._terms.values()) / (len(self._terms) + 1)
-            return self._outcome(np.where(self._success, 1.0, staged))
+            return self._outcome(Evaluation(self._success, self._terms).dense_reward())
         gained = self._success if self.reward_type == "sparse" else self._success & ~before
         return self._outcome(gained.astype(float))
 
