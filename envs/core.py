@@ -45,7 +45,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from abc import ABC, abstractmethod
-from typing import Any, NamedTuple, Protocol, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import gymnasium as gym
 import numpy as np
@@ -78,7 +78,8 @@ def snapshots(env: gym.Env | VectorEnv) -> Snapshotting:
 MAX_NUM_ENVS = 65536
 RENDER_MODES = (None, "rgb_array")
 PHYSICS_REWARD_TYPES = ("dense", "sparse")
-IMAGINED_REWARD_TYPES = ("transition", "sparse", "dense")  # ImaginedVectorEnv's; "dense" with the object pathway
+ImaginedReward = Literal["transition", "sparse", "dense"]  # ImaginedVectorEnv's; "dense" with the object pathway
+IMAGINED_REWARD_TYPES: tuple[str, ...] = get_args(ImaginedReward)
 
 
 class Outcome(NamedTuple):

@@ -55,6 +55,7 @@ from typing import Any, Literal
 
 from rich.console import Console
 
+from worldsim.envs.core import ImaginedReward
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
@@ -98,7 +99,7 @@ class CoevolveConfig:
     """Share of imagined episodes starting at mid-episode keyframes (0: ablation without them)."""
     imagined_horizon: int | None = 40
     """Imagined steps after which an episode is truncated (None: the task's time limit)."""
-    imagined_reward: Literal["transition", "sparse", "dense"] = "transition"
+    imagined_reward: ImaginedReward = "transition"
     """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
     sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
     wm_config: Literal["tiny", "base"] = "tiny"

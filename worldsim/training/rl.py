@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from worldsim.envs.arrays import host_array
 from worldsim.envs.concat import ConcatVectorEnv
-from worldsim.envs.core import IMAGINED_REWARD_TYPES
+from worldsim.envs.core import IMAGINED_REWARD_TYPES, ImaginedReward
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
@@ -178,7 +178,7 @@ class RLRunConfig:
     keyframe rule's default; 0: episode starts only)."""
     imagined_horizon: int | None = None
     """Imagination: truncate imagined episodes after this many steps (None: the task's time limit)."""
-    imagined_reward: Literal["transition", "sparse", "dense"] = "transition"
+    imagined_reward: ImaginedReward = "transition"
     """Imagination: the imagined env's reward_type: transition (1 when the imagined verdict turns
     to success), sparse, or dense (physics' shaped reward on the imagined gripper and objects; a
     world model with the object pathway). Physics always trains on its dense reward."""
