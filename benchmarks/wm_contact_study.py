@@ -18,6 +18,7 @@ then) and ``rule`` (the task's rule, the presets' outcome now) in the README.
 
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/default
     python benchmarks/wm_contact_study.py --threads 2 --outcome rule --out runs/study/rule
+    python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/relations
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
 """
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--val-episodes", type=int, default=400)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
+    parser.add_argument("--object-relations", action=argparse.BooleanOptionalAction, default=None,
+                        help="the pathway reads each object's offset from the gripper (default: the preset's, on)")
     parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
     parser.add_argument("--dynamics-updates", type=int, default=2,
@@ -87,7 +90,8 @@ def main() -> None:
         summary = train_world_model(TrainWMConfig(
             data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
             val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device="cpu",
-            progress=False, object_pathway=args.object_pathway, carry_objects=args.carry_objects,
+            progress=False, object_pathway=args.object_pathway, object_relations=args.object_relations,
+            carry_objects=args.carry_objects,
             change_weight=args.change_weight, dynamics_updates=args.dynamics_updates, outcome=args.outcome,
             seed=args.seed, overwrite=True))
     sets = {}
@@ -115,7 +119,8 @@ def main() -> None:
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
-        "object_pathway": model.config.object_pathway, "carry_objects": model.config.carry_objects,
+        "object_pathway": model.config.object_pathway, "object_relations": model.config.object_relations,
+        "carry_objects": model.config.carry_objects,
         "dynamics_updates": trained["dynamics_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
         "change_weight": trained["change_weight"], "seed": trained["seed"],

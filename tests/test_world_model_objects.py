@@ -82,6 +82,40 @@ def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
     assert ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False)).gated is False
 
 
+def test_the_pathway_reads_each_object_relative_to_the_gripper():
+    """``object_relations``: the MLP's extra inputs are each object's offset from the TCP before
+    and after the step (tens of cm) and the TCP's move (control steps), from the unprojected
+    positions; without the option the MLP has none of them."""
+    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    plain = ObjectDynamics(WorldModelConfig(**SMALL, object_relations=False))
+    assert dynamics.net[0].in_features == plain.net[0].in_features + 6 * E + 3
+    world = torch.tensor([0.05, -0.1, 0.02]).repeat(1, 2, E, 1)  # every object at one place
+    points, heights = dynamics.camera.project(world).float(), world[..., 2]
+    tcp = torch.tensor([[[0.0, 0.0, 0.02], [0.03, 0.0, 0.02]]])
+    offsets, move = dynamics.relation_features(points, heights, tcp)
+    offsets = offsets.view(1, E, 6)
+    assert torch.allclose(offsets[0, :, :3], torch.tensor([0.5, -1.0, 0.0]).expand(E, 3), atol=1e-4)
+    assert torch.allclose(offsets[0, :, 3:], torch.tensor([0.2, -1.0, 0.0]).expand(E, 3), atol=1e-4)
+    assert torch.allclose(move, torch.tensor([[1.0, 0.0, 0.0]]))
+
+
+def test_a_model_saved_before_object_relations_loads_without_them(tmp_path):
+    """Its config has no ``object_relations``: it loads with them off, as its MLP was built."""
+    import json
+
+    from worldsim.world_models.config import preset
+
+    old = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_relations=False))
+    old.save_pretrained(tmp_path / "wm")
+    document = json.loads((tmp_path / "wm" / "config.json").read_text())
+    del document["config"]["object_relations"]
+    (tmp_path / "wm" / "config.json").write_text(json.dumps(document))
+    loaded = WorldModel.from_pretrained(tmp_path / "wm")
+    assert loaded.config.object_relations is False
+    assert torch.equal(loaded.objects.net[0].weight, old.objects.net[0].weight)
+    assert preset("tiny", tasks=("PushCube-v0",), instructions=("push",)).object_relations is True
+
+
 def test_object_loss_counts_only_objects_in_view():
     target = torch.tensor([[[4.0, 4.0], [-5.0, 3.0]]])
     assert object_loss(torch.tensor([[[4.0, 4.0], [100.0, 100.0]]]), target, 32).item() == 0.0

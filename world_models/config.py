@@ -71,6 +71,13 @@ class WorldModelConfig:
     change_weight: float = 0.0
     """Extra weight of the denoising loss on the pixels that change from the last context frame
     (1 + change_weight there, 1 elsewhere): most of a frame is static scene."""
+    object_relations: bool = True
+    """With the object pathway: its MLP also reads where each object is relative to the
+    gripper's TCP before and after the step (metres, the positions unprojected from the camera)
+    and the TCP's move. From image positions and proprio alone it has to learn the camera's
+    projection before it can tell a push from a near miss, and it carries a pushed cube too
+    short (README, "The pathway reads the gripper's offset"). A model saved before this option
+    loads without it (its MLP has no such inputs)."""
     contact_gate: bool = True
     """With the object pathway: an object moves only where the gripper passes near it or it is
     already moving (:meth:`~worldsim.world_models.objects.ObjectDynamics.contact_gate`); a

@@ -462,6 +462,7 @@ class WorldModel(nn.Module):
         if unknown:
             raise ValueError(f"{config_path}: unknown WorldModelConfig field(s) {unknown}; "
                              f"known: {sorted(known)}")
+        fields.setdefault("object_relations", False)  # saved before the option: its pathway reads no relations
         model = cls(WorldModelConfig(**fields))
         load_pretrained_weights(path, model, f"the model of {config_path}")
         return model.to(device).eval()

@@ -4,7 +4,8 @@ A small denoiser asked for the next frame of a push averages the cube's large, r
 (the cube stays behind). With ``object_pathway`` on, the world model first predicts the next
 image positions of the scene's objects (:data:`~worldsim.envs.observations.ENTITIES`: cubes,
 zones, bin) from their positions over the context, the gripper's proprio (now and next), the
-action and the task (:class:`ObjectDynamics`, a residual MLP on normalised pixel coordinates),
+action, the task and (``object_relations``) where each object is relative to the gripper
+(:class:`ObjectDynamics`, a residual MLP on normalised pixel coordinates),
 kept at rest unless the gripper's path passes near them or they are already moving
 (:meth:`ObjectDynamics.contact_gate`), then conditions the frame's denoiser on where they are
 and where they go: one Gaussian blob per object at its current and at its next position, as
@@ -36,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
+from worldsim.envs.scene import ACTION_SCALE
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 
 PLANE_SIGMA = 0.75  # width (latent cells) of an object's blob on the denoiser's input planes
@@ -59,6 +61,7 @@ OBJECT_EXTENT = 1 / 16
 # contact on PushCube replays against 1.9 without the gate; at 0.5 mm the error is 1.95 cm.
 CONTACT_REACH_M = 0.08
 MOVING_M = 0.0005
+RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
 
 
 class ObjectDynamics(nn.Module):
@@ -77,13 +80,14 @@ class ObjectDynamics(nn.Module):
 
         self.camera = image_camera(config.image_size, config.image_size)
         self.gated = config.contact_gate
+        self.relations = config.object_relations
         self.entities = len(ENTITIES)
         self.scale = config.image_size / 2.0
         # only the cubes move: the zones and the bin are fixed for an episode, so they stay where they start
         self.register_buffer("movable", torch.tensor([name.endswith("_cube") for name in ENTITIES]), persistent=False)
         self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
         inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
-                  + len(config.tasks))
+                  + len(config.tasks) + (6 * self.entities + 3 if self.relations else 0))
         width = config.object_hidden
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
@@ -97,17 +101,28 @@ class ObjectDynamics(nn.Module):
                 next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``proprio`` and ``next_proprio`` normalised; ``tcp`` ``(B, 2, 3)`` the gripper's TCP
-        (metres) before and after the step, for :meth:`contact_gate`."""
+        (metres) before and after the step, for :meth:`contact_gate` and, with
+        ``object_relations``, :meth:`relation_features`."""
         b = len(points)
         normalized = points / self.scale - 1.0
-        features = torch.cat([normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
-                              next_proprio, action, task], dim=1)
-        change = self.net(features).view(b, self.entities, 3) * self.movable[:, None]
+        features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
+                    next_proprio, action, task]
+        if self.relations:
+            features += self.relation_features(points, heights, tcp)
+        change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
         if self.gated:
             change = change * self.contact_gate(points, heights, tcp)[..., None]
         # outputs: tenths of half the image for positions, centimetres for heights
         moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
         return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
+
+    def relation_features(self, points: torch.Tensor, heights: torch.Tensor, tcp: torch.Tensor
+                          ) -> list[torch.Tensor]:
+        """Each object's offset ``(B, 6E)`` from the TCP before and after the step and the TCP's
+        move ``(B, 3)``, in units of :data:`RELATION_UNIT_M` and of a control step."""
+        where = self.camera.unproject(points[:, -1:], heights[:, -1:])[:, 0]  # (B, E, 3) metres
+        offsets = torch.cat([where - tcp[:, :1], where - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
+        return [offsets.flatten(1), (tcp[:, 1] - tcp[:, 0]) / ACTION_SCALE]
 
     def contact_gate(self, points: torch.Tensor, heights: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
         """Which objects ``(B, E)`` may move this step: those whose centre the TCP's path

@@ -58,8 +58,8 @@ from worldsim.world_models.model import WorldModel
 MODEL_DIR = "world_model"
 WARMUP_STEPS = 100
 # Settings of a new model's architecture the command line may override.
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "change_weight",
-                       "outcome")
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "object_relations",
+                       "carry_objects", "change_weight", "outcome")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
                  "success_fraction", "success_weight", "dynamics_updates")
@@ -93,6 +93,9 @@ class TrainWMConfig:
     object_pathway: bool | None = None
     """A new model predicts where the objects go first, then draws the frame (needs ``state``
     in the data; default: the preset's)."""
+    object_relations: bool | None = None
+    """A new model's object pathway also reads each object's offset from the gripper (needs the
+    object pathway; default: the preset's, on)."""
     carry_objects: bool | None = None
     """A new model's denoiser corrects the last frame with the moving objects already carried
     where the pathway puts them (needs the object pathway; default: the preset's)."""
