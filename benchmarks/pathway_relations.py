@@ -1,0 +1,127 @@
+"""Does the object pathway carry a pushed cube as far as it really goes? The pathway alone, with
+and without ``object_relations``, fitted on one episode file and rolled open loop on another.
+
+Each variant is a fresh ``tiny`` model's low-dimensional dynamics (the proprio head and the
+object pathway) fitted by :meth:`~worldsim.world_models.WorldModel.dynamics_loss` for
+``--updates`` AdamW steps (train-wm's recipe for them: 800 training steps x 2 updates, warm-up
+and cosine decay) on ``--data``; the frame model is not trained: it plays no part in where the
+pathway puts the cube. Then, on ``--held-out`` windows of ``--horizon`` steps, the pathway is
+rolled on its own predictions with the recorded gripper motion, and the cube's predicted
+displacement is compared with its real one where the real cube moved more than 2 px: the share
+of the real displacement the prediction covers along it (1: as far as the real cube) and the end
+error in cm on the table; plus how far it moves cubes that really stayed.
+
+    python benchmarks/pathway_relations.py --data runs/bench_coevolve_push_real800/coevolve_s0/round_0/all.h5 \\
+        --held-out runs/bench_coevolve_push/coevolve_s0/round_1/data.h5
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from common import report
+
+from worldsim.data.index import split_episodes
+from worldsim.data.reader import EpisodeReader
+from worldsim.envs.observations import ENTITIES
+from worldsim.world_models import WorldModel
+from worldsim.world_models.config import preset
+from worldsim.world_models.data import EpisodeBank
+
+WARMUP = 200
+MOVED_PX = 2.0
+
+
+def fit(bank: EpisodeBank, relations: bool, updates: int, seed: int) -> tuple[WorldModel, float]:
+    torch.manual_seed(seed)
+    instructions = tuple(bank.instructions[t] for t in bank.tasks)
+    model = WorldModel(preset("tiny", tasks=tuple(bank.tasks), instructions=instructions,
+                              image_size=bank.image_shape[0], object_relations=relations))
+    model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    parameters = model.dynamics_parameters()
+    optimizer = torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-5)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / WARMUP) * (
+        0.1 + 0.45 * (1 + math.cos(math.pi * min(s, updates) / updates))))
+    windows, noise = torch.Generator().manual_seed(seed + 1), torch.Generator().manual_seed(seed + 2)
+    task_ids = {t: model.task_index(t) for t in bank.tasks}
+    cfg = model.config
+    start = time.time()
+    for _ in range(updates):
+        loss, _ = model.dynamics_loss(bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon,
+                                                         task_ids, windows), noise)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+        optimizer.step()
+        schedule.step()
+    return model.eval(), time.time() - start
+
+
+@torch.no_grad()
+def carried(model: WorldModel, bank: EpisodeBank, horizon: int, windows: int, seed: int) -> dict[str, float]:
+    cfg = model.config
+    task_ids = {t: model.task_index(t) for t in bank.tasks}
+    w = bank.state_windows(windows, cfg.context, horizon, task_ids, torch.Generator().manual_seed(seed))
+    points, heights = w["points"], w["heights"]
+    for k in range(horizon):
+        moved, lifted = model.move_objects(points, heights, w["proprio"][:, k:k + cfg.context],
+                                           w["proprio"][:, k + cfg.context], w["actions"][:, k], w["task"])
+        points = torch.cat([points[:, 1:], moved[:, None]], dim=1)
+        heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
+    cube = [i for i, name in enumerate(ENTITIES) if name.endswith("_cube")][0]
+    done = w["valid"][:, -1]
+    start = w["points"][done, -1, cube]
+    real, predicted = w["target"][done, -1, cube] - start, points[done, -1, cube] - start
+    distance = real.norm(dim=-1)
+    pushed = distance > MOVED_PX
+    along = (predicted * real).sum(-1) / distance.clamp_min(1e-6) / distance.clamp_min(1e-6)
+    camera = model.objects.camera
+
+    def on_table(pixels: torch.Tensor, height: torch.Tensor) -> torch.Tensor:
+        return camera.unproject(pixels, height)[..., :2]
+
+    end_cm = 100 * (on_table(points[done, -1, cube], heights[done, -1, cube])
+                    - on_table(w["target"][done, -1, cube], w["target_heights"][done, -1, cube])).norm(dim=-1)
+    return {"windows": int(done.sum()), "pushed": int(pushed.sum()),
+            "real_displacement_px_median": round(float(distance[pushed].median()), 2),
+            "predicted_displacement_px_median": round(float(predicted[pushed].norm(dim=-1).median()), 2),
+            "share_of_real_displacement_median": round(float(along[pushed].median()), 3),
+            "end_error_cm_median": round(float(end_cm[pushed].median()), 2),
+            "unpushed_drift_px_mean": round(float(predicted[~pushed].norm(dim=-1).mean()), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="episodes with state to fit on (90% of them)")
+    parser.add_argument("--held-out", type=Path, required=True, help="episodes with state to roll out on")
+    parser.add_argument("--updates", type=int, default=1600)
+    parser.add_argument("--horizon", type=int, default=16)
+    parser.add_argument("--windows", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with EpisodeReader(args.data) as reader:
+        indices = np.array([info.index for info in reader.episode_info()])
+        train, _ = split_episodes(len(indices), 0.1, args.seed)
+        bank = EpisodeBank(reader, tasks=reader.tasks, episodes=indices[train])
+    with EpisodeReader(args.held_out) as reader:
+        held = EpisodeBank(reader, tasks=reader.tasks)
+    variants = {}
+    for name, relations in (("relations", True), ("no_relations", False)):
+        model, seconds = fit(bank, relations, args.updates, args.seed)
+        variants[name] = {**carried(model, held, args.horizon, args.windows, args.seed),
+                          "fit_seconds": round(seconds, 1)}
+        print(name, variants[name], flush=True)
+    report("pathway_relations", {"data": str(args.data), "held_out": str(args.held_out), "fit_episodes": len(bank),
+                                 "updates": args.updates, "horizon": args.horizon, "seed": args.seed,
+                                 "variants": variants})
+
+
+if __name__ == "__main__":
+    main()
