@@ -58,3 +58,44 @@ def noisy_expert(task: str, noise: float, grasp_noise: float, epsilon: float = 0
     grasping = get_task(task).family in ("pick_place", "stack")
     return ScriptedExpert(ScriptedExpertConfig(task, grasp_noise if grasping else noise,
                                                grasp_epsilon if grasping else epsilon, seed))
+
+
+class GpuBusy:
+    """The share of time a CUDA GPU was running kernels while a block ran: a thread reads
+    ``torch.cuda.utilization()`` (NVML's share of the last sample period with a kernel running)
+    every ``every`` seconds, with its ``time.perf_counter()``. :meth:`percent` is their mean,
+    ``None`` without CUDA; a GPU starved by host-side work reads low however fast its kernels are."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        import threading
+
+        import torch
+
+        self.every = every
+        self.samples: list[tuple[float, int]] = []
+        self._cuda = torch.cuda.is_available()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import time
+
+        import torch
+
+        while not self._stop.wait(self.every):
+            self.samples.append((time.perf_counter(), int(torch.cuda.utilization())))
+
+    def __enter__(self) -> GpuBusy:
+        if self._cuda:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._cuda:
+            self._stop.set()
+            self._thread.join()
+
+    def percent(self, since: float = float("-inf")) -> float | None:
+        """The mean reading taken after ``since`` (a ``time.perf_counter()``)."""
+        readings = [r for t, r in self.samples if t > since]
+        return round(sum(readings) / len(readings), 1) if readings else None

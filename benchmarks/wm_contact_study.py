@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import report
+from common import GpuBusy, report
 
 
 def main() -> None:
@@ -42,6 +42,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--val-episodes", type=int, default=400)
     parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--config", choices=("tiny", "base"), default="tiny", help="the world model's preset")
+    parser.add_argument("--batch-size", type=int, default=32, help="frame-model windows per training step")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="stop training after this many seconds (the summary says which stopped it)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto; on cuda the GPU's busy share is kept")
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--object-relations", action=argparse.BooleanOptionalAction, default=None,
                         help="the pathway reads each object's offset from the gripper (default: the preset's, on)")
@@ -68,6 +73,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+    from worldsim.runtime.device import resolve_device
     from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -87,16 +93,20 @@ def main() -> None:
             parser.error(f"--evaluate-only: no finished training run in {args.out / 'wm'}")
         summary = json.loads((args.out / "wm" / "summary.json").read_text())
     else:
-        summary = train_world_model(TrainWMConfig(
-            data=args.out / "train.h5", out=args.out / "wm", steps=args.steps, batch_size=32, val_fraction=0.05,
-            val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device="cpu",
-            progress=False, object_pathway=args.object_pathway, object_relations=args.object_relations,
-            carry_objects=args.carry_objects,
-            change_weight=args.change_weight, dynamics_updates=args.dynamics_updates, outcome=args.outcome,
-            seed=args.seed, overwrite=True))
+        with GpuBusy() as busy:
+            summary = train_world_model(TrainWMConfig(
+                data=args.out / "train.h5", out=args.out / "wm", config=args.config, steps=args.steps,
+                batch_size=args.batch_size, time_budget=args.time_budget, val_fraction=0.05,
+                val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device=args.device,
+                progress=False, object_pathway=args.object_pathway, object_relations=args.object_relations,
+                carry_objects=args.carry_objects,
+                change_weight=args.change_weight, dynamics_updates=args.dynamics_updates, outcome=args.outcome,
+                seed=args.seed, overwrite=True))
+        summary["gpu_busy_percent"] = busy.percent()
+    model = WorldModel.from_pretrained(args.out / "wm", device=resolve_device(args.device))
     sets = {}
     for name in held_out:
-        fidelity = evaluate_world_model(args.out / "wm", args.out / f"{name}.h5", balance=True,
+        fidelity = evaluate_world_model(model, args.out / f"{name}.h5", balance=True,
                                         out=args.out / f"eval_{name}", progress=False)
         contact = fidelity["object_error_after_contact"]
         sets[name] = {
@@ -115,7 +125,6 @@ def main() -> None:
             "pathway_error_recorded_gripper_at_16_cm": (contact["pathway_recorded_gripper_cm"][-1] if contact and
                                                         "pathway_recorded_gripper_cm" in contact else None),
             "detector_floor_cm": contact["real_cm"] if contact else None}
-    model = WorldModel.from_pretrained(args.out / "wm")
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
@@ -124,7 +133,9 @@ def main() -> None:
         "dynamics_updates": trained["dynamics_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
         "change_weight": trained["change_weight"], "seed": trained["seed"],
-        "train_steps": summary["steps"],
+        "config": trained["config"], "batch_size": trained["batch_size"], "device": trained["device"],
+        "parameters": model.num_parameters(), "train_steps": summary["steps"],
+        "stopped_by": summary.get("stopped_by"), "gpu_busy_percent": summary.get("gpu_busy_percent"),
         "train_seconds": summary["train_seconds"], "collect_seconds": round(collect_s, 1), "held_out_sets": sets})
 
 

@@ -25,6 +25,7 @@ from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_position
 from worldsim.evaluation.imagine import imagine_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+from worldsim.runtime.device import host_to_device
 from worldsim.world_models import (
     EpisodeBank,
     KeyframeRule,
@@ -341,6 +342,22 @@ def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(
     assert all(g == d for g, d in seen)
 
 
+def test_a_non_finite_loss_stops_training_before_anything_is_saved(episodes, tmp_path, monkeypatch):
+    """The step reads no value back from the device; the NaN check runs every 25 steps and
+    before each checkpoint, so a diverged run ends with a clear error and saves no NaN weights."""
+    real_loss = WorldModel.loss
+
+    def diverging(self, batch, generator=None, success_weight=1.0):
+        loss, terms = real_loss(self, batch, generator, success_weight)
+        return loss * float("nan"), terms
+
+    monkeypatch.setattr(WorldModel, "loss", diverging)
+    with pytest.raises(FloatingPointError, match="non-finite by step 3; lower --lr"):
+        train_world_model(config(episodes, tmp_path / "run", steps=30, checkpoint_every=3, val_every=100,
+                                 video_every=0))
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
 def test_bank_batches_are_gathered_on_the_device_from_one_copy(episodes):
     bank = EpisodeBank(episodes)
     tensors = bank.tensors("cpu")
@@ -350,6 +367,12 @@ def test_bank_batches_are_gathered_on_the_device_from_one_copy(episodes):
     assert all(torch.equal(batch[k], again[k]) for k in batch)
     assert batch["context"].shape == (8, 2, 48, 8, 8) and batch["success"][:4].all()  # half end in a success
     assert set(batch) >= {"goal_offset", "entity_pixels"}
+
+
+def test_host_arrays_reach_the_cpu_without_a_copy():
+    array = np.arange(6)
+    tensor = host_to_device(array, torch.device("cpu"))
+    assert tensor.data_ptr() == array.__array_interface__["data"][0] and tensor.tolist() == list(range(6))
 
 
 def test_agreement_reports_the_base_rate_and_balanced_accuracy():

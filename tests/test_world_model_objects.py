@@ -9,6 +9,7 @@ from worldsim.world_models import WorldModel, WorldModelConfig
 from worldsim.world_models.config import PRESETS
 from worldsim.world_models.denoiser import Denoiser
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
+from worldsim.world_models.layers import masked_mean, masked_step_mean
 from worldsim.world_models.objects import (
     HEIGHT_RANGE_M,
     ObjectDynamics,
@@ -140,7 +141,8 @@ def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_stat
     model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
     dynamics, terms = model.dynamics_loss(windows(), torch.Generator().manual_seed(1))
     dynamics.backward()
-    assert set(terms) == {"proprio", "objects"} and dynamics.item() == pytest.approx(sum(terms.values()), rel=1e-5)
+    assert set(terms) == {"proprio", "objects"} and all(t.ndim == 0 and not t.requires_grad for t in terms.values())
+    assert dynamics.item() == pytest.approx(sum(t.item() for t in terms.values()), rel=1e-5)
     assert model.objects.net[-1].weight.grad.abs().sum() > 0 and model.proprio_head[-1].weight.grad.abs().sum() > 0
     assert model.denoiser.unet.conv_in.weight.grad is None  # the dynamics' loss trains them alone
     owned = {id(p) for p in model.dynamics_parameters()}
@@ -247,7 +249,7 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
     frame[0, 30:34, 50:54] = (10, 200, 10)  # a second cube, not moving
     frame[0, 24:40, 27:40] = (20, 20, 220)  # a zone beside the red cube
     points = torch.tensor([[[22.0, 32.0], [52.0, 32.0]]])
-    movable = torch.tensor([1.0, 1.0])
+    movable = torch.tensor([0, 1])  # both cubes can move
     latent = frames_to_latents(torch.from_numpy(frame), 4)
     still = carry_objects(latent, points, points, movable, 4)
     torch.testing.assert_close(still, latent)  # nothing moves: the frame is kept exactly
@@ -260,7 +262,7 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
     kept[30:34, 20:24] = False  # ...and the spot it left, the denoiser's to fill
     np.testing.assert_array_equal(out[kept], frame[0][kept])  # the zone, the other cube and the rest stay put
     # objects that cannot move (zones, bin) carry nothing, wherever their points say they go
-    np.testing.assert_array_equal(latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0.0, 1.0]), 4),
+    np.testing.assert_array_equal(latents_to_frames(carry_objects(latent, points, moved, torch.tensor([1]), 4),
                                                     4)[0].numpy(), frame[0])
 
 
@@ -368,3 +370,19 @@ def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, ca
     assert with_state.config.outcome == "rule"
     assert not without.config.object_pathway and not without.config.carry_objects and without.config.outcome == "head"
     assert "without its object pathway" in capsys.readouterr().err
+
+
+def test_masked_means_equal_the_means_over_the_selected_entries():
+    """The losses select valid windows and objects in view with masks, not boolean indexing (which
+    would make the host wait for a GPU): same numbers, 0 when nothing is selected."""
+    g = torch.Generator().manual_seed(0)
+    values, mask = torch.rand(6, 5, generator=g), torch.rand(6, 5, generator=g) > 0.5
+    torch.testing.assert_close(masked_mean(values, mask), values[mask].mean())
+    assert masked_mean(values, torch.zeros(6, 5, dtype=torch.bool)).item() == 0.0
+    steps = [values[mask[:, k], k].mean() for k in range(5) if mask[:, k].any()]
+    torch.testing.assert_close(masked_step_mean(values, mask), torch.stack(steps).mean())
+    target = torch.tensor([[[4.0, 4.0], [40.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]])  # one object out of view
+    predicted = target + torch.tensor([[[1.0, 0.0], [9.0, 9.0]], [[2.0, 2.0], [0.0, 0.0]]])
+    only_first = object_loss(predicted, target, 32, valid=torch.tensor([True, False]))
+    torch.testing.assert_close(only_first, object_loss(predicted[:1, :1], target[:1, :1], 32))
+

@@ -34,6 +34,7 @@ from worldsim.data.reader import EpisodeReader, open_reader
 from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene
+from worldsim.runtime.device import host_to_device
 from worldsim.world_models.latents import frames_to_latents
 
 IMAGE_CAMERA = "front"  # the camera of the ``image`` observation
@@ -170,10 +171,10 @@ class EpisodeBank:
         on = bank["image"].device
 
         def rows(index: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(index).to(on)
+            return host_to_device(np.ascontiguousarray(index), on)
 
         context_rows, target = rows(self.context_rows(j, t, context)), rows(self.obs_start[j] + t + 1)
-        task = torch.tensor([task_ids[self.infos[e].task] for e in j], dtype=torch.long, device=on)
+        task = rows(np.array([task_ids[self.infos[e].task] for e in j], np.int64))
         batch = {
             "context": frames_to_latents(bank["image"][context_rows], patch),
             "first": frames_to_latents(bank["image"][rows(self.obs_start[j])], patch),
@@ -213,11 +214,11 @@ class EpisodeBank:
         on = bank["image"].device
 
         def rows(index: np.ndarray) -> torch.Tensor:
-            return torch.from_numpy(index).to(on)
+            return host_to_device(np.ascontiguousarray(index), on)
 
         windows = {"proprio": bank["proprio"][rows(np.concatenate([context_rows, future], axis=1))],
-                   "actions": bank["actions"][rows(action_rows)], "valid": torch.from_numpy(valid).to(on),
-                   "task": torch.tensor([task_ids[self.infos[e].task] for e in j], dtype=torch.long, device=on)}
+                   "actions": bank["actions"][rows(action_rows)], "valid": rows(valid),
+                   "task": rows(np.array([task_ids[self.infos[e].task] for e in j], np.int64))}
         if self.state is not None:
             windows.update(points=bank["entity_pixels"][rows(context_rows)],
                            heights=bank["entity_heights"][rows(context_rows)],

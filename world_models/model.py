@@ -80,7 +80,7 @@ from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM,
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
 from worldsim.world_models.latents import frames_to_latents
-from worldsim.world_models.layers import mlp, randn
+from worldsim.world_models.layers import masked_step_mean, mlp, randn
 from worldsim.world_models.objects import (
     KEYPOINT_NOISE_PX,
     ObjectDynamics,
@@ -240,7 +240,7 @@ class WorldModel(nn.Module):
 
     def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
         assert self.objects is not None  # carry_objects needs the pathway (checked by the config)
-        return carry_objects(latent, points, next_points, self.objects.movable, self.config.patch)
+        return carry_objects(latent, points, next_points, self.objects.movable_index, self.config.patch)
 
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, points: torch.Tensor | None = None,
@@ -263,7 +263,7 @@ class WorldModel(nn.Module):
 
     # ------------------------------------------------------------------ training
     def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
-             success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+             success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The frames' training loss and its named terms: denoising (weighted up by ``change_weight``
         where the frame changes) + ``success_weight`` times the success head's
         (binary cross-entropy of the success flag, plus, when the batch has ``goal_offset``
@@ -272,7 +272,9 @@ class WorldModel(nn.Module):
         teacher-forced on the true next proprio and, with the object pathway, on the true
         (slightly noised) positions of the objects; the proprio head and the pathway learn from
         :meth:`dynamics_loss`. The head judges both the real next frame and the denoiser's own
-        detached estimate of it, so it learns to judge imagined frames as it judges real ones."""
+        detached estimate of it, so it learns to judge imagined frames as it judges real ones.
+        The terms are detached 0-d tensors: reading them waits for the device, so the caller reads
+        them only when it logs."""
         cfg = self.config
         context = batch["context"]
         b = len(context)
@@ -281,7 +283,7 @@ class WorldModel(nn.Module):
         wanted = self._normalized_proprio(batch["next_proprio"])
         cond = self.conditioning(batch["action"], batch["proprio"], wanted, level, batch["task"])
         anchor = noisy_context[:, -1]  # the change is taken from the (augmented) last frame
-        terms: dict[str, float] = {}
+        terms: dict[str, torch.Tensor] = {}
         points = next_points = None
         if cfg.object_pathway:
             if "entity_pixels" not in batch:
@@ -301,23 +303,23 @@ class WorldModel(nn.Module):
             moving = (batch["target"] - context[:, -1]).abs().amax(dim=1, keepdim=True) > CHANGE_THRESHOLD
             weight = 1.0 + cfg.change_weight * moving.float()
         denoise, estimate = self.denoiser.loss(change, context_stack, cond, generator, weight)
-        terms["denoise"] = denoise.item()
+        terms["denoise"] = denoise.detach()
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
         logits, offsets, heatmaps, found = self.success_head.outputs(frames, batch["task"].repeat(2),
                                                                      wanted.repeat(2, 1))
         success = F.binary_cross_entropy_with_logits(logits, labels)
-        terms["success_bce"] = success.item()
+        terms["success_bce"] = success.detach()
         if "goal_offset" in batch:
             offset = F.mse_loss(offsets, 10.0 * batch["goal_offset"].repeat(2, 1))
-            terms["success_offset"] = offset.item()
+            terms["success_offset"] = offset.detach()
             success = success + OFFSET_WEIGHT * offset
         if "entity_pixels" in batch:
             detector, distance = keypoint_loss(heatmaps, found, batch["entity_pixels"].repeat(2, 1, 1))
-            terms["success_keypoints"], terms["keypoint_error_px"] = detector.item(), distance.item()
+            terms["success_keypoints"], terms["keypoint_error_px"] = detector.detach(), distance
             success = success + detector
         with torch.no_grad():
-            terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean().item()
+            terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean()
         return denoise + success_weight * success, terms
 
     def dynamics_parameters(self) -> list[nn.Parameter]:
@@ -339,24 +341,24 @@ class WorldModel(nn.Module):
         current, losses = proprio[:, :context], []
         for k in range(actions.shape[1]):
             predicted = self.next_proprio(actions[:, k], current, windows["task"])
-            if valid[:, k].any():
-                losses.append(F.mse_loss(predicted[valid[:, k]], wanted[:, k][valid[:, k]]))
+            losses.append(((predicted - wanted[:, k]) ** 2).mean(-1))
             current = torch.cat([current[:, 1:], (predicted * self.proprio_std + self.proprio_mean)[:, None]], dim=1)
-        return torch.stack(losses).mean() if losses else proprio.sum() * 0.0
+        return masked_step_mean(torch.stack(losses, dim=1), valid)
 
     def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
-                      ) -> tuple[torch.Tensor, dict[str, float]]:
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The low-dimensional dynamics' loss on state ``windows`` and its named terms: the
         proprio head's :meth:`proprio_rollout_loss` (``proprio``) plus, with the object
         pathway, :func:`~worldsim.world_models.objects.rollout_loss` (``objects``; the windows
-        need the objects, from data with ``state``)."""
+        need the objects, from data with ``state``). The terms are detached 0-d tensors, as in
+        :meth:`loss`."""
         proprio = self.proprio_rollout_loss(windows)
-        terms = {"proprio": proprio.item()}
+        terms = {"proprio": proprio.detach()}
         if self.objects is None:
             return proprio, terms
         objects = rollout_loss(self.objects, windows, self._normalized_proprio, self._one_hot(windows["task"]),
                                self.config.image_size, generator)
-        terms["objects"] = objects.item()
+        terms["objects"] = objects.detach()
         return proprio + objects, terms
 
     # ------------------------------------------------------------------ imagination

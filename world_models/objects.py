@@ -39,6 +39,7 @@ from torch import nn
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
 from worldsim.envs.scene import ACTION_SCALE
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
+from worldsim.world_models.layers import masked_mean
 
 PLANE_SIGMA = 0.75  # width (latent cells) of an object's blob on the denoiser's input planes
 KEYPOINT_NOISE_PX = 0.5  # std of the noise on teacher-forced context positions (pixels)
@@ -73,6 +74,7 @@ class ObjectDynamics(nn.Module):
     (:data:`POSITION_MARGIN`, :data:`HEIGHT_RANGE_M`)."""
 
     movable: torch.Tensor
+    movable_index: torch.Tensor
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
@@ -85,6 +87,7 @@ class ObjectDynamics(nn.Module):
         self.scale = config.image_size / 2.0
         # only the cubes move: the zones and the bin are fixed for an episode, so they stay where they start
         self.register_buffer("movable", torch.tensor([name.endswith("_cube") for name in ENTITIES]), persistent=False)
+        self.register_buffer("movable_index", self.movable.nonzero().flatten(), persistent=False)
         self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
         inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
                   + len(config.tasks) + (6 * self.entities + 3 if self.relations else 0))
@@ -142,8 +145,10 @@ class ObjectDynamics(nn.Module):
 def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor, movable: torch.Tensor,
                   patch: int) -> torch.Tensor:
     """The latent frame ``(B, 3p^2, h, w)`` with each movable object's pixels carried from its
-    image position ``points`` ``(B, E, 2)`` to ``next_points`` (``movable`` ``(E,)`` says which
-    can move: the zones and the bin cannot): the prior the denoiser corrects.
+    image position ``points`` ``(B, E, 2)`` to ``next_points`` (``movable``: the indices of the
+    objects that can move; the zones and the bin cannot): the prior the denoiser corrects.
+    Only those are carried, half the entities and half the resampling; indices rather than a
+    mask, since selecting by a mask on a GPU makes the host wait for the device.
 
     The pixels within :data:`OBJECT_EXTENT` of where an object goes are read from one move back
     (bilinearly, at full resolution) and blended in over a one-pixel edge; the rest of the frame
@@ -153,8 +158,7 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     the pathway moved it 1.2 cm (PushCube, first step after contact). Carrying an object's whole
     neighbourhood instead dragged the zones along with the cube, and carrying the gripper too
     (along the move the proprio predicts) left trails of it that the denoiser did not erase."""
-    keep = movable.bool()  # only what can move is carried (half the entities: half the resampling)
-    points, next_points = points[:, keep], next_points[:, keep]
+    points, next_points = points.index_select(1, movable), next_points.index_select(1, movable)
     frames = F.pixel_shuffle(latent, patch)
     b, c, h, w = frames.shape
     ys, xs = torch.meshgrid(torch.arange(h, device=latent.device, dtype=latent.dtype) + 0.5,
@@ -189,17 +193,19 @@ def keypoint_planes(points: torch.Tensor, size: int, patch: int, sigma: float = 
 
 
 def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int,
-                predicted_heights: torch.Tensor | None = None, target_heights: torch.Tensor | None = None
-                ) -> torch.Tensor:
+                predicted_heights: torch.Tensor | None = None, target_heights: torch.Tensor | None = None,
+                valid: torch.Tensor | None = None) -> torch.Tensor:
     """Smooth-L1 of predicted against true next positions ``(B, E, 2)`` (pixels) over the
     objects in view, plus, given heights ``(B, E)`` (metres), the smooth-L1 of theirs in
-    centimetres (about a pixel on the table)."""
+    centimetres (about a pixel on the table); given ``valid`` ``(B,)``, over the windows where it
+    holds. 0 where no object is counted."""
     inside = ((target >= 0) & (target < image_size)).all(-1)
-    if not inside.any():
-        return predicted.sum() * 0.0
-    loss = F.smooth_l1_loss(predicted[inside], target[inside])
+    if valid is not None:
+        inside = inside & valid[:, None]
+    loss = masked_mean(F.smooth_l1_loss(predicted, target, reduction="none"), inside[..., None])
     if predicted_heights is not None and target_heights is not None:
-        loss = loss + F.smooth_l1_loss(predicted_heights[inside] / HEIGHT_UNIT, target_heights[inside] / HEIGHT_UNIT)
+        loss = loss + masked_mean(F.smooth_l1_loss(predicted_heights / HEIGHT_UNIT, target_heights / HEIGHT_UNIT,
+                                                   reduction="none"), inside)
     return loss
 
 
@@ -219,14 +225,12 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
     points = points + KEYPOINT_NOISE_PX * noise
     proprio, tcp = normalize(windows["proprio"]), windows["proprio"][..., :3]
     context = points.shape[1]
-    losses = []
+    valid, losses = windows["valid"], []
     for k in range(windows["actions"].shape[1]):
         predicted, lifted = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
                                      windows["actions"][:, k], task_one_hot, tcp[:, k + context - 1:k + context + 1])
-        valid = windows["valid"][:, k]
-        if valid.any():
-            losses.append(object_loss(predicted[valid], windows["target"][:, k][valid], image_size,
-                                      lifted[valid], windows["target_heights"][:, k][valid]))
+        losses.append(object_loss(predicted, windows["target"][:, k], image_size, lifted,
+                                  windows["target_heights"][:, k], valid[:, k]))
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
-    return torch.stack(losses).mean() if losses else points.sum() * 0.0
+    return masked_mean(torch.stack(losses), valid.any(0))

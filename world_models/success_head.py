@@ -10,7 +10,7 @@ from torch import nn
 
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models.config import KEYPOINT_L1, PROPRIO_DIM, SUCCESS_PRIOR, WorldModelConfig
-from worldsim.world_models.layers import mlp
+from worldsim.world_models.layers import masked_mean, mlp
 
 
 class SuccessHead(nn.Module):
@@ -103,13 +103,10 @@ def keypoint_loss(heatmaps: torch.Tensor, points: torch.Tensor, target: torch.Te
     L1 distance of the soft-argmax (sub-pixel precision); entities out of view are left out.
     Also returns the mean distance in pixels of the entities in view."""
     b, n, h, w = heatmaps.shape
-    inside = ((target >= 0) & (target < torch.tensor([w, h], device=target.device))).all(-1).flatten()
-    if not inside.any():
-        zero = heatmaps.sum() * 0.0
-        return zero, zero.detach()
+    inside = ((target >= 0).all(-1) & (target[..., 0] < w) & (target[..., 1] < h)).flatten()
     cell = target.floor().long()
     index = (cell[..., 1].clamp(0, h - 1) * w + cell[..., 0].clamp(0, w - 1)).flatten()
-    ce = F.cross_entropy(heatmaps.flatten(2).flatten(0, 1)[inside], index[inside])
-    flat_points, flat_target = points.flatten(0, 1)[inside], target.flatten(0, 1)[inside]
-    l1 = F.smooth_l1_loss(flat_points, flat_target, reduction="none").sum(-1).mean()
-    return ce + KEYPOINT_L1 * l1, (flat_points - flat_target).norm(dim=-1).mean().detach()
+    ce = masked_mean(F.cross_entropy(heatmaps.flatten(2).flatten(0, 1), index, reduction="none"), inside)
+    flat_points, flat_target = points.flatten(0, 1), target.flatten(0, 1)
+    l1 = masked_mean(F.smooth_l1_loss(flat_points, flat_target, reduction="none").sum(-1), inside)
+    return ce + KEYPOINT_L1 * l1, masked_mean((flat_points - flat_target).norm(dim=-1), inside).detach()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 Device = Literal["auto", "cpu", "cuda"]
@@ -26,3 +27,15 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' was asked for but torch sees no CUDA device")
     return torch.device(device)
+
+
+def host_to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``array`` as a tensor on ``device`` (sharing its memory on the CPU). To a GPU it goes
+    through pinned memory, asynchronously: a plain copy from pageable memory first waits for
+    everything queued on the GPU, so the host could not prepare a batch while the GPU works."""
+    import torch
+
+    tensor = torch.from_numpy(array)
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
