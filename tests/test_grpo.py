@@ -11,7 +11,14 @@ import torch
 
 from worldsim.policies import MLPPolicy, load_policy
 from worldsim.runtime.run_logging import read_metrics
-from worldsim.training.grpo import GRPOConfig, first_episode_mask, group_advantages, success_mask, train_grpo
+from worldsim.training.grpo import (
+    GRPOConfig,
+    first_episode_mask,
+    group_advantages,
+    reference_kl,
+    success_mask,
+    train_grpo,
+)
 from worldsim.training.rl import clipped_surrogate
 
 
@@ -59,6 +66,14 @@ def test_config_rejects_bad_groups(tmp_path):
         GRPOConfig(num_envs=16, group_size=3, out=tmp_path)
     with pytest.raises(ValueError, match="group_size=1"):
         GRPOConfig(num_envs=16, group_size=1, out=tmp_path)
+    with pytest.raises(ValueError, match="kl_coef=-0.1 must be >= 0"):
+        GRPOConfig(num_envs=16, kl_coef=-0.1, out=tmp_path)
+
+
+def test_reference_kl_is_zero_where_the_policies_agree_and_positive_elsewhere():
+    log_prob = torch.tensor([0.0, 0.0, -1.0])
+    kl = reference_kl(log_prob, torch.tensor([0.0, np.log(0.5), 1.0]))
+    torch.testing.assert_close(kl, torch.tensor([0.0, 0.5 - np.log(0.5) - 1.0, np.e**2 - 2.0 - 1.0]))
 
 
 @pytest.mark.slow
@@ -92,3 +107,27 @@ def test_train_rl_cli_runs_grpo(tmp_path):
     assert config["algo"] == "grpo" and config["group_size"] == 4
     result = json.loads((out / "eval.json").read_text())
     assert result["algo"] == "grpo" and result["episodes"] == 4 and result["env_steps"] == 400
+
+
+def test_descending_the_reference_kl_brings_the_policy_back_to_the_reference():
+    actions = torch.randn(4096, generator=torch.Generator().manual_seed(0)) + 1.0  # taken by a policy at mean 1
+    reference = torch.distributions.Normal(0.0, 1.0).log_prob(actions)
+    mean = torch.tensor(1.0, requires_grad=True)
+    optimizer = torch.optim.SGD([mean], lr=0.5)
+    for _ in range(50):
+        kl = reference_kl(torch.distributions.Normal(mean, 1.0).log_prob(actions), reference).mean()
+        optimizer.zero_grad()
+        kl.backward()
+        optimizer.step()
+    assert abs(mean.item()) < 0.05 and kl.item() < 1e-2
+
+
+@pytest.mark.slow
+def test_grpo_trains_with_the_kl_term_and_logs_it(tmp_path):
+    fields = {"task": "ReachCube-v0", "num_envs": 16, "group_size": 4, "total_env_steps": 16 * 50 * 2,
+              "update_epochs": 2, "num_minibatches": 2, "hidden": (32, 32), "eval_every": 0, "eval_episodes": 4,
+              "checkpoint_every": 0, "progress": False, "device": "cpu"}
+    summary = train_grpo(GRPOConfig(**fields, kl_coef=0.1, out=tmp_path / "kl"))
+    rows = [r for r in read_metrics(tmp_path / "kl" / "metrics.jsonl") if "policy_loss" in r]
+    assert summary["iterations"] == 2 and len(rows) == 2
+    assert rows[0]["reference_kl"] >= 0 and rows[1]["reference_kl"] > 0  # the first update starts at the reference

@@ -7,7 +7,10 @@ advantage is its return minus the mean return of its group (divided by the group
 deviation if ``norm_std``), the same for each of its decisions. The policy loss is PPO's
 clipped surrogate (:func:`worldsim.training.rl.clipped_surrogate`), averaged only over the decisions
 up to and including the first success, so what a policy does after solving the task is
-neither rewarded nor punished.
+neither rewarded nor punished. With ``kl_coef`` > 0 the loss adds, as in the paper, that weight
+times the KL divergence of the policy from the one training started from (the reference), on the
+same decisions (:func:`reference_kl`): in imagination it keeps the policy near the behaviour the
+world model learned from, where its rewards can be trusted.
 
 Episodes run with ``terminate_on_success=False`` by default for the same reason as in
 :mod:`worldsim.training.ppo`: each step spent in success earns the top reward, so an earlier success
@@ -17,6 +20,7 @@ is masked out (``Disabled`` would forbid stepping the batch once any env finishe
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -68,6 +72,8 @@ class GRPOConfig(RLRunConfig):
     """Minibatches per pass (per rank)."""
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
+    kl_coef: float = 0.0
+    """Weight of the KL divergence from the starting policy (the paper's beta; 0: none)."""
     norm_std: bool = True
     """Divide advantages by the group's return standard deviation."""
     eval_every: int = 10
@@ -79,6 +85,8 @@ class GRPOConfig(RLRunConfig):
 
     def __post_init__(self) -> None:
         self.check(positive=("group_size", "update_epochs", "num_minibatches"))
+        if not self.kl_coef >= 0:
+            raise ValueError(f"kl_coef={self.kl_coef!r} must be >= 0")
         if self.backend != "mujoco":
             raise ValueError(f"backend={self.backend!r}: GRPO's group rollouts step the MuJoCo backend; allowed: "
                              "'mujoco' (PPO trains on 'mjx' and 'warp')")
@@ -101,6 +109,14 @@ def group_advantages(returns: torch.Tensor, group_size: int, norm_std: bool = Tr
     if norm_std:
         centred = centred / (groups.std(1, keepdim=True) + 1e-8)
     return centred.reshape(-1)
+
+
+def reference_kl(log_prob: torch.Tensor, reference_log_prob: torch.Tensor) -> torch.Tensor:
+    """Per-decision estimate of KL(policy || reference) from the log-probabilities of actions
+    the rollout policy took: ``r - log r - 1`` with ``r = reference / policy`` (Schulman's k3, the
+    GRPO paper's eq. 4), never negative and 0 where the two agree."""
+    log_ratio = reference_log_prob - log_prob
+    return log_ratio.exp() - log_ratio - 1.0
 
 
 def first_episode_mask(dones: torch.Tensor) -> torch.Tensor:
@@ -128,6 +144,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
 
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, run.dist)
+    # the starting policy, also when resuming: taken before a checkpoint's weights are loaded
+    reference = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
     # Every episode of an iteration starts with its group: in physics at step 0 of the group's
     # layout, in imagination at the group's real start state (an episode start or a keyframe).
     env = make_train_env(cfg, cfg.num_envs, policy,
@@ -189,6 +207,10 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         b_actions = torch.stack(actions).reshape(-1, chunk, policy.action_dim)[keep]
         b_logprobs = torch.stack(logprobs).reshape(-1)[keep]
         b_advantages = advantages.expand(horizon, -1).reshape(-1)[keep].to(device)
+        if reference is not None:
+            with torch.no_grad():
+                b_reference = torch.cat([reference.evaluate({k: v[rows] for k, v in b_obs.items()}, b_actions[rows])[0]
+                                         for rows in torch.arange(len(keep)).split(1024)])
 
         # ---- optimise the clipped surrogate (no critic)
         policy.train()
@@ -203,6 +225,10 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                                                       cfg.clip_coef)
                 entropy_mean = entropy.mean()
                 loss = pg_loss - cfg.ent_coef * entropy_mean
+                if reference is not None:
+                    kl = reference_kl(new_logprob, b_reference[mb]).mean()
+                    loss = loss + cfg.kl_coef * kl
+                    mb_stats["reference_kl"] = kl.detach()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 average_gradients(policy, run.dist)
