@@ -74,6 +74,8 @@ def test_reference_kl_is_zero_where_the_policies_agree_and_positive_elsewhere():
     log_prob = torch.tensor([0.0, 0.0, -1.0])
     kl = reference_kl(log_prob, torch.tensor([0.0, np.log(0.5), 1.0]))
     torch.testing.assert_close(kl, torch.tensor([0.0, 0.5 - np.log(0.5) - 1.0, np.e**2 - 2.0 - 1.0]))
+    far = reference_kl(torch.tensor([-500.0, 0.0]), torch.tensor([0.0, -500.0]))  # exp(500) would overflow
+    assert far.tolist() == [10.0, 10.0]
 
 
 @pytest.mark.slow
@@ -131,3 +133,17 @@ def test_grpo_trains_with_the_kl_term_and_logs_it(tmp_path):
     rows = [r for r in read_metrics(tmp_path / "kl" / "metrics.jsonl") if "policy_loss" in r]
     assert summary["iterations"] == 2 and len(rows) == 2
     assert rows[0]["reference_kl"] >= 0 and rows[1]["reference_kl"] > 0  # the first update starts at the reference
+
+
+def test_a_non_finite_grpo_loss_stops_with_a_clear_error(tmp_path, monkeypatch):
+    import worldsim.training.grpo as grpo
+
+    def diverged(new, old, advantages, clip_coef, mask=None):
+        loss, stats = clipped_surrogate(new, old, advantages, clip_coef, mask)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(grpo, "clipped_surrogate", diverged)
+    with pytest.raises(FloatingPointError, match="the GRPO loss became nan at iteration 1; lower --lr"):
+        train_grpo(GRPOConfig(task="ReachCube-v0", num_envs=8, group_size=4, total_env_steps=400, hidden=(8, 8),
+                              eval_every=0, eval_episodes=2, checkpoint_every=0, progress=False, device="cpu",
+                              out=tmp_path / "run"))

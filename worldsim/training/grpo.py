@@ -114,9 +114,11 @@ def group_advantages(returns: torch.Tensor, group_size: int, norm_std: bool = Tr
 def reference_kl(log_prob: torch.Tensor, reference_log_prob: torch.Tensor) -> torch.Tensor:
     """Per-decision estimate of KL(policy || reference) from the log-probabilities of actions
     the rollout policy took: ``r - log r - 1`` with ``r = reference / policy`` (Schulman's k3, the
-    GRPO paper's eq. 4), never negative and 0 where the two agree."""
-    log_ratio = reference_log_prob - log_prob
-    return log_ratio.exp() - log_ratio - 1.0
+    GRPO paper's eq. 4), never negative and 0 where the two agree. The log-ratio is clamped to
+    +-20 and the estimate to 10, as verl does: a Gaussian policy that moves far in one iteration
+    overflows ``exp`` (measured: 1e14, then inf and NaN weights, at lr 3e-4 on PushCube)."""
+    log_ratio = (reference_log_prob - log_prob).clamp(-20.0, 20.0)
+    return (log_ratio.exp() - log_ratio - 1.0).clamp(max=10.0)
 
 
 def first_episode_mask(dones: torch.Tensor) -> torch.Tensor:
@@ -229,6 +231,9 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                     kl = reference_kl(new_logprob, b_reference[mb]).mean()
                     loss = loss + cfg.kl_coef * kl
                     mb_stats["reference_kl"] = kl.detach()
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"the GRPO loss became {loss.item()} at iteration {iteration + 1}; "
+                                             "lower --lr")
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 average_gradients(policy, run.dist)
