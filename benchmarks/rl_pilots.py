@@ -26,6 +26,7 @@ from typing import Any
 from common import report
 
 from worldsim.evaluation.compare import paired_comparison
+from worldsim.evaluation.evaluate import wilson_interval
 
 
 def outcomes(evaluation: dict[str, Any]) -> list[bool]:
@@ -91,10 +92,9 @@ def main() -> None:
                                         "ci95": [round(v, 3) for v in result["difference_ci95"]],
                                         "p_value": round(result["p_value"], 4)}
         print(f"{second} - {first}", pairs[f"{second} - {first}"])
-    bc_rate = paired_comparison(bc, bc)["before"]
     report("rl_pilots", {"base": str(args.base), "episodes_per_seed": len(bc) // len(args.seeds),
-                         "bc_success": round(bc_rate["success_rate"], 3),
-                         "bc_ci95": [round(v, 3) for v in bc_rate["ci95"]],
+                         "bc_success": round(sum(bc) / len(bc), 3),
+                         "bc_ci95": [round(v, 3) for v in wilson_interval(sum(bc), len(bc))],
                          "runs": {n: {k: v for k, v in r.items() if k != "outcomes"} for n, r in runs.items()},
                          "pairs": pairs})
 

@@ -85,7 +85,7 @@ class GRPOConfig(RLRunConfig):
 
     def __post_init__(self) -> None:
         self.check(positive=("group_size", "update_epochs", "num_minibatches"))
-        if not self.kl_coef >= 0:
+        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
             raise ValueError(f"kl_coef={self.kl_coef!r} must be >= 0")
         if self.backend != "mujoco":
             raise ValueError(f"backend={self.backend!r}: GRPO's group rollouts step the MuJoCo backend; allowed: "
