@@ -88,6 +88,11 @@ def main() -> None:
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
     parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
+    parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
+    parser.add_argument("--kl-coef", type=float, default=0.0, help="GRPO's KL term to each round's start")
+    parser.add_argument("--dynamics-members", type=int, default=1, help="the world model's dynamics ensemble")
+    parser.add_argument("--uncertainty-penalty", type=float, default=0.0,
+                        help="reward off per cm of the ensemble's disagreement in imagination")
     parser.add_argument("--round0-from", type=Path, default=None,
                         help="an earlier benchmark folder whose base policies and round 0 every seed adopts")
     parser.add_argument("--tag", default=None, help="appended to the results file's name, to keep this setting's")
@@ -118,7 +123,9 @@ def main() -> None:
                 rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=args.rl_num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward,
+                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward, lr=args.lr,
+                kl_coef=args.kl_coef, dynamics_members=args.dynamics_members,
+                uncertainty_penalty=args.uncertainty_penalty,
                 torch_threads=args.threads, **VARIANTS[variant])
             runs[variant].append(coevolve(config))
 
@@ -149,7 +156,9 @@ def main() -> None:
                "base_real_success": float(np.mean([r["base_real_success"] for r in runs["coevolve"]])),
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
-                                                          "rl_env_steps", "rl_num_envs", "imagined_reward", "threads")}
+                                                          "rl_env_steps", "rl_num_envs", "imagined_reward", "lr",
+                                                          "kl_coef", "dynamics_members", "uncertainty_penalty",
+                                                          "threads")}
                | {"round0_from": str(args.round0_from) if args.round0_from else None},
                "variants": {v: figures(results) for v, results in runs.items()},
                "coevolve_vs_ablation": against,

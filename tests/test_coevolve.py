@@ -110,6 +110,12 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
         CoevolveConfig(base_policy=base_policy, suite="tabletop-4", real_episodes=3)
     with pytest.raises(KeyError):
         tiny(base_policy, tmp_path, task="NoSuchTask-v0")
+    with pytest.raises(ValueError, match="kl_coef=0.1 is GRPO's KL term; algo='ppo' has none"):
+        tiny(base_policy, tmp_path, kl_coef=0.1, algo="ppo")
+    with pytest.raises(ValueError, match="uncertainty_penalty=1.0 charges.*dynamics_members >= 2 \\(got 1\\)"):
+        tiny(base_policy, tmp_path, uncertainty_penalty=1.0)
+    with pytest.raises(ValueError, match="kl_coef=-1.0 must be a finite number >= 0"):
+        tiny(base_policy, tmp_path, kl_coef=-1.0)
 
 
 def test_quickstart_refuses_bad_values_before_running(tmp_path):

@@ -64,6 +64,11 @@ class WorldModelConfig:
     dynamics_horizon: int = 8
     """Steps the proprio head and the object pathway are rolled out on their own predictions in
     training."""
+    dynamics_members: int = 1
+    """Members of the low-dimensional dynamics (the proprio head and the object pathway): the
+    model's own plus ``dynamics_members - 1`` more, each trained on its own bootstrap resample of
+    the state windows; imagination reports how far they disagree, which the imagined env can
+    charge against the reward (:mod:`~worldsim.world_models.ensemble`). 1: no ensemble."""
     carry_objects: bool = False
     """With the object pathway: the denoiser corrects the last frame with the moving objects'
     pixels already carried to where the pathway puts them
@@ -109,7 +114,7 @@ class WorldModelConfig:
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
         for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
-                     "object_hidden", "dynamics_batch", "dynamics_horizon"):
+                     "object_hidden", "dynamics_batch", "dynamics_horizon", "dynamics_members"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         if any(c % self.norm_groups for c in self.channels):

@@ -32,6 +32,12 @@ What imagination cannot do, and what it does instead:
   success stage, 1 on a success; it needs a model with the object pathway (the objects'
   positions are not otherwise imagined). ``info["reward_terms"]`` holds ``success_prob``, and
   with ``"dense"`` the shaping terms too;
+- uncertainty: a model with a dynamics ensemble (``dynamics_members`` > 1) reports, per step,
+  how far its members' next gripper and cube positions part (``info["reward_terms"]
+  ["disagreement_cm"]``, :mod:`~worldsim.world_models.ensemble`), and with
+  ``uncertainty_penalty`` > 0 the reward loses that many reward units per centimetre of it
+  (MOPO): a policy that leads the imagined scene where the data never went is not paid for the
+  model's guesses there;
 - ``terminated``: success (if ``terminate_on_success``), or failure: with the object pathway,
   a cube imagined off the table, as in physics (without it, ``failure`` is always False);
 - ``truncated``: the elapsed-step counter reaches ``max_episode_steps`` (the task's limit by
@@ -103,6 +109,8 @@ class ImaginedVectorEnv(BatchedEnv):
         success_threshold: success probability at or above which a frame is a success
             (default: the threshold ``train-wm`` calibrated and saved with the model).
         sampling_steps: denoising steps per frame (default: the model's).
+        uncertainty_penalty: reward units taken off per centimetre of the dynamics ensemble's
+            disagreement on each step (0: none; > 0 needs a model with ``dynamics_members`` > 1).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
     """
@@ -130,6 +138,7 @@ class ImaginedVectorEnv(BatchedEnv):
         terminate_on_success: bool = True,
         success_threshold: float | None = None,
         sampling_steps: int | None = None,
+        uncertainty_penalty: float = 0.0,
         render_mode: str | None = None,
         device: str | torch.device = "auto",
         **unknown: Any,
@@ -175,6 +184,13 @@ class ImaginedVectorEnv(BatchedEnv):
         if not 1 <= self.sampling_steps <= 50:
             raise ValueError(f"sampling_steps={sampling_steps!r} must be in [1, 50]")
         self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
+        if not (np.isfinite(uncertainty_penalty) and uncertainty_penalty >= 0):
+            raise ValueError(f"uncertainty_penalty={uncertainty_penalty!r} must be a finite number >= 0")
+        if uncertainty_penalty > 0 and not len(self.model.ensemble):
+            raise ValueError(f"uncertainty_penalty={uncertainty_penalty!r} charges the dynamics ensemble's "
+                             "disagreement, and this world model has none: train it with --dynamics-members 2 or "
+                             "more (`worldsim train-wm --init MODEL --dynamics-members 5 --ensemble-only` adds one)")
+        self.uncertainty_penalty = float(uncertainty_penalty)
 
         self.bank = (keyframes if isinstance(keyframes, EpisodeBank)
                      else EpisodeBank(keyframes, tasks=[self.task.name], argument="keyframes"))
@@ -205,6 +221,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success = np.zeros(n, bool)
         self._failed = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
+        self._disagreement = np.zeros(n)  # centimetres; with a dynamics ensemble
         self._terms: dict[str, np.ndarray] = {}  # the dense reward's shaping terms, with reward_type="dense"
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
@@ -231,6 +248,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = bank.success[rows[:, -1]]
         self._failed[index] = False
         self._success_prob[index] = self._success[index]
+        self._disagreement[index] = 0.0
         self._shape(index)
         start[index] = steps
         return start
@@ -239,13 +257,16 @@ class ImaginedVectorEnv(BatchedEnv):
         before = self._success.copy()
         self._imagine(actions.astype(np.float32), np.flatnonzero(active))
         if self.reward_type == "dense":
-            return self._outcome(Evaluation(self._success, self._terms).dense_reward())
-        gained = self._success if self.reward_type == "sparse" else self._success & ~before
-        return self._outcome(gained.astype(float))
+            reward = Evaluation(self._success, self._terms).dense_reward()
+        else:
+            reward = (self._success if self.reward_type == "sparse" else self._success & ~before).astype(float)
+        return self._outcome(reward - self.uncertainty_penalty * self._disagreement)
 
     def _outcome(self, reward: np.ndarray | None = None) -> Outcome:
         reward = np.zeros(self.num_envs) if reward is None else reward
         terms = {"success_prob": self._success_prob.copy(), **{k: v.copy() for k, v in self._terms.items()}}
+        if len(self.model.ensemble):
+            terms["disagreement_cm"] = self._disagreement.copy()
         return Outcome(self._success.copy(), self._failed.copy(), reward, terms)
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
@@ -260,7 +281,8 @@ class ImaginedVectorEnv(BatchedEnv):
         rollout = {k: v.cpu().clone() for k, v in vars(self._rollout).items() if v is not None}
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
         terms = {k: v.copy() for k, v in self._terms.items()}
-        return {**rollout, **flags, "terms": terms, "torch_rng": self._generator.get_state()}
+        return {**rollout, **flags, "terms": terms, "disagreement": self._disagreement.copy(),
+                "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         if tuple(state["context"].shape) != tuple(self._rollout.context.shape):
@@ -273,6 +295,7 @@ class ImaginedVectorEnv(BatchedEnv):
             getattr(self, f"_{name}")[:] = state[name]
         # a snapshot from before the dense reward (an older run's checkpoint) holds no terms
         self._terms = {k: v.copy() for k, v in state.get("terms", {}).items()}
+        self._disagreement[:] = state.get("disagreement", 0.0)  # none in a snapshot from before the ensemble
         self._generator.set_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ internals
@@ -304,6 +327,8 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = prob >= self.success_threshold
         if pred.failed is not None:
             self._failed[index] = pred.failed.cpu().numpy()
+        if pred.disagreement is not None:
+            self._disagreement[index] = 100.0 * pred.disagreement.float().cpu().numpy()
         self._shape(index)
 
     @torch.inference_mode()

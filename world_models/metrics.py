@@ -164,12 +164,7 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     ``None`` when the bank has no ``state``."""
     if bank.state is None:
         return None
-    task_object = bank.state[:, STATE_LAYOUT["object_pos"]]
-    # the entity the task acts on: the one nearest the task object in x-y (a cube, or a zone to reach)
-    which = np.linalg.norm(entity_positions(bank.state)[..., :2] - task_object[:, None, :2], axis=-1).argmin(-1)
-    steps_t = np.arange(run.real.shape[1])[None] + starts[:, None]
-    rows = bank.obs_start[episodes][:, None] + np.minimum(steps_t, bank.lengths[episodes][:, None])
-    entity = which[rows]
+    rows, entity = task_entity(bank, episodes, starts, run.real.shape[1])
 
     def located(frames: np.ndarray) -> np.ndarray:
         flat = frames.reshape(-1, *frames.shape[2:])
@@ -187,24 +182,45 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     truth = on_table(np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0])
     found = {name: on_table(located(frames)) for name, frames in (("imagined", run.imagined), ("real", run.real))}
     errors = {name: 100 * np.linalg.norm(where - truth, axis=-1) for name, where in found.items()}
-    real_xy = entity_positions(bank.state[rows.ravel()]).reshape(*rows.shape, -1, 3)
-    real_xy = np.take_along_axis(real_xy, entity[..., None, None], axis=2)[:, :, 0, :2]
-
-    def carried_error(points: np.ndarray, heights: np.ndarray) -> np.ndarray:  # where the pathway put it
-        carried = np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
-        height = np.take_along_axis(heights, entity[..., None], axis=2)[:, :, 0]
-        return 100 * np.linalg.norm(bank.camera.unproject(carried, height)[..., :2] - real_xy, axis=-1)
-
     if run.points is not None and run.heights is not None:
-        errors["pathway"] = carried_error(run.points, run.heights)
+        errors["pathway"] = pathway_error(bank, episodes, starts, run.points, run.heights)
         # does the frame draw the object where the pathway carried it (both on its resting plane)?
         carried = np.take_along_axis(run.points, entity[..., None, None], axis=2)[:, :, 0]
         errors["frame_vs_pathway"] = 100 * np.linalg.norm(found["imagined"] - on_table(carried), axis=-1)
     if recorded_gripper is not None:
-        errors["pathway_recorded_gripper"] = carried_error(*recorded_gripper)
+        errors["pathway_recorded_gripper"] = pathway_error(bank, episodes, starts, *recorded_gripper)
     curve: dict[str, Any] = {
         f"{name}_cm": [float(np.median(e[run.valid[:, k], k])) if run.valid[:, k].any() else float("nan")
                        for k in range(e.shape[1])] for name, e in errors.items()}
     last = run.valid.shape[1] - 1 - np.argmax(run.valid[:, ::-1], axis=1)
     curve["final_imagined_cm"] = float(np.median(errors["imagined"][np.arange(len(last)), last]))
     return curve
+
+
+def task_entity(bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, length: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The bank rows ``(N, length)`` of ``length`` steps of episodes ``episodes`` from
+    ``starts`` (past an episode's end, its last), and at each the entity the task acts on: the
+    one nearest the task object in x-y (a cube, or a zone to reach). Needs ``state``."""
+    assert bank.state is not None  # the callers check
+    task_object = bank.state[:, STATE_LAYOUT["object_pos"]]
+    which = np.linalg.norm(entity_positions(bank.state)[..., :2] - task_object[:, None, :2], axis=-1).argmin(-1)
+    steps_t = np.arange(length)[None] + starts[:, None]
+    rows = bank.obs_start[episodes][:, None] + np.minimum(steps_t, bank.lengths[episodes][:, None])
+    return rows, which[rows]
+
+
+def pathway_error(bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, points: np.ndarray,
+                  heights: np.ndarray) -> np.ndarray:
+    """How far ``(N, H + 1)`` cm, in x-y, the pathway carried the task's object (image positions
+    ``points`` ``(N, H + 1, E, 2)`` put back in the world at their imagined ``heights``) from
+    where it really was, for replays of bank episodes ``episodes`` from ``starts``. Needs
+    ``state``."""
+    if bank.state is None:
+        raise ValueError("object positions need episodes recorded with state (obs_mode 'pixels+state')")
+    rows, entity = task_entity(bank, episodes, starts, points.shape[1])
+    real_xy = entity_positions(bank.state[rows.ravel()]).reshape(*rows.shape, -1, 3)
+    real_xy = np.take_along_axis(real_xy, entity[..., None, None], axis=2)[:, :, 0, :2]
+    carried = np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]
+    height = np.take_along_axis(heights, entity[..., None], axis=2)[:, :, 0]
+    return 100 * np.linalg.norm(bank.camera.unproject(carried, height)[..., :2] - real_xy, axis=-1)

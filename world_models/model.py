@@ -51,6 +51,9 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails the episode
   as in physics. It trains with the proprio head on their state windows, with their own
   optimiser (:meth:`WorldModel.dynamics_loss`).
+- **Dynamics ensemble** (``dynamics_members`` > 1, :mod:`~worldsim.world_models.ensemble`):
+  more proprio heads and object pathways, trained alike on bootstrap resamples, read at every
+  imagined step for how far they disagree (:attr:`Prediction.disagreement`), never followed.
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
 """
@@ -79,6 +82,7 @@ from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
+from worldsim.world_models.ensemble import DynamicsMember, bootstrap, proprio_head, spread
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import masked_step_mean, mlp, randn
 from worldsim.world_models.objects import (
@@ -95,6 +99,7 @@ from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
 CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
+DYNAMICS_PARTS = ("all", "ensemble")  # what WorldModel.dynamics_loss trains: every member, or the ensemble's alone
 
 
 def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -111,7 +116,8 @@ class Prediction:
     with ``outcome="rule"``: the task's rule) and, with the pathway, the objects' next image
     positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
     scene has failed as physics would end it ``(B,)`` (a cube off the table; without the pathway,
-    never)."""
+    never); with a dynamics ensemble, its members' ``disagreement`` ``(B,)`` (metres,
+    :func:`~worldsim.world_models.ensemble.spread`)."""
 
     latent: torch.Tensor
     proprio: torch.Tensor
@@ -119,6 +125,7 @@ class Prediction:
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
     failed: torch.Tensor | None = None
+    disagreement: torch.Tensor | None = None
 
 
 @dataclass
@@ -184,15 +191,11 @@ class WorldModel(nn.Module):
         n_tasks = len(config.tasks)
         cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + n_tasks
         self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
-        self.proprio_head = mlp(ACTION_DIM + (config.context + 1) * PROPRIO_DIM + n_tasks, config.cond_hidden,
-                                PROPRIO_DIM)
-        with torch.no_grad():  # start from "the gripper goes where it is commanded"
-            last = self.proprio_head[-1]
-            assert isinstance(last, nn.Linear)
-            last.weight.zero_()
-            last.bias.zero_()
+        self.proprio_head = proprio_head(config)
         self.success_head = SuccessHead(config)
         self.objects = ObjectDynamics(config) if config.object_pathway else None
+        # the dynamics' other members (ensemble.py): read for their disagreement, never followed
+        self.ensemble = nn.ModuleList(DynamicsMember(config) for _ in range(config.dynamics_members - 1))
         self.rules = (TaskRules(config.tasks, image_camera(config.image_size, config.image_size))
                       if config.object_pathway else None)
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
@@ -225,17 +228,19 @@ class WorldModel(nn.Module):
                               noise_level[:, None], self._one_hot(task)], dim=1)
         return self.cond_mlp(features)
 
-    def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+    def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor,
+                     member: DynamicsMember | None = None) -> torch.Tensor:
         """The next proprio in normalised units: what the action commands (the position servos'
         targets, :func:`commanded_proprio`) plus the head's correction (the servos lag, and a
-        cube or the table stops the fingers). Learning only the correction keeps the imagined
+        cube or the table stops the fingers); with ``member``, that ensemble member's head's
+        correction rather than the model's own. Learning only the correction keeps the imagined
         gripper from drifting off the real one: measured on PushCube, the commanded target alone
         is 2.5 mm from where the TCP gets to in a step (median), where a head predicting the whole
         change drifted 3.5 cm in 16 steps."""
         norm = self._normalized_proprio(proprio)
         commanded = self._normalized_proprio(commanded_proprio(proprio[:, -1], action))
-        correction = self.proprio_head(torch.cat([action, norm.flatten(1), commanded - norm[:, -1],
-                                                  self._one_hot(task)], dim=1))
+        head = self.proprio_head if member is None else member.proprio_head
+        correction = head(torch.cat([action, norm.flatten(1), commanded - norm[:, -1], self._one_hot(task)], dim=1))
         return commanded + correction
 
     def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
@@ -322,44 +327,67 @@ class WorldModel(nn.Module):
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean()
         return denoise + success_weight * success, terms
 
-    def dynamics_parameters(self) -> list[nn.Parameter]:
+    def dynamics_parameters(self, part: str = "all") -> list[nn.Parameter]:
         """The low-dimensional dynamics' parameters (the proprio head's and the object
-        pathway's), trained by :meth:`dynamics_loss` with their own optimiser; the rest of the
-        model trains on frames by :meth:`loss`."""
-        parts = [self.proprio_head] + ([self.objects] if self.objects is not None else [])
-        return [p for part in parts for p in part.parameters()]
+        pathway's, the model's own and its ensemble's), trained by :meth:`dynamics_loss` with
+        their own optimiser; the rest of the model trains on frames by :meth:`loss`. With
+        ``part="ensemble"``, the ensemble's members' alone."""
+        modules: list[nn.Module | None] = []
+        for member in self.dynamics_members(part):
+            modules += [self.proprio_head, self.objects] if member is None else [member.proprio_head, member.objects]
+        return [p for module in modules if module is not None for p in module.parameters()]
 
-    def proprio_rollout_loss(self, windows: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean squared error (normalised units) of the proprio head rolled out over the ``H``
-        steps of state ``windows`` (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`)
-        on its own predictions, from the recorded context and with the recorded actions; steps
-        past an episode's end are left out. Imagination feeds the head its own predictions, so
-        it learns to keep its errors from compounding."""
+    def dynamics_members(self, part: str = "all") -> list[DynamicsMember | None]:
+        """The members of the low-dimensional dynamics, ``None`` standing for the model's own
+        (first, unless ``part="ensemble"``) and then the ensemble's; ``ValueError`` for an unknown
+        ``part`` or an ensemble asked of a model without one."""
+        if part not in DYNAMICS_PARTS:
+            raise ValueError(f"part={part!r}; allowed: {', '.join(DYNAMICS_PARTS)}")
+        if part == "ensemble" and not len(self.ensemble):
+            raise ValueError("part='ensemble': this world model has no dynamics ensemble "
+                             f"(dynamics_members={self.config.dynamics_members}; give it 2 or more)")
+        own: list[DynamicsMember | None] = [None] if part == "all" else []
+        return own + [m for m in self.ensemble if isinstance(m, DynamicsMember)]
+
+    def proprio_rollout_loss(self, windows: dict[str, torch.Tensor], member: DynamicsMember | None = None
+                             ) -> torch.Tensor:
+        """Mean squared error (normalised units) of the proprio head (the ensemble ``member``'s,
+        if given) rolled out over the ``H`` steps of state ``windows``
+        (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`) on its own predictions,
+        from the recorded context and with the recorded actions; steps past an episode's end are
+        left out. Imagination feeds the head its own predictions, so it learns to keep its
+        errors from compounding."""
         proprio, actions, valid = windows["proprio"], windows["actions"], windows["valid"]
         context = proprio.shape[1] - actions.shape[1]
         wanted = self._normalized_proprio(proprio[:, context:])
         current, losses = proprio[:, :context], []
         for k in range(actions.shape[1]):
-            predicted = self.next_proprio(actions[:, k], current, windows["task"])
+            predicted = self.next_proprio(actions[:, k], current, windows["task"], member)
             losses.append(((predicted - wanted[:, k]) ** 2).mean(-1))
             current = torch.cat([current[:, 1:], (predicted * self.proprio_std + self.proprio_mean)[:, None]], dim=1)
         return masked_step_mean(torch.stack(losses, dim=1), valid)
 
-    def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
-                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None,
+                      part: str = "all") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The low-dimensional dynamics' loss on state ``windows`` and its named terms: the
         proprio head's :meth:`proprio_rollout_loss` (``proprio``) plus, with the object
         pathway, :func:`~worldsim.world_models.objects.rollout_loss` (``objects``; the windows
-        need the objects, from data with ``state``). The terms are detached 0-d tensors, as in
-        :meth:`loss`."""
-        proprio = self.proprio_rollout_loss(windows)
-        terms = {"proprio": proprio.detach()}
-        if self.objects is None:
-            return proprio, terms
-        objects = rollout_loss(self.objects, windows, self._normalized_proprio, self._one_hot(windows["task"]),
-                               self.config.image_size, generator)
-        terms["objects"] = objects.detach()
-        return proprio + objects, terms
+        need the objects, from data with ``state``); with an ensemble, the same for each member
+        on its own bootstrap resample of the windows (``ensemble_proprio``, ``ensemble_objects``:
+        the members' means). ``part="ensemble"`` leaves the model's own out. The terms are
+        detached 0-d tensors, as in :meth:`loss`."""
+        losses: dict[str, list[torch.Tensor]] = {}
+        for member in self.dynamics_members(part):
+            drawn = windows if member is None else bootstrap(windows, generator)
+            prefix = "" if member is None else "ensemble_"
+            losses.setdefault(prefix + "proprio", []).append(self.proprio_rollout_loss(drawn, member))
+            objects = self.objects if member is None else member.objects
+            if objects is not None:
+                losses.setdefault(prefix + "objects", []).append(
+                    rollout_loss(objects, drawn, self._normalized_proprio, self._one_hot(drawn["task"]),
+                                 self.config.image_size, generator))
+        total = torch.stack([loss for values in losses.values() for loss in values]).sum()
+        return total, {name: torch.stack(values).mean().detach() for name, values in losses.items()}
 
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
@@ -382,6 +410,36 @@ class WorldModel(nn.Module):
         return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
                        proprio.to(device).float(), points, heights)
 
+    def _step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
+                       member: DynamicsMember | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """One step of the low-dimensional dynamics (the model's own, or an ensemble ``member``'s):
+        the next normalised proprio and, with the pathway, the objects' next positions and heights."""
+        proprio = rollout.proprio
+        norm = self.next_proprio(action, proprio, task, member)
+        objects = self.objects if member is None else member.objects
+        if objects is None:
+            return norm, None, None
+        assert rollout.points is not None and rollout.heights is not None  # started with the pathway
+        tcp = torch.stack([proprio[:, -1, :3], (norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
+        points, heights = objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
+                                  action, self._one_hot(task), tcp)
+        return norm, points, heights
+
+    def _disagreement(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
+                      own: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]) -> torch.Tensor:
+        """The dynamics ensemble's :func:`~worldsim.world_models.ensemble.spread` ``(B,)``
+        (metres) over the next TCP and movable objects, the model's ``own`` step among them."""
+        positions = []
+        for member in self.dynamics_members():
+            norm, points, heights = own if member is None else self._step_dynamics(rollout, action, task, member)
+            where = [(norm * self.proprio_std + self.proprio_mean)[:, None, :3]]
+            if self.objects is not None and points is not None and heights is not None:
+                located = self.objects.camera.unproject(points[:, None], heights[:, None])[:, 0]
+                where.append(located.index_select(1, self.objects.movable_index))
+            positions.append(torch.cat(where, dim=1))
+        return spread(torch.stack(positions))
+
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
                 generator: torch.Generator | None = None) -> Prediction:
@@ -390,14 +448,10 @@ class WorldModel(nn.Module):
         steps = self.config.sampling_steps if steps is None else steps
         context, proprio = rollout.context, rollout.proprio
         level = torch.zeros(len(context), device=context.device)
-        norm = self.next_proprio(action, proprio, task)
+        own = self._step_dynamics(rollout, action, task)
+        norm, points, heights = own
+        disagreement = self._disagreement(rollout, action, task, own) if len(self.ensemble) else None
         cond = self.conditioning(action, proprio, norm, level, task)
-        points = heights = None
-        if self.objects is not None:
-            assert rollout.points is not None and rollout.heights is not None  # started with the pathway
-            tcp = torch.stack([proprio[:, -1, :3], (norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
-            points, heights = self.objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
-                                           action, self._one_hot(task), tcp)
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
         change = self.denoiser.sample(inputs, cond, steps, generator)
         anchor = context[:, -1]
@@ -406,14 +460,15 @@ class WorldModel(nn.Module):
             anchor = self._carried(anchor, rollout.points[:, -1], points)
         latent = (anchor + change).clamp(-1.0, 1.0)
         if self.rules is None or points is None or heights is None:
-            return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
+            return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)),
+                              disagreement=disagreement)
         # judged where the pathway put the objects, as the frame was drawn there
         if self.config.outcome == "rule":
             success, failed = self.rules.outcome(task, next_proprio, points, heights)
-            return Prediction(latent, next_proprio, success.float(), points, heights, failed)
+            return Prediction(latent, next_proprio, success.float(), points, heights, failed, disagreement)
         success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
         return Prediction(latent, next_proprio, success_prob, points, heights,
-                          self.rules.failed(next_proprio, points, heights))
+                          self.rules.failed(next_proprio, points, heights), disagreement)
 
     @torch.no_grad()
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
@@ -468,6 +523,17 @@ class WorldModel(nn.Module):
         model = cls(WorldModelConfig(**fields))
         load_pretrained_weights(path, model, f"the model of {config_path}")
         return model.to(device).eval()
+
+    def with_dynamics_members(self, members: int) -> WorldModel:
+        """This model with ``members`` dynamics members (``dynamics_members``): its own weights,
+        the ensemble's first members kept, new ones freshly initialised, the rest dropped. What
+        it imagines is unchanged: the model's own member draws the frames."""
+        model = WorldModel(dataclasses.replace(self.config, dynamics_members=members)).to(self.device)
+        kept = {name: value for name, value in self.state_dict().items()
+                if not name.startswith("ensemble.") or int(name.split(".")[1]) < members - 1}
+        missing, unexpected = model.load_state_dict(kept, strict=False)
+        assert not unexpected and all(name.startswith("ensemble.") for name in missing), (missing, unexpected)
+        return model.train(self.training)
 
     @property
     def device(self) -> torch.device:

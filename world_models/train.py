@@ -12,7 +12,9 @@ Read top to bottom, :func:`train_world_model` is the recipe:
    success frame, with linear warm-up and cosine decay of the learning rate; each step also
    takes ``dynamics_updates`` steps of the low-dimensional dynamics' own optimiser (the proprio
    head and the object pathway) on large batches of state windows rolled out on their own
-   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`);
+   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`; with
+   ``dynamics_members`` > 1 the ensemble's members too, and with ``ensemble_only`` those alone,
+   the rest of the model left as it is);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
@@ -64,7 +66,7 @@ ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pat
                        "carry_objects", "change_weight", "outcome")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
-                 "success_fraction", "success_weight", "dynamics_updates")
+                 "success_fraction", "success_weight", "dynamics_updates", "dynamics_members", "ensemble_only")
 
 
 @dataclass
@@ -122,6 +124,15 @@ class TrainWMConfig:
     """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
     per training step: small MLPs that keep improving past the frame model's budget; each
     update costs a few per cent of a step on CPU."""
+    dynamics_members: int | None = None
+    """Members of the dynamics ensemble (the model's own proprio head and object pathway plus
+    this many minus one; imagination reports their disagreement): a new model's (default 1, no
+    ensemble), or with ``--init`` the fine-tuned model's new count (fresh members added, or the
+    last ones dropped; default: its own)."""
+    ensemble_only: bool = False
+    """Train only the dynamics ensemble's extra members: the frame model, the proprio head and
+    the object pathway stay as they are, so what the model imagines does not change. With
+    ``--init`` and ``--dynamics-members``: give a trained model an ensemble."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -152,8 +163,10 @@ class TrainWMConfig:
         if self.config not in PRESETS:
             raise ValueError(f"config={self.config!r}; allowed: {', '.join(PRESETS)}")
         for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every",
-                     "dynamics_updates"):
+                     "dynamics_updates", "dynamics_members"):
             value = getattr(self, name)
+            if name == "dynamics_members" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
         if self.video_every < 0:
@@ -191,8 +204,11 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         if model.config.image_size != size:
             raise ValueError(f"init={str(config.init)!r} imagines {model.config.image_size}-pixel frames; "
                              f"the data holds {size}-pixel images")
-        return model.train()
-    overrides = {k: getattr(config, k) for k in ARCHITECTURE_FIELDS if getattr(config, k) is not None}
+        if config.dynamics_members is not None:
+            model = model.with_dynamics_members(config.dynamics_members)
+        return checked_for_ensemble(model.train(), config)
+    overrides = {k: getattr(config, k) for k in (*ARCHITECTURE_FIELDS, "dynamics_members")
+                 if getattr(config, k) is not None}
     if bank.state is None and PRESETS[config.config].get("object_pathway") and config.object_pathway is None:
         # The preset's object pathway learns from the objects' recorded positions; without them
         # the model is built without it rather than refusing data a model can still learn from.
@@ -206,6 +222,14 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                               instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
                               **overrides))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    return checked_for_ensemble(model, config)
+
+
+def checked_for_ensemble(model: WorldModel, config: TrainWMConfig) -> WorldModel:
+    """``model``, refused with ``ensemble_only`` when it has no ensemble to train."""
+    if config.ensemble_only and not len(model.ensemble):
+        raise ValueError(f"--ensemble-only trains the dynamics ensemble's extra members; this model has "
+                         f"dynamics_members={model.config.dynamics_members}: give --dynamics-members 2 or more")
     return model
 
 
@@ -312,25 +336,29 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if unstable.item():
             raise FloatingPointError(f"the world-model loss became non-finite by step {step}; lower --lr")
 
+    part = "ensemble" if config.ensemble_only else "all"
     while run.keep_going(step):
         windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
-        loss, logs = model.loss(draw(train, model, config, task_ids, windows, device), noise, config.success_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        average_gradients(model, run.dist)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+        logs: dict[str, Any] = {}
+        if not config.ensemble_only:
+            loss, logs = model.loss(draw(train, model, config, task_ids, windows, device), noise,
+                                    config.success_weight)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            average_gradients(model, run.dist)
+            logs["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
         dynamics_logs = train_dynamics(model, train, dynamics_optimizer, config.dynamics_updates, task_ids, windows,
-                                       noise, run, device)
+                                       noise, run, device, part)
         dynamics_schedule.step()
         step += 1
-        train_loss = loss.detach()
+        train_loss = torch.stack(list(dynamics_logs.values())).sum() if config.ensemble_only else loss.detach()
         unstable |= ~torch.isfinite(train_loss + sum(dynamics_logs.values()))
         if step % FINITE_CHECK_EVERY == 0 or step % config.checkpoint_every == 0:
             check_finite()
-        run.log_train(step, {"loss": train_loss, "grad_norm": grad_norm, **logs, **dynamics_logs,
-                             "lr": schedule.get_last_lr()[0]}, every=FINITE_CHECK_EVERY)
+        run.log_train(step, {"loss": train_loss, **logs, **dynamics_logs, "lr": dynamics_schedule.get_last_lr()[0]},
+                      every=FINITE_CHECK_EVERY)
         if run.is_main and val is not None and (step % config.val_every == 0 or step == config.steps):
             run.log(step, validate())
         if run.is_main and config.video_every and step % config.video_every == 0:
@@ -338,7 +366,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if step % config.checkpoint_every == 0:
             checkpoint()
     calibrated = False
-    if run.is_main and val is not None and model.config.outcome == "head":
+    if run.is_main and val is not None and model.config.outcome == "head" and not config.ensemble_only:
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     check_finite()
     checkpoint()
@@ -398,14 +426,15 @@ def state_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int]
 
 def train_dynamics(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.Optimizer, updates: int,
                    task_ids: dict[str, int], generator: torch.Generator, noise: torch.Generator, run: TrainingRun,
-                   device: torch.device) -> dict[str, torch.Tensor]:
-    """``updates`` optimiser steps of the proprio head and the object pathway on fresh state
-    windows of ``bank`` (gradients averaged across ranks); returns the mean of each loss term
-    (0-d tensors, left on the device for the caller to read when it logs)."""
-    parameters = model.dynamics_parameters()
+                   device: torch.device, part: str = "all") -> dict[str, torch.Tensor]:
+    """``updates`` optimiser steps of the proprio heads and the object pathways (``part``: every
+    dynamics member, or the ensemble's alone) on fresh state windows of ``bank`` (gradients
+    averaged across ranks); returns the mean of each loss term (0-d tensors, left on the device
+    for the caller to read when it logs)."""
+    parameters = model.dynamics_parameters(part)
     logs: list[dict[str, torch.Tensor]] = []
     for _ in range(updates):
-        loss, terms = model.dynamics_loss(state_windows(bank, model, task_ids, generator, device), noise)
+        loss, terms = model.dynamics_loss(state_windows(bank, model, task_ids, generator, device), noise, part)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         average_gradients(parameters, run.dist)

@@ -46,6 +46,7 @@ The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-s
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -65,7 +66,9 @@ STATE_FILE = "state.json"
 # The settings round 0 depends on (a run reusing another's round 0 must share them).
 ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
                  "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
-                 "record_features", "seed")
+                 "record_features", "seed", "dynamics_members")
+# What a run recorded before a round-0 setting existed had that setting's default.
+ROUND0_DEFAULTS = {"dynamics_members": 1}
 
 
 @dataclass
@@ -102,6 +105,13 @@ class CoevolveConfig:
     imagined_reward: ImaginedReward = "transition"
     """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
     sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
+    kl_coef: float = 0.0
+    """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
+    uncertainty_penalty: float = 0.0
+    """Reward units taken off per centimetre of the world model's dynamics-ensemble disagreement
+    on each imagined step (needs ``dynamics_members`` > 1; 0: none)."""
+    dynamics_members: int = 1
+    """Members of the world model's dynamics ensemble (1: none); refinements keep them."""
     wm_config: Literal["tiny", "base"] = "tiny"
     """World-model preset."""
     wm_steps: int = 4000
@@ -161,7 +171,7 @@ class CoevolveConfig:
         else:
             get_suite(self.suite)
         for name in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps", "rl_env_steps", "rl_num_envs",
-                     "group_size", "eval_episodes", "imagined_eval_episodes"):
+                     "group_size", "eval_episodes", "imagined_eval_episodes", "dynamics_members"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
@@ -171,6 +181,14 @@ class CoevolveConfig:
         for name in ("keyframe_ratio", "divergence_threshold", "max_real_drop"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
+        for name in ("kl_coef", "uncertainty_penalty"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number >= 0")
+        if self.kl_coef and self.algo != "grpo":
+            raise ValueError(f"kl_coef={self.kl_coef!r} is GRPO's KL term; algo={self.algo!r} has none")
+        if self.uncertainty_penalty and self.dynamics_members < 2:
+            raise ValueError(f"uncertainty_penalty={self.uncertainty_penalty!r} charges the dynamics ensemble's "
+                             f"disagreement: give dynamics_members >= 2 (got {self.dynamics_members})")
         if self.rl_num_envs % len(self.tasks):
             raise ValueError(f"rl_num_envs={self.rl_num_envs} must be a multiple of the {len(self.tasks)} tasks")
 
@@ -218,7 +236,8 @@ class Stages:
         if not state_file.exists():
             raise ValueError(f"round0_from={str(source)!r} holds no co-evolution run ({STATE_FILE} missing)")
         theirs = json.loads(state_file.read_text())
-        changed = [k for k in ROUND0_FIELDS if theirs["config"].get(k) != self.state["config"].get(k)]
+        changed = [k for k in ROUND0_FIELDS
+                   if theirs["config"].get(k, ROUND0_DEFAULTS.get(k)) != self.state["config"].get(k)]
         if changed:
             raise ValueError(f"round0_from={str(source)!r} was run with other {', '.join(changed)}: its round 0 "
                              "is not this run's")
@@ -286,6 +305,7 @@ def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, s
     steps = config.wm_steps if init is None else config.wm_refine_steps
     summary = train_world_model(TrainWMConfig(
         data=data, out=out, config=config.wm_config, init=init, steps=steps, time_budget=config.wm_time_budget,
+        dynamics_members=config.dynamics_members if init is None else None,
         val_every=max(steps // 4, 1), video_every=steps, checkpoint_every=steps, seed=seed,
         device=config.device, torch_threads=config.torch_threads, progress=config.progress))
     return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
@@ -323,9 +343,9 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     if world_model is not None:
         common |= {"world_model": str(world_model), "keyframes": str(keyframes),
                    "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon,
-                   "imagined_reward": config.imagined_reward}
+                   "imagined_reward": config.imagined_reward, "uncertainty_penalty": config.uncertainty_penalty}
     if config.algo == "grpo":
-        summary = train_grpo(GRPOConfig(group_size=config.group_size, **common))
+        summary = train_grpo(GRPOConfig(group_size=config.group_size, kl_coef=config.kl_coef, **common))
     else:
         summary = train_ppo(PPOConfig(**common))
     return {"policy": str(out / "policy"), "env_steps": summary["global_step"],

@@ -183,6 +183,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         rewards = torch.zeros(horizon, cfg.num_envs)
         dones = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
         successes = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
+        disagreement = torch.zeros(horizon, cfg.num_envs)  # cm, reported by a world model with an ensemble
         with torch.no_grad():
             for step in range(horizon):
                 batch = policy.preprocess(obs)
@@ -198,6 +199,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                 rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
                 dones[step] = torch.as_tensor(done)
                 successes[step] = torch.as_tensor(success)
+                if "disagreement_cm" in info["reward_terms"]:
+                    disagreement[step] = torch.as_tensor(info["reward_terms"]["disagreement_cm"], dtype=torch.float32)
         alive = first_episode_mask(dones)
         episode_returns = (rewards * alive).sum(0)
         advantages = group_advantages(episode_returns, cfg.group_size, cfg.norm_std)
@@ -252,6 +255,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         metrics |= {"episode/return": float(episode_returns.mean()),
                     "episode/success_rate": float((successes & alive).any(0).float().mean()),
                     "episode/length": float(alive.sum(0).float().mean() * chunk)}
+        if "disagreement_cm" in info["reward_terms"]:  # where the policy leads the imagined scene
+            metrics["episode/disagreement_cm"] = float((disagreement * alive).sum() / alive.sum().clamp_min(1))
         metrics |= {"group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
                     "masked_fraction": 1.0 - len(keep) / mask.numel(),
                     "sps": steps_per_iter / (time.time() - iter_start)}

@@ -182,6 +182,9 @@ class RLRunConfig:
     """Imagination: the imagined env's reward_type: transition (1 when the imagined verdict turns
     to success), sparse, or dense (physics' shaped reward on the imagined gripper and objects; a
     world model with the object pathway). Physics always trains on its dense reward."""
+    uncertainty_penalty: float = 0.0
+    """Imagination: reward units taken off per centimetre of the world model's dynamics-ensemble
+    disagreement on each step (MOPO; needs a model with dynamics_members > 1; 0: none)."""
     time_budget: float | None = None
     """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds of training,
     even if total_env_steps is not reached; a run it cuts short is not reproducible."""
@@ -249,6 +252,11 @@ class RLRunConfig:
             raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
         if self.imagined_horizon is not None:
             _check_int("imagined_horizon", self.imagined_horizon, 1)
+        if not (math.isfinite(self.uncertainty_penalty) and self.uncertainty_penalty >= 0):
+            raise ValueError(f"uncertainty_penalty={self.uncertainty_penalty!r} must be a finite number >= 0")
+        if self.uncertainty_penalty > 0 and self.world_model is None:
+            raise ValueError("uncertainty_penalty charges a world model's disagreement: it needs world_model "
+                             "(physics has no model to doubt)")
         if self.imagined_reward not in IMAGINED_REWARD_TYPES:
             raise ValueError(f"imagined_reward={self.imagined_reward!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
         self.hidden = tuple(self.hidden)
@@ -320,7 +328,7 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
     if config.imagined:
         imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
                        "horizon": config.imagined_horizon, "reward_type": config.imagined_reward,
-                       "device": config.device}
+                       "uncertainty_penalty": config.uncertainty_penalty, "device": config.device}
         if config.keyframe_ratio is not None:
             imagination["keyframe_rule"] = {"ratio": config.keyframe_ratio}
     envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
