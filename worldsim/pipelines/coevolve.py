@@ -67,8 +67,7 @@ STATE_FILE = "state.json"
 ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
                  "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
                  "record_features", "seed", "dynamics_members")
-# What a run recorded before a round-0 setting existed had that setting's default.
-ROUND0_DEFAULTS = {"dynamics_members": 1}
+ROUND0_DEFAULTS = {"dynamics_members": 1}  # what a run recorded before the setting existed had
 
 
 @dataclass
@@ -108,8 +107,7 @@ class CoevolveConfig:
     kl_coef: float = 0.0
     """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
     uncertainty_penalty: float = 0.0
-    """Reward units taken off per centimetre of the world model's dynamics-ensemble disagreement
-    on each imagined step (needs ``dynamics_members`` > 1; 0: none)."""
+    """Reward off per cm of the dynamics ensemble's disagreement per imagined step (0: none)."""
     dynamics_members: int = 1
     """Members of the world model's dynamics ensemble (1: none); refinements keep them."""
     wm_config: Literal["tiny", "base"] = "tiny"
@@ -181,9 +179,9 @@ class CoevolveConfig:
         for name in ("keyframe_ratio", "divergence_threshold", "max_real_drop"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
-        for name in ("kl_coef", "uncertainty_penalty"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number >= 0")
+        for name, value in (("kl_coef", self.kl_coef), ("uncertainty_penalty", self.uncertainty_penalty)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name}={value!r} must be a finite number >= 0")
         if self.kl_coef and self.algo != "grpo":
             raise ValueError(f"kl_coef={self.kl_coef!r} is GRPO's KL term; algo={self.algo!r} has none")
         if self.uncertainty_penalty and self.dynamics_members < 2:
