@@ -353,8 +353,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
                                        noise, run, device, part)
         dynamics_schedule.step()
         step += 1
-        train_loss = torch.stack(list(dynamics_logs.values())).sum() if config.ensemble_only else loss.detach()
-        unstable |= ~torch.isfinite(train_loss + sum(dynamics_logs.values()))
+        dynamics_total = torch.stack(list(dynamics_logs.values())).sum()
+        train_loss = dynamics_total if config.ensemble_only else loss.detach()  # the members' loss is the run's
+        unstable |= ~(torch.isfinite(train_loss) & torch.isfinite(dynamics_total))
         if step % FINITE_CHECK_EVERY == 0 or step % config.checkpoint_every == 0:
             check_finite()
         run.log_train(step, {"loss": train_loss, **logs, **dynamics_logs, "lr": dynamics_schedule.get_last_lr()[0]},
