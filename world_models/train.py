@@ -269,8 +269,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     optimizer = torch.optim.AdamW(frame_parameters, lr=config.lr, weight_decay=config.weight_decay, fused=fused)
 
     def lr_factor(s: int) -> float:
-        warm = min(1.0, (s + 1) / WARMUP_STEPS)
-        return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, config.steps) / config.steps)))
+        return warmup_cosine(s, config.steps)
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     # the proprio head and the pathway learn on their own state windows with their own optimiser,
@@ -444,6 +443,13 @@ def train_dynamics(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.
         logs.append(terms)
     optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging
     return {name: torch.stack([terms[name] for terms in logs]).mean() for name in logs[0]}
+
+
+def warmup_cosine(step: int, steps: int) -> float:
+    """The learning-rate factor at ``step`` of ``steps``: a linear warm-up over WARMUP_STEPS, then a
+    cosine decay to a tenth of the base rate."""
+    warm = min(1.0, (step + 1) / WARMUP_STEPS)
+    return warm * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / steps)))
 
 
 def generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:
