@@ -43,7 +43,10 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     assert "| 2 |" in report and "real training episodes (budget): **4**" in report.lower()
     state = json.loads((run / "state.json").read_text())
     assert len(state["stages"]) == 10
-    # everything is recorded: a resumed run redoes nothing and reproduces the results
+    # everything is recorded: a resumed run redoes nothing and reproduces the results, also when
+    # it was recorded before a setting existed (it ran with that setting's default)
+    del state["config"]["kl_coef"]
+    (run / "state.json").write_text(json.dumps(state))
     again = coevolve(tiny(base_policy, run, resume=True))
     assert again["rounds"] == results["rounds"]
     # ... and reports the whole run's time, not the few seconds the resumed call took
@@ -52,8 +55,16 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     assert results["wall_clock_s"] > 0
     with pytest.raises(ValueError, match="--resume"):
         coevolve(tiny(base_policy, run))
-    with pytest.raises(ValueError, match="settings changed"):
-        coevolve(tiny(base_policy, run, resume=True, rounds=3))
+    with pytest.raises(ValueError, match="settings changed since it started \\(rounds; only a co-evolution"):
+        coevolve(tiny(base_policy, run, resume=True, rounds=1))
+    with pytest.raises(ValueError, match="settings changed since it started \\(rounds, eval_episodes"):
+        coevolve(tiny(base_policy, run, resume=True, rounds=3, eval_episodes=3))
+    # more rounds extend the run: rounds 1-2 stay as recorded, round 2 now collects and refines
+    extended = coevolve(tiny(base_policy, run, resume=True, rounds=3))
+    assert extended["rounds"][:3] == results["rounds"] and extended["rounds"][3]["round"] == 3
+    assert extended["real_budget"] == 6 and extended["rounds"][3]["real_episodes_used"] == 6
+    assert (run / "round_2" / "wm" / "world_model").is_dir() and not (run / "round_3" / "data.h5").exists()
+    assert json.loads((run / "state.json").read_text())["config"]["rounds"] == 3
 
 
 @pytest.mark.slow
@@ -69,6 +80,8 @@ def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_p
     assert returns and all(0 < r < 3 and r != round(r) for r in returns)
     assert frozen["rounds"][2]["world_model"] == frozen["rounds"][0]["world_model"]
     direct = coevolve(tiny(base_policy, tmp_path / "direct", mode="direct-rl"))
+    with pytest.raises(ValueError, match="only a co-evolution run's rounds may grow"):  # its budget is spent
+        coevolve(tiny(base_policy, tmp_path / "direct", mode="direct-rl", rounds=3, resume=True))
     assert [r["round"] for r in direct["rounds"]] == [0, 1]
     assert [r["real_episodes_used"] for r in direct["rounds"]] == [0, 4] and "imagined" not in direct["rounds"][1]
     # the baseline learns from none of the episodes co-evolution collects, so its RL gets all of

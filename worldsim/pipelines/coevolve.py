@@ -38,19 +38,16 @@ physics env (GRPO/PPO on as many real episodes as co-evolution collects in all i
 included, since physics RL learns from none of them), same evaluation.
 
 Every stage writes its outputs under ``out/round_<r>/`` and is recorded in ``out/state.json``
-when it finishes; ``resume=True`` skips the recorded stages and redoes an interrupted one.
+when it finishes; ``resume=True`` skips the recorded stages and redoes an interrupted one, and
+with more ``rounds`` than the run was started with, extends it by the rounds that are new.
 The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-side videos
 (real | imagined) of the final policy.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,16 +55,11 @@ from rich.console import Console
 
 from worldsim.envs.core import ImaginedReward
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
-STATE_FILE = "state.json"
-# The settings round 0 depends on (a run reusing another's round 0 must share them).
-ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
-                 "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
-                 "record_features", "seed", "dynamics_members")
-ROUND0_DEFAULTS = {"dynamics_members": 1}  # what a run recorded before the setting existed had
 
 
 @dataclass
@@ -146,7 +138,7 @@ class CoevolveConfig:
     out: Path = Path("runs/coevolve")
     """Run folder."""
     resume: bool = False
-    """Continue the run in --out, skipping the stages it finished."""
+    """Continue the run in --out, skipping the stages it finished (with more --rounds: extend it)."""
     seed: int = 0
     """Seed of everything."""
     device: Device = "auto"
@@ -207,77 +199,6 @@ class CoevolveConfig:
         """Real training episodes the whole run collects."""
         collections = 1 if self.frozen_world_model else self.rounds
         return self.episodes_per_task * len(self.tasks) * collections
-
-
-class Stages:
-    """The run's finished stages and their results, kept in ``out/state.json`` (written atomically
-    after every stage) so that a resumed run skips them."""
-
-    def __init__(self, out: Path, config: dict[str, Any], resume: bool) -> None:
-        self.path = out / STATE_FILE
-        if self.path.exists() and not resume:
-            raise ValueError(f"{out} already holds a co-evolution run; pass --resume to continue it or "
-                             "choose a new --out")
-        if resume and not self.path.exists():
-            raise ValueError(f"--resume: no {STATE_FILE} in {out}; run without --resume to start there")
-        state = json.loads(self.path.read_text()) if resume else {"config": config, "stages": {}}
-        if resume:
-            changed = [k for k in config if k not in ("resume", "progress") and state["config"].get(k) != config[k]]
-            if changed:
-                raise ValueError(f"cannot resume {out}: settings changed since it started ({', '.join(changed)})")
-        self.state = state
-
-    def adopt_round0(self, source: Path, r0: Path) -> None:
-        """Copy round 0 of the run in ``source`` (its folder and recorded stages) into this run,
-        after checking that it was made with the settings round 0 depends on."""
-        state_file = source / STATE_FILE
-        if not state_file.exists():
-            raise ValueError(f"round0_from={str(source)!r} holds no co-evolution run ({STATE_FILE} missing)")
-        theirs = json.loads(state_file.read_text())
-        changed = [k for k in ROUND0_FIELDS
-                   if theirs["config"].get(k, ROUND0_DEFAULTS.get(k)) != self.state["config"].get(k)]
-        if changed:
-            raise ValueError(f"round0_from={str(source)!r} was run with other {', '.join(changed)}: its round 0 "
-                             "is not this run's")
-        done = {k: v for k, v in theirs["stages"].items() if k.startswith("round 0:")}
-        if not any("world model" in k for k in done) or not any("evaluate" in k for k in done):
-            raise ValueError(f"round0_from={str(source)!r} has not finished round 0")
-        if not all(k in self.state["stages"] for k in done):
-            if r0.exists():
-                shutil.rmtree(r0)
-            shutil.copytree(source / "round_0", r0)
-            self.state["stages"] |= {k: _moved(v, source, self.path.parent) | {"adopted_from": str(source)}
-                                     for k, v in done.items()}
-            write_json(self.path, self.state)
-
-    def seconds(self) -> float:
-        """Time spent in the stages this run recorded, so that a resumed run reports the whole run's
-        time, not its last session's; an adopted round 0 is the other run's time."""
-        return round(sum(stage["seconds"] for stage in self.state["stages"].values() if "adopted_from" not in stage), 1)
-
-    def run(self, name: str, folder: Path | None, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The recorded result of stage ``name``, or run ``work`` (after clearing ``folder``, the
-        leftovers of an interrupted attempt) and record its result."""
-        if name in self.state["stages"]:
-            console.print(f"[dim]{name}: done earlier[/]")
-            return self.state["stages"][name]
-        console.rule(f"[bold]{name}")
-        if folder is not None and folder.exists():
-            shutil.rmtree(folder) if folder.is_dir() else folder.unlink()
-        start = time.time()
-        result = to_jsonable(work()) | {"seconds": round(time.time() - start, 1)}
-        self.state["stages"][name] = result
-        write_json(self.path, self.state)
-        return result
-
-
-def _moved(value: Any, source: Path, target: Path) -> Any:
-    """``value`` (a stage result) with paths under ``source`` rewritten to lie under ``target``."""
-    if isinstance(value, dict):
-        return {k: _moved(v, source, target) for k, v in value.items()}
-    if isinstance(value, str) and value.startswith(str(source)):
-        return str(target) + value[len(str(source)):]
-    return value
 
 
 # ---------------------------------------------------------------------------- the stages
@@ -380,7 +301,8 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         torch.set_num_threads(config.torch_threads)
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
-    stages = Stages(out, to_jsonable(config), config.resume)
+    defaults = {f.name: f.default for f in fields(CoevolveConfig) if f.default is not MISSING}
+    stages = Stages(out, to_jsonable(config), config.resume, to_jsonable(defaults))
     r0 = out / "round_0"
     if config.round0_from is not None:
         stages.adopt_round0(Path(config.round0_from), r0)
