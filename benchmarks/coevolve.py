@@ -134,11 +134,19 @@ def main() -> None:
         gain = [r["improvement"] for r in results]
         rounds = [[x["real"]["success_rate"] for x in r["rounds"]] for r in results]
         pairs = [outcomes(r) for r in results]
+        # per round, pooled over the seeds: against BC, and against the round before (did it add?)
+        per_round = [[real_outcomes(r["tasks"], x) for x in r["rounds"]] for r in results]
+        depth = min(len(p) for p in per_round)
+
+        def pooled(a: int, b: int) -> dict:
+            return paired_comparison(sum((p[a] for p in per_round), []), sum((p[b] for p in per_round), []))
         return {"final_real_success": float(np.mean(final)), "final_real_success_std": float(np.std(final)),
                 "improvement_points": 100 * float(np.mean(gain)),
                 "improvement_points_per_seed": [100 * g for g in gain],
                 "pooled_vs_base": paired_comparison(sum((b for b, _ in pairs), []), sum((f for _, f in pairs), [])),
                 "per_seed_vs_base": [r["comparison"] for r in results], "real_success_per_round": rounds,
+                "pooled_round_vs_base": [pooled(0, k) for k in range(1, depth)],
+                "pooled_round_vs_previous": [pooled(k - 1, k) for k in range(1, depth)],
                 "real_budget": results[0]["real_budget"], "seeds": len(results),
                 "imagined_success_per_round": [[x.get("imagined", {}).get("success_rate") for x in r["rounds"]]
                                                for r in results],
