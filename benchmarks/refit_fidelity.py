@@ -35,12 +35,13 @@ from worldsim.world_models import evaluate_world_model
 
 
 def last_collection(seed_run: Path) -> int:
-    """The last round whose policy collected real episodes (``round_K/data.h5``), K >= 1."""
-    rounds = [int(p.parent.name.split("_")[1]) for p in seed_run.glob("round_*/data.h5")]
-    collected = [r for r in rounds if r >= 1]
-    if not collected:
-        raise ValueError(f"{seed_run} has no collection after round 0: run at least two rounds")
-    return max(collected)
+    """The last round whose policy collected real episodes (``round_K/data.h5``), K >= 2: with
+    K = 1 the model before round K's collection would be round 0's, and there is no refit to read."""
+    k = max((int(p.parent.name.split("_")[1]) for p in seed_run.glob("round_*/data.h5")), default=0)
+    if k < 2:
+        raise ValueError(f"{seed_run} has no collection after round 1, so no refit model is left that has not "
+                         "seen the held-out episodes: run at least three rounds")
+    return k
 
 
 def figures(fidelity: dict) -> dict:
