@@ -12,6 +12,7 @@
 #                 4,096 / 16,384 envs; ReachCube and PushCube (the issue's goals are in its rows)
 #   mjx           MJX env on JAX's GPU backend
 #   train_wm      worldsim train-wm, 200 steps, --device cuda (on 32 collected episodes)
+#   train_wm_graphs  the same with --compile reduce-overhead (its losses compiled and replayed as CUDA graphs)
 #   imagined      the imagined env on cuda, stepped with CUDA tensors
 #   ppo_state     PPO, 2 iterations, backend warp on cuda, state MLP
 #   ppo_pixels    PPO, 2 iterations, backend warp on cuda, a TinyVLA from 64x64 pixels
@@ -112,6 +113,12 @@ check train_wm bash -c '
   python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm/metrics.jsonl\")]; \
 print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
 
+check train_wm_graphs bash -c '
+  worldsim train-wm --data "$WORK/push.h5" --config tiny --steps 200 --device cuda --video-every 0 --val-every 100 \
+    --compile reduce-overhead --out "$WORK/wm_graphs" --no-progress &&
+  python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm_graphs/metrics.jsonl\")]; \
+print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
+
 check imagined python - <<'EOF'
 import json, os, time
 import torch, gymnasium as gym, worldsim
@@ -159,7 +166,7 @@ python - "$WORK" <<'EOF'
 import json, sys
 from pathlib import Path
 work = Path(sys.argv[1])
-order = ["warp_env", "throughput", "mjx", "train_wm", "imagined", "ppo_state", "ppo_pixels"]
+order = ["warp_env", "throughput", "mjx", "train_wm", "train_wm_graphs", "imagined", "ppo_state", "ppo_pixels"]
 checks = {r["name"]: r for r in (json.loads((work / f"{n}.result").read_text()) for n in order)}
 ran = [c for c in checks.values() if c["status"] != "skipped"]
 print(json.dumps({"gpu_check": checks, "all_pass": all(c["status"] == "pass" for c in ran), "work": str(work)}))

@@ -36,6 +36,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="training time per batch size")
     parser.add_argument("--skip", type=int, default=50, help="steps left out of the rate (start-up)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead",
+                                                             "max-autotune-no-cudagraphs"),
+                        help="torch.compile the step's losses (train-wm --compile)")
+    parser.add_argument("--tag", default="", help="suffix of the result file's name")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -49,8 +53,9 @@ def main() -> None:
             summary = train_world_model(TrainWMConfig(
                 data=args.data, out=Path(out), config=args.config, steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
-                progress=False))
-            logged = [r for r in map(json.loads, (Path(out) / "metrics.jsonl").read_text().splitlines())
+                compile=args.compile, progress=False))
+            metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
+            logged = [r for r in map(json.loads, metrics.read_text().splitlines() if metrics.exists() else [])
                       if "train/loss" in r and r["step"] >= args.skip]
         if len(logged) < 2:
             parser.error(f"batch {batch_size}: fewer than two logged steps after --skip {args.skip} in "
@@ -58,13 +63,15 @@ def main() -> None:
         first, last = logged[0], logged[-1]
         steps_per_s = (last["step"] - first["step"]) / (last["time"] - first["time"])
         rows.append({"batch_size": batch_size, "steps": summary["steps"], "steps_per_s": round(steps_per_s, 2),
+                     "seconds_to_first_rated_step": round(first["time"], 1), "first_rated_loss": first["train/loss"],
                      "windows_per_s": round(steps_per_s * batch_size),
                      "gpu_busy_percent": busy.percent(since=start + first["time"]),
                      "peak_memory_gib": (round(torch.cuda.max_memory_allocated() / 2**30, 1)
                                          if device.type == "cuda" else None),
                      "parameters": summary["parameters"]})
         print(json.dumps(rows[-1]))
-    report("wm_train_throughput", {"config": args.config, "device": str(device), "data": str(args.data),
+    name = "wm_train_throughput" + (f"_{args.tag}" if args.tag else "")
+    report(name, {"config": args.config, "device": str(device), "compile": args.compile, "data": str(args.data),
                                    "seconds_per_batch_size": args.seconds, "rows": rows})
 
 

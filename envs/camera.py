@@ -66,8 +66,9 @@ class PinholeCamera:
                         -xp.ones(pixels.shape[:-1], dtype=pixels.dtype, device=device(pixels))], axis=-1)
         ray = ray @ constant(self.rotation.T, pixels)
         height = float(height) if isinstance(height, (int, float)) else xp.astype(_floating(height), pixels.dtype)
-        t = (height - float(self.position[2])) / ray[..., 2]
-        return constant(self.position, pixels) + t[..., None] * ray
+        position = constant(self.position, pixels)  # an array, not a float: torch.compile traces it whole
+        t = (height - position[2]) / ray[..., 2]
+        return position + t[..., None] * ray
 
 
 def _floating(array: Array) -> Array:

@@ -21,8 +21,6 @@ Checkpoints are a folder with ``config.json`` (the policy type and its config) a
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +32,9 @@ from torch import nn
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
+    config_from_dict,
     load_pretrained_weights,
+    read_pretrained_config,
     save_pretrained_folder,
 )
 from worldsim.runtime.run_logging import to_jsonable
@@ -140,33 +140,12 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     one in ``policy/``)."""
     import worldsim.policies  # noqa: F401  (registers the built-in policy types)
 
-    path = Path(path)
-    if (path / "policy" / CONFIG_FILE).exists():
-        path = path / "policy"
+    path, kind, fields = read_pretrained_config(path, "policy", "policy_type", "policy")
     config_path = path / CONFIG_FILE
-    if not config_path.exists():
-        raise FileNotFoundError(f"no policy checkpoint at {path}: {CONFIG_FILE} is missing")
-    try:
-        document = json.loads(config_path.read_text())
-        kind, fields = document["policy_type"], document["config"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ValueError(f"{config_path} is not a worldsim policy config ({err})") from err
     if kind not in POLICY_TYPES:
         raise ValueError(f"{config_path}: unknown policy_type {kind!r}; known: {', '.join(sorted(POLICY_TYPES))}")
     cls = POLICY_TYPES[kind]
-    config = config_from_dict(cls.config_class, fields)  # type: ignore[attr-defined]
+    config = config_from_dict(cls.config_class, fields, str(config_path))  # type: ignore[attr-defined]
     policy = cls(config)
     load_pretrained_weights(path, policy, f"a {cls.__name__} built from {config_path}")
     return policy.to(device).eval()
-
-
-def config_from_dict(config_class: type, fields: dict[str, Any]) -> Any:
-    """Build a config dataclass from JSON fields, rejecting unknown keys by name."""
-    known = {f.name: f for f in dataclasses.fields(config_class)}
-    unknown = sorted(set(fields) - set(known))
-    if unknown:
-        raise ValueError(f"unknown {config_class.__name__} field(s) {unknown}; known: {sorted(known)}")
-    values = {}
-    for name, value in fields.items():
-        values[name] = tuple(value) if isinstance(value, list) else value
-    return config_class(**values)

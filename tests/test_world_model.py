@@ -275,6 +275,28 @@ def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes
         config(episodes, tmp_path / "x", init=trained[0], context=3)
 
 
+@pytest.mark.filterwarnings("ignore:Dynamo detected")
+def test_compiled_losses_train_as_the_eager_ones(episodes, trained, tmp_path, monkeypatch):
+    """--compile trains the model the eager step trains; with CUDA graphs (reduce-overhead) the
+    losses' outputs are copied out of the graphs' memory, which the next replay reuses. Traced
+    here with aot_eager and fullgraph: inductor's code generation is torch's to test, and takes
+    minutes on these cores."""
+    compiled, real = [], torch.compile
+
+    def whole(fn, mode, dynamic):
+        compiled.append(mode)
+        return real(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+
+    torch._dynamo.reset()
+    monkeypatch.setattr(torch, "compile", whole)
+    train_world_model(config(episodes, tmp_path / "run", compile="reduce-overhead", video_every=0))
+    assert compiled == ["reduce-overhead"] * 2
+    assert WorldModel.from_pretrained(tmp_path / "run").config.object_pathway  # the pathway's rollout compiled too
+    eager = load_file(trained[0] / "world_model" / "model.safetensors")
+    ours = load_file(tmp_path / "run" / "world_model" / "model.safetensors")
+    assert max((eager[k] - ours[k]).abs().max().item() for k in eager) < 1e-4
+
+
 def test_bad_training_input_gets_clear_errors(episodes, tmp_path):
     with pytest.raises(ValueError, match="no such file"):
         config(tmp_path / "missing.h5", tmp_path / "r")

@@ -137,6 +137,21 @@ def windows(b: int = 16, horizon: int = 3) -> dict[str, torch.Tensor]:
             "valid": valid, "task": torch.zeros(b, dtype=torch.long)}
 
 
+@pytest.mark.filterwarnings("ignore:Dynamo detected")
+def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
+    """``train-wm --compile`` fuses a step only where dynamo traces each loss whole: a graph break
+    (the camera's height read back as a float once cut the pathway's rollout into 26 graphs) hands
+    the step back to launching its operations one by one."""
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_relations=True, contact_gate=True,
+                                        carry_objects=True, change_weight=2.0, dynamics_members=2))
+    w, b = windows(), batch()
+    noise = model.training_noise(b, torch.Generator().manual_seed(0))
+    explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0)]
+    explained += [torch._dynamo.explain(model.member_loss)(w, torch.randn(w["points"].shape), member)
+                  for member in model.dynamics_members()]
+    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 3
+
+
 def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():
     model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
     dynamics, terms = model.dynamics_loss(windows(), torch.Generator().manual_seed(1))
@@ -197,7 +212,8 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     w["points"] = w["points"].clamp(4, 24)  # every object in view: all of them count
     w["target"] = w["points"][:, -1:].repeat(1, 3, 1, 1)
     w["target"][..., 0, 0] += 1.6 * torch.arange(1, 4)[None]
-    loss = rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32, torch.Generator().manual_seed(0))
+    noise = torch.randn(w["points"].shape, generator=torch.Generator().manual_seed(0))
+    loss = rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32, noise)
     assert loss.item() < 0.2  # only the context noise (0.5 px) remains
 
 
@@ -291,12 +307,13 @@ def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
 def test_change_weight_emphasises_the_pixels_that_move():
     den = Denoiser(WorldModelConfig(**SMALL))
     target, context, cond = torch.rand(2, 48, 8, 8), torch.rand(2, 48 * 3 + 10, 8, 8), torch.rand(2, den.embed_dim)
-    plain, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0))
-    uniform, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0), torch.full((2, 1, 8, 8), 3.0))
+    noise = den.training_noise(target, torch.Generator().manual_seed(0))
+    plain, _ = den.loss(target, context, cond, noise)
+    uniform, _ = den.loss(target, context, cond, noise, torch.full((2, 1, 8, 8), 3.0))
     assert torch.allclose(plain, uniform)  # a uniform weight changes nothing
     only_corner = torch.zeros(2, 1, 8, 8)
     only_corner[..., :2, :2] = 1.0
-    corner, _ = den.loss(target, context, cond, torch.Generator().manual_seed(0), only_corner)
+    corner, _ = den.loss(target, context, cond, noise, only_corner)
     assert not torch.allclose(corner, plain)
     model = WorldModel(WorldModelConfig(**SMALL, change_weight=4.0))
     _, terms = model.loss(batch(), torch.Generator().manual_seed(1))

@@ -58,18 +58,25 @@ class Denoiser(nn.Module):
         s = sigma[:, None, None, None]
         return self.c_skip(s) * x_noisy + self.c_out(s) * self.network(x_noisy, sigma, context, cond)
 
+    def training_noise(self, target: torch.Tensor, generator: torch.Generator | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The draws of one :meth:`loss` on ``target``: a standard normal per sample (its noise
+        level's) and standard normal noise shaped like ``target``, from ``generator``."""
+        return randn((len(target),), generator, target), randn(target.shape, generator, target)
+
     def loss(self, target: torch.Tensor, context: torch.Tensor, cond: torch.Tensor,
-             generator: torch.Generator | None = None, weight: torch.Tensor | None = None
+             noise: tuple[torch.Tensor, torch.Tensor], weight: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, torch.Tensor]:
         """EDM training loss: sigma ~ logN(p_mean, p_std^2), the network regresses the
         preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss),
-        each element weighted by ``weight`` (broadcast to the target; None: uniform).
-        Also returns the detached estimate ``D(x; sigma)`` of ``x0``."""
-        b = len(target)
-        log_sigma = self.config.p_mean + self.config.p_std * randn((b,), generator, target)
-        sigma = log_sigma.exp()
+        each element weighted by ``weight`` (broadcast to the target; None: uniform), with the
+        draws of :meth:`training_noise` (drawn apart, so that the loss is a function of tensors
+        alone, which ``torch.compile`` can fuse). Also returns the detached estimate
+        ``D(x; sigma)`` of ``x0``."""
+        level_noise, frame_noise = noise
+        sigma = (self.config.p_mean + self.config.p_std * level_noise).exp()
         s = sigma[:, None, None, None]
-        x_noisy = target + s * randn(target.shape, generator, target)
+        x_noisy = target + s * frame_noise
         wanted = (target - self.c_skip(s) * x_noisy) / self.c_out(s)
         output = self.network(x_noisy, sigma, context, cond)
         with torch.no_grad():

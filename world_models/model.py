@@ -61,7 +61,6 @@ The dataset's proprio mean and std are buffers of the model, saved with its weig
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -74,7 +73,9 @@ from worldsim.envs.scene import commanded_gripper
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
+    config_from_dict,
     load_pretrained_weights,
+    read_pretrained_config,
     save_pretrained_folder,
 )
 from worldsim.runtime.run_logging import to_jsonable
@@ -98,6 +99,7 @@ from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
+MODEL_DIR = "world_model"  # a train-wm run folder's model
 CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
 DYNAMICS_PARTS = ("all", "ensemble")  # what WorldModel.dynamics_loss trains: every member, or the ensemble's alone
 
@@ -221,12 +223,28 @@ class WorldModel(nn.Module):
         :meth:`dynamics_loss`. The head judges both the real next frame and the denoiser's own
         detached estimate of it, so it learns to judge imagined frames as it judges real ones.
         The terms are detached 0-d tensors: reading them waits for the device, so the caller reads
-        them only when it logs."""
-        cfg = self.config
+        them only when it logs. Draws (:meth:`training_noise`), then :meth:`frame_loss`."""
+        return self.frame_loss(batch, self.training_noise(batch, generator), success_weight)
+
+    def training_noise(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None
+                       ) -> dict[str, torch.Tensor]:
+        """The random draws of one :meth:`frame_loss` on ``batch``: the context-noise level and
+        the context noise, the objects' keypoint noise (with the pathway) and the denoiser's."""
         context = batch["context"]
-        b = len(context)
-        level = cfg.context_noise * torch.rand(b, generator=generator, device=context.device)
-        noisy_context = context + level[:, None, None, None, None] * randn(context.shape, generator, context)
+        level = torch.rand(len(context), generator=generator, device=context.device)
+        noise = {"level": self.config.context_noise * level, "context": randn(context.shape, generator, context)}
+        if self.config.object_pathway and "entity_pixels" in batch:
+            for name, key in (("points", "context_entity_pixels"), ("next_points", "entity_pixels")):
+                noise[name] = randn(batch[key].shape, generator, batch[key])
+        noise["sigma"], noise["frame"] = self.denoiser.training_noise(batch["target"], generator)
+        return noise
+
+    def frame_loss(self, batch: dict[str, torch.Tensor], noise: dict[str, torch.Tensor],
+                   success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`loss` with its draws given (:meth:`training_noise`): tensors alone, for ``torch.compile``."""
+        cfg = self.config
+        context, level = batch["context"], noise["level"]
+        noisy_context = context + level[:, None, None, None, None] * noise["context"]
         wanted = self._normalized_proprio(batch["next_proprio"])
         cond = self.conditioning(batch["action"], batch["proprio"], wanted, level, batch["task"])
         anchor = noisy_context[:, -1]  # the change is taken from the (augmented) last frame
@@ -237,9 +255,9 @@ class WorldModel(nn.Module):
                 raise ValueError("the object pathway trains on the objects' positions: the data needs the "
                                  "'state' observation (collect with obs_mode='pixels+state')")
             truth = batch["context_entity_pixels"]
-            points = truth + KEYPOINT_NOISE_PX * randn(truth.shape, generator, truth)
+            points = truth + KEYPOINT_NOISE_PX * noise["points"]
             target_points = batch["entity_pixels"]
-            next_points = target_points + KEYPOINT_NOISE_PX * randn(target_points.shape, generator, target_points)
+            next_points = target_points + KEYPOINT_NOISE_PX * noise["next_points"]
             if cfg.carry_objects:  # by the true move: the denoiser learns to trust where it is carried
                 anchor = self._carried(anchor, truth[:, -1], target_points)
         context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
@@ -249,7 +267,8 @@ class WorldModel(nn.Module):
         if cfg.change_weight > 0:  # the pixels that move: any channel of a latent cell changed visibly
             moving = (batch["target"] - context[:, -1]).abs().amax(dim=1, keepdim=True) > CHANGE_THRESHOLD
             weight = 1.0 + cfg.change_weight * moving.float()
-        denoise, estimate = self.denoiser.loss(change, context_stack, cond, generator, weight)
+        denoise, estimate = self.denoiser.loss(change, context_stack, cond, (noise["sigma"], noise["frame"]),
+                                               weight)
         terms["denoise"] = denoise.detach()
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
@@ -321,15 +340,25 @@ class WorldModel(nn.Module):
         losses: dict[str, list[torch.Tensor]] = {}
         for member in self.dynamics_members(part):
             drawn = windows if member is None else bootstrap(windows, generator)
-            prefix = "" if member is None else "ensemble_"
-            losses.setdefault(prefix + "proprio", []).append(self.proprio_rollout_loss(drawn, member))
             objects = self.objects if member is None else member.objects
-            if objects is not None:
-                losses.setdefault(prefix + "objects", []).append(
-                    rollout_loss(objects, drawn, self._normalized_proprio, self._one_hot(drawn["task"]),
-                                 self.config.image_size, generator))
+            noise = (randn(drawn["points"].shape, generator, drawn["points"])
+                     if objects is not None and "points" in drawn else None)
+            prefix = "" if member is None else "ensemble_"
+            for name, value in self.member_loss(drawn, noise, member).items():
+                losses.setdefault(prefix + name, []).append(value)
         total = torch.stack([loss for values in losses.values() for loss in values]).sum()
         return total, {name: torch.stack(values).mean().detach() for name, values in losses.items()}
+
+    def member_loss(self, windows: dict[str, torch.Tensor], point_noise: torch.Tensor | None,
+                    member: DynamicsMember | None = None) -> dict[str, torch.Tensor]:
+        """One dynamics member's terms of :meth:`dynamics_loss` (the model's own, or ``member``'s) on
+        ``windows``, the keypoint noise's draws given: for ``torch.compile``, tensors alone."""
+        terms = {"proprio": self.proprio_rollout_loss(windows, member)}
+        objects = self.objects if member is None else member.objects
+        if objects is not None:
+            terms["objects"] = rollout_loss(objects, windows, self._normalized_proprio, self._one_hot(windows["task"]),
+                                            self.config.image_size, point_noise)
+        return terms
 
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
@@ -442,27 +471,13 @@ class WorldModel(nn.Module):
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> WorldModel:
         """Load a world model folder (or a training run folder holding one in ``world_model/``);
         errors name the file and what does not fit."""
-        path = Path(path)
-        if (path / "world_model" / CONFIG_FILE).exists():
-            path = path / "world_model"
+        path, kind, fields = read_pretrained_config(path, MODEL_DIR, "model_type", "world model", " (give the folder "
+                                                    "written by `worldsim train-wm --out`, or its world_model/)")
         config_path = path / CONFIG_FILE
-        if not config_path.exists():
-            raise FileNotFoundError(f"no world model at {path}: {CONFIG_FILE} is missing (give the folder "
-                                    "written by `worldsim train-wm --out`, or its world_model/)")
-        try:
-            document = json.loads(config_path.read_text())
-            kind, fields = document["model_type"], document["config"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ValueError(f"{config_path} is not a worldsim world-model config ({err})") from err
         if kind != MODEL_TYPE:
             raise ValueError(f"{config_path} holds a {kind!r}, not a {MODEL_TYPE!r}")
-        known = {f.name for f in dataclasses.fields(WorldModelConfig)}
-        unknown = sorted(set(fields) - known)
-        if unknown:
-            raise ValueError(f"{config_path}: unknown WorldModelConfig field(s) {unknown}; "
-                             f"known: {sorted(known)}")
         fields.setdefault("object_relations", False)  # saved before the option: its pathway reads no relations
-        model = cls(WorldModelConfig(**fields))
+        model = cls(config_from_dict(WorldModelConfig, fields, str(config_path)))
         load_pretrained_weights(path, model, f"the model of {config_path}")
         return model.to(device).eval()
 

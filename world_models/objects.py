@@ -211,9 +211,10 @@ def object_loss(predicted: torch.Tensor, target: torch.Tensor, image_size: int,
 
 def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], normalize: Callable[[torch.Tensor],
                  torch.Tensor], task_one_hot: torch.Tensor, image_size: int,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
+                 noise: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`object_loss` over ``H`` steps of ``dynamics`` rolled out on its own predictions from
-    the (noised) context states of ``windows``
+    the context states of ``windows``, their points noised by ``KEYPOINT_NOISE_PX`` times
+    ``noise`` (standard normal draws shaped like the points; None: not noised)
     (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`), with the recorded gripper
     motion; steps past an episode's end are left out. ``ValueError`` when the windows hold no
     objects (their bank has no ``state``)."""
@@ -221,8 +222,8 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
         raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
                          "observation (collect with obs_mode='pixels+state')")
     points, heights = windows["points"], windows["heights"]
-    noise = torch.randn(points.shape, generator=generator, device=points.device, dtype=points.dtype)
-    points = points + KEYPOINT_NOISE_PX * noise
+    if noise is not None:
+        points = points + KEYPOINT_NOISE_PX * noise
     proprio, tcp = normalize(windows["proprio"]), windows["proprio"][..., :3]
     context = points.shape[1]
     valid, losses = windows["valid"], []

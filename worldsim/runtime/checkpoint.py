@@ -81,6 +81,39 @@ def save_pretrained_folder(path: str | Path, module: torch.nn.Module, document: 
     return path
 
 
+def read_pretrained_config(path: str | Path, run_subfolder: str, type_key: str, what: str,
+                           missing_hint: str = "") -> tuple[Path, str, dict[str, Any]]:
+    """The folder, the type (``document[type_key]``) and the config fields of the pretrained
+    folder ``path``, or of the one a training run folder holds in ``run_subfolder``;
+    ``FileNotFoundError`` when there is no config (``missing_hint`` says what to give instead),
+    ``ValueError`` naming the file when it is not a worldsim ``what`` config."""
+    import json
+
+    path = Path(path)
+    if (path / run_subfolder / PRETRAINED_CONFIG).exists():
+        path = path / run_subfolder
+    config_path = path / PRETRAINED_CONFIG
+    if not config_path.exists():
+        raise FileNotFoundError(f"no {what} at {path}: {PRETRAINED_CONFIG} is missing{missing_hint}")
+    try:
+        document = json.loads(config_path.read_text())
+        return path, document[type_key], document["config"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{config_path} is not a worldsim {what} config ({err})") from err
+
+
+def config_from_dict(config_class: type, fields: dict[str, Any], where: str) -> Any:
+    """Build a config dataclass from JSON fields (lists become tuples), rejecting unknown keys by
+    name (``where``: the file they came from)."""
+    import dataclasses
+
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown {config_class.__name__} field(s) {unknown}; known: {sorted(known)}")
+    return config_class(**{name: tuple(v) if isinstance(v, list) else v for name, v in fields.items()})
+
+
 def load_pretrained_weights(path: str | Path, module: torch.nn.Module, built_from: str) -> None:
     """Load ``path/model.safetensors`` into ``module`` strictly; ``ValueError`` naming the file
     when it cannot be read or does not fit (``built_from`` says what the module was built from)."""
