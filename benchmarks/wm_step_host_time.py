@@ -19,6 +19,7 @@ import dataclasses
 import time
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from itertools import pairwise
 from pathlib import Path
 
@@ -61,25 +62,12 @@ def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: in
         mark("start")
         batch = bank.sample(2, config.context, config.patch, ids, windows, 0.25, cpu)
         mark("draw frames")
-        loss, _ = model.loss(batch, noise)
-        mark("frame forward")
-        frame_optimizer.zero_grad()
-        loss.backward()
-        mark("frame backward")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        frame_optimizer.step()
-        mark("frame clip + AdamW")
+        update("frame", model.loss(batch, noise)[0], frame_optimizer, model.parameters(), mark)
         for _ in range(2):
             state = bank.state_windows(4, config.context, config.dynamics_horizon, ids, windows, cpu)
             mark("draw state windows")
-            dynamics, _ = model.dynamics_loss(state, noise)
-            mark("dynamics forward")
-            dynamics_optimizer.zero_grad()
-            dynamics.backward()
-            mark("dynamics backward")
-            torch.nn.utils.clip_grad_norm_(model.dynamics_parameters(), 1.0)
-            dynamics_optimizer.step()
-            mark("dynamics clip + AdamW")
+            update("dynamics", model.dynamics_loss(state, noise)[0], dynamics_optimizer, model.dynamics_parameters(),
+                   mark)
         if step == 0:
             first = marks[-1][1] - marks[0][1]
         if step >= warmup:
@@ -87,6 +75,19 @@ def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: in
                 seconds[name] += after - before
     parts = {name: round(1000 * value / steps, 2) for name, value in seconds.items()}
     return {"ms_per_part": parts, "ms_per_step": round(sum(parts.values()), 1), "first_step_s": round(first, 1)}
+
+
+def update(part: str, loss: torch.Tensor, optimizer: torch.optim.Optimizer, parameters: Iterable[torch.Tensor],
+           mark: Callable[[str], None]) -> None:
+    """Mark the end of ``loss``'s forward (computed as the argument), then take one optimiser step
+    on it as train-wm does, marking its backward and its clipping + AdamW."""
+    mark(f"{part} forward")
+    optimizer.zero_grad()
+    loss.backward()
+    mark(f"{part} backward")
+    torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+    optimizer.step()
+    mark(f"{part} clip + AdamW")
 
 
 def main() -> None:

@@ -140,7 +140,7 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     one in ``policy/``)."""
     import worldsim.policies  # noqa: F401  (registers the built-in policy types)
 
-    path, kind, fields = read_pretrained_config(path, "policy", "policy_type", "policy")
+    path, kind, fields = read_pretrained_config(path, "policy", "policy_type", "policy checkpoint")
     config_path = path / CONFIG_FILE
     if kind not in POLICY_TYPES:
         raise ValueError(f"{config_path}: unknown policy_type {kind!r}; known: {', '.join(sorted(POLICY_TYPES))}")
