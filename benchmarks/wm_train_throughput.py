@@ -7,9 +7,13 @@ steps (start-up, cuDNN's autotuning): training steps/s and frame windows/s, and,
 mean of NVML's busy share of the GPU over the same span and the peak memory torch allocated.
 Issue 17 asks for a GPU at least 80% busy; before the training step stopped reading values
 back from the device, the ``base`` preset at batch 128 kept an H200 20% busy (4.7 steps/s).
+``--compile`` trains with ``train-wm --compile``: give ``--seconds`` room for the compilation
+(2-3 minutes for ``base``) and a smaller ``--skip``; ``--tag`` names the result file.
 
     python benchmarks/wm_train_throughput.py --data runs/study/default/train.h5 --config base \\
         --device cuda --batch-sizes 128 512 --seconds 60
+    python benchmarks/wm_train_throughput.py --data runs/study/default/train.h5 --config base \\
+        --device cuda --batch-sizes 128 512 --seconds 240 --skip 25 --compile reduce-overhead --tag graphs
 """
 
 from __future__ import annotations

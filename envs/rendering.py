@@ -8,8 +8,12 @@ thousand frames per second at 64x64.
 
 from __future__ import annotations
 
+import os
+
 import mujoco
 import numpy as np
+
+GL_OFF = ("disable", "disabled", "off", "false", "0")  # the MUJOCO_GL values that leave MuJoCo without OpenGL
 
 _SLOW_FLAGS = (
     mujoco.mjtRndFlag.mjRND_SHADOW,
@@ -26,6 +30,10 @@ class BatchRenderer:
         if width > max_w or height > max_h:
             raise ValueError(f"image size {height}x{width} exceeds the scene's offscreen buffer "
                              f"{max_h}x{max_w}; allowed: height <= {max_h}, width <= {max_w}")
+        if os.environ.get("MUJOCO_GL", "").lower() in GL_OFF:
+            raise RuntimeError(f"rendering needs OpenGL, and MUJOCO_GL={os.environ['MUJOCO_GL']!r} switches it off "
+                               "(worldsim does so where it finds no libEGL): install EGL (Debian: apt install "
+                               "libegl1 libgl1-mesa-dri) or set MUJOCO_GL to a backend this machine has")
         self.model = model
         self._data = mujoco.MjData(model)
         self._renderer = mujoco.Renderer(model, height, width)

@@ -113,3 +113,30 @@ def test_single_env_rejects_batched_action_and_stepping_after_the_end():
     env.reset()
     env.step(np.zeros(4, np.float32))
     env.close()
+
+
+def test_without_libegl_state_envs_run_and_rendering_says_what_is_missing():
+    """A machine without libEGL (the GPU image this work was lent) failed at `import worldsim`:
+    MuJoCo imports PyOpenGL's EGL with MUJOCO_GL=egl. There worldsim leaves MuJoCo's OpenGL off:
+    state envs run, and a pixel env refuses with what to install."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import ctypes.util, os
+ctypes.util.find_library = lambda name: None  # as on a machine without libEGL
+import gymnasium as gym, numpy as np, worldsim
+assert os.environ["MUJOCO_GL"] == "disable", os.environ["MUJOCO_GL"]
+env = gym.make("worldsim/PushCube-v0", obs_mode="state")
+env.reset(seed=0)
+env.step(np.zeros(4, np.float32))
+try:
+    gym.make("worldsim/PushCube-v0", obs_mode="pixels").reset(seed=0)
+except RuntimeError as err:
+    print(err)
+"""
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert "rendering needs OpenGL, and MUJOCO_GL='disable' switches it off" in out.stdout
+    assert "apt install libegl1" in out.stdout

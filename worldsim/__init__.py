@@ -3,6 +3,7 @@
 Importing the package registers every task with Gymnasium as ``worldsim/<Task>-v0``.
 """
 
+import ctypes.util
 import os
 from pathlib import Path
 
@@ -17,8 +18,11 @@ if not (Path(__file__).parent / "envs").is_dir() and (_checkout / "envs" / "__in
 
 # Headless rendering defaults, read by MuJoCo and Mesa when they start: EGL offscreen
 # rendering, and Mesa's software rasteriser on the calling thread (tiny frames render faster
-# without its worker-thread hand-offs).
-os.environ.setdefault("MUJOCO_GL", "egl")
+# without its worker-thread hand-offs). On a machine without libEGL (a GPU image, say) MuJoCo
+# fails at import with egl; its OpenGL is left off there, so that state envs and training run,
+# and rendering says what is missing (envs/rendering.py).
+if "MUJOCO_GL" not in os.environ:
+    os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "disable"
 os.environ.setdefault("LP_NUM_THREADS", "0")
 
 from worldsim.envs.registration import register_envs  # noqa: E402
