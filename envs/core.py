@@ -37,6 +37,8 @@ action chunks, the time limit and the imagined horizon, reset schedules, ``reset
   action, reward 0), ``SameStep`` (restart inside ``step``; the last observation and info in
   ``info["final_obs"]``/``info["final_info"]``, marked by ``_final_obs``/``_final_info``) or
   ``Disabled`` (stepping a finished env raises until ``reset(options={"reset_mask": m})``);
+- ``reset(options=...)``: :mod:`worldsim.envs.reset_options` (``reset_mask``, ``group_size``,
+  and recorded starts, ``start_state``, on backends with :attr:`BatchedEnv.starts_from_state`);
 - ``reset(seed=s)``: same seed, same episodes.
 """
 
@@ -55,6 +57,7 @@ from gymnasium.vector.utils import batch_space
 
 from worldsim.envs.arrays import ACTION_DIM, Arrays
 from worldsim.envs.observations import OBS_MODES, observation_space
+from worldsim.envs.reset_options import parse_reset_options
 from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import CONTROL_DT
 from worldsim.envs.tasks import TaskSpec, get_task
@@ -128,33 +131,6 @@ def check_env_arguments(env_class: type, unknown: dict[str, Any], num_envs: Any,
     return int(num_envs)
 
 
-def parse_reset_options(options: dict[str, Any] | None, num_envs: int,
-                        needs_reset: bool) -> tuple[np.ndarray | None, int]:
-    """The checked ``reset_mask`` (None: reset every env) and ``group_size`` of
-    ``reset(options=...)``; ``ValueError`` for unknown options and bad values (a group size
-    that does not divide the envs being reset among them), ``RuntimeError`` for a partial
-    first reset (``needs_reset``)."""
-    options = options or {}
-    unknown = set(options) - {"reset_mask", "group_size"}
-    if unknown:
-        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: 'reset_mask', 'group_size'")
-    group_size = options.get("group_size", 1)
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-        raise ValueError(f"group_size={group_size!r} must be an int >= 1")
-    mask = None
-    if "reset_mask" in options:
-        mask = np.asarray(options["reset_mask"])
-        if mask.dtype != np.bool_ or mask.shape != (num_envs,):
-            raise ValueError(f"reset_mask must be a bool array of shape ({num_envs},); "
-                             f"got dtype {mask.dtype} and shape {mask.shape}")
-        if needs_reset and not mask.all():
-            raise RuntimeError("the first reset() must reset every env; call reset() without reset_mask")
-    count = num_envs if mask is None else int(mask.sum())
-    if count % group_size:
-        raise ValueError(f"group_size={group_size} does not divide the {count} envs being reset")
-    return mask, int(group_size)
-
-
 class BatchedEnv(VectorEnv, ABC):
     """``num_envs`` episodes of one task, stepped together by a backend's hooks (see the module
     docstring for the contract and the hooks).
@@ -170,6 +146,8 @@ class BatchedEnv(VectorEnv, ABC):
     #: The observation modes this backend can produce, and why others are refused.
     obs_modes: tuple[str, ...] = OBS_MODES
     obs_mode_refusal: str = ""
+    #: Whether ``reset(options={"start_state": ...})`` can start envs from recorded states.
+    starts_from_state: bool = False
     #: Imagined steps after which an episode is truncated (None: no cap); set by backends that
     #: start mid-episode.
     horizon: int | None = None
@@ -244,6 +222,11 @@ class BatchedEnv(VectorEnv, ABC):
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`_backend_state`; ``ValueError`` when it is another batch size's."""
 
+    def _restore_rows(self, index: np.ndarray, state: np.ndarray) -> None:
+        """Put rows ``index`` in the recorded ``state`` observations ``(len(index), STATE_DIM)``
+        (backends with :attr:`starts_from_state`)."""
+        raise TypeError(f"{type(self).__name__} cannot start from recorded states")
+
     def _render(self) -> Any:
         """Frames of every env for :meth:`render`."""
         raise TypeError(f"{type(self).__name__} cannot render")
@@ -266,16 +249,31 @@ class BatchedEnv(VectorEnv, ABC):
         A full reset applies the reset schedule; a masked reset starts the chosen envs over and
         leaves the others as they are. ``options["group_size"] = G`` gives each run of G
         consecutive reset envs the same start (GRPO's groups of rollouts); the number of reset
-        envs must be a multiple of G.
+        envs must be a multiple of G. ``options["start_state"]``, one recorded ``state``
+        observation per reset env (``(count, STATE_DIM)``), starts each from that state instead
+        (positions and the observed linear velocities, see
+        :func:`~worldsim.envs.observations.qvel_from_state`) at elapsed step
+        ``options["episode_step"]`` (default 0), skipping the reset schedule; backends that
+        cannot (:attr:`starts_from_state` False) raise ``TypeError``. Bad options raise before
+        anything changes.
         """
+        options_ = parse_reset_options(options, self.num_envs, self._needs_reset, self.max_episode_steps)
+        if options_.start_state is not None and not self.starts_from_state:
+            raise TypeError(f"{type(self).__name__} cannot start from recorded states (reset option start_state)")
         if seed is not None:
             self._np_random, self._np_random_seed = seeding.np_random(seed)
             self._seed_backend(seed)
-        mask, group_size = parse_reset_options(options, self.num_envs, self._needs_reset)
+        mask = options_.mask
         full = mask is None
         rows = self.arrays.from_numpy(np.ones(self.num_envs, bool) if mask is None else mask)
-        self._start_rows(rows, group_size)
-        if full and self.reset_schedule is not None:
+        self._start_rows(rows, options_.group_size)
+        if options_.start_state is not None:
+            index = np.flatnonzero(self.arrays.to_numpy(rows))
+            self._restore_rows(index, options_.start_state)
+            elapsed = self.arrays.to_numpy(self._elapsed).copy()
+            elapsed[index] = options_.episode_step
+            self._elapsed = self.arrays.from_numpy(elapsed)
+        elif full and self.reset_schedule is not None:
             offsets = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps, self.np_random)
             if self.reset_schedule.physical:
                 self._warm_up(offsets)

@@ -116,3 +116,18 @@ def qpos_from_state(scene: Scene, state: np.ndarray) -> np.ndarray:
         qpos[:, scene.zone(zone)] = state[:, STATE_LAYOUT[f"{zone}_zone_xy"]]
     qpos[:, scene.bin] = state[:, STATE_LAYOUT["bin_xy"]]
     return qpos
+
+
+def qvel_from_state(scene: Scene, state: np.ndarray) -> np.ndarray:
+    """The scene's ``qvel`` (N, nv) as far as ``state`` observations (N, STATE_DIM) hold it: the
+    end effector's and the cubes' linear velocities. The fingers' and the cubes' angular
+    velocities are not observed and come back as 0, so a state rebuilt mid-push is off there."""
+    state = np.asarray(state, dtype=np.float64)
+    if state.ndim != 2 or state.shape[1] != STATE_DIM:
+        raise ValueError(f"state must have shape (N, {STATE_DIM}); got {state.shape}")
+    qvel = np.zeros((len(state), scene.model.nv))
+    qvel[:, scene.ee_dof] = state[:, STATE_LAYOUT["tcp_vel"]]
+    for cube in CUBES:
+        start = scene.cube_dof(cube).start
+        qvel[:, start:start + 3] = state[:, STATE_LAYOUT[f"{cube}_cube_vel"]]
+    return qvel

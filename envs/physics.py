@@ -48,10 +48,13 @@ class BatchedPhysics:
         self._trajectory = np.empty((num_envs, frame_skip, nstate))
         self._no_sensors = np.empty((num_envs, frame_skip, 0))
 
-    def set_state(self, index: np.ndarray, qpos: np.ndarray) -> None:
-        """Put the envs in ``index`` at rest in configuration ``qpos`` with time 0."""
+    def set_state(self, index: np.ndarray, qpos: np.ndarray, qvel: np.ndarray | None = None) -> None:
+        """Put the envs in ``index`` in configuration ``qpos`` with time 0, at rest or moving
+        with velocities ``qvel``."""
         self.state[index] = 0.0
         self.qpos[index] = qpos
+        if qvel is not None:
+            self.qvel[index] = qvel
 
     def step(self, ctrl: np.ndarray, index: np.ndarray | None = None) -> None:
         """Advance the envs in ``index`` (all when None) by one control step under ``ctrl``."""

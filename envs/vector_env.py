@@ -24,7 +24,7 @@ import numpy as np
 from worldsim.envs.core import Outcome, PhysicsEnv
 from worldsim.envs.families import make_family
 from worldsim.envs.layout import sample_layouts
-from worldsim.envs.observations import proprio_vector, state_vector
+from worldsim.envs.observations import proprio_vector, qpos_from_state, qvel_from_state, state_vector
 from worldsim.envs.physics import BatchedPhysics, default_threads
 from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.scene import CONTROL_DT, Scene
@@ -51,6 +51,8 @@ class TabletopVectorEnv(PhysicsEnv):
     follow the contract of :mod:`worldsim.envs.core`; ``failure`` is a cube leaving the table or
     the physics diverging.
     """
+
+    starts_from_state = True
 
     def __init__(self, task: str | TaskSpec = "PushCube-v0", num_envs: int = 1, *, render_size: int = 256,
                  num_threads: int | None = None, **options: Any) -> None:
@@ -86,6 +88,9 @@ class TabletopVectorEnv(PhysicsEnv):
             layouts = sample_layouts(self.scene, self.task, self.np_random, len(index) // group_size)
             self.physics.set_state(index, np.repeat(layouts, group_size, axis=0))
         return np.zeros(self.num_envs, np.int64)
+
+    def _restore_rows(self, index: np.ndarray, state: np.ndarray) -> None:
+        self.physics.set_state(index, qpos_from_state(self.scene, state), qvel_from_state(self.scene, state))
 
     def _advance(self, actions: np.ndarray, active: np.ndarray) -> Outcome:
         index = np.flatnonzero(active)

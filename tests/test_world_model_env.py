@@ -83,6 +83,7 @@ def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
     snapshot = a.unwrapped.get_state()
     after = [a.step(x)[0]["image"] for x in actions[1:]]
     b.unwrapped.set_state(snapshot)
+    assert np.array_equal(b.unwrapped.start_episode, a.unwrapped.start_episode)
     assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:], strict=True))
 
 
@@ -96,6 +97,8 @@ def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, file
     keyed = make(16, keyframe_rule=KeyframeRule(ratio=1.0))
     obs, info = keyed.reset(seed=0)
     assert (info["episode_step"] > 0).all() and not info["success"].any()
+    starts = bank.obs_start[keyed.unwrapped.start_episode] + info["episode_step"]  # which recorded state
+    assert np.array_equal(obs["image"], bank.images[starts])
     mixed = make(64, keyframe_rule={"ratio": 0.5})
     _, info = mixed.reset(seed=0)
     assert 10 < (info["episode_step"] > 0).sum() < 54

@@ -49,7 +49,10 @@ What imagination cannot do, and what it does instead:
   ``episode_step`` counter of a keyframe start is its real step, so the time limit means what
   it means in physics); the physics schedules ``"synchronous"``, ``"staggered"``,
   ``"staggered-random"`` and ``"staggered-groups"`` start at episode starts and offset the
-  counters as in physics (``"staggered-warmup"`` needs physics and is refused).
+  counters as in physics (``"staggered-warmup"`` needs physics and is refused). Each env's
+  current start is :attr:`ImaginedVectorEnv.start_episode` (an episode of :attr:`bank`) at its
+  reset's ``episode_step``: ``bank.state`` there restarts physics from the same real state
+  (``reset(options={"start_state": ...})``), which :mod:`worldsim.evaluation.start_agreement` does.
 
 Same seed, same imagined episodes (on the same device): ``reset(seed=s)`` seeds the start
 draws and the diffusion noise.
@@ -222,6 +225,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self._failed = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
         self._disagreement = np.zeros(n)  # centimetres; with a dynamics ensemble
+        self.start_episode = np.zeros(n, np.int64)  # the bank episode each env's episode started from
         self._terms: dict[str, np.ndarray] = {}  # the dense reward's shaping terms, with reward_type="dense"
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
@@ -245,6 +249,7 @@ class ImaginedVectorEnv(BatchedEnv):
             torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
             torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows)))
         self._frames[index] = bank.images[rows[:, -1]]
+        self.start_episode[index] = episodes
         self._success[index] = bank.success[rows[:, -1]]
         self._failed[index] = False
         self._success_prob[index] = self._success[index]
@@ -282,7 +287,7 @@ class ImaginedVectorEnv(BatchedEnv):
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
         terms = {k: v.copy() for k, v in self._terms.items()}
         return {**rollout, **flags, "terms": terms, "disagreement": self._disagreement.copy(),
-                "torch_rng": self._generator.get_state()}
+                "start_episode": self.start_episode.copy(), "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         if tuple(state["context"].shape) != tuple(self._rollout.context.shape):
@@ -296,6 +301,7 @@ class ImaginedVectorEnv(BatchedEnv):
         # a snapshot from before the dense reward (an older run's checkpoint) holds no terms
         self._terms = {k: v.copy() for k, v in state.get("terms", {}).items()}
         self._disagreement[:] = state.get("disagreement", 0.0)  # none in a snapshot from before the ensemble
+        self.start_episode[:] = state.get("start_episode", 0)  # nor this, before imagined-vs-real
         self._generator.set_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ internals

@@ -58,6 +58,9 @@ COMMANDS: dict[str, Command] = {
                         "Roll a policy out on tasks: success rates with 95% intervals."),
     "rank-policies": Command("evaluate", "rank_policies",
                              "Rank policies by imagined success and compare with their real success."),
+    "imagined-vs-real": Command("evaluate", "imagined_vs_real",
+                                "Run a policy from the same real starts in a world model and in physics; "
+                                "compare the outcomes."),
     "train-wm": Command("world_model", "train_wm",
                         "Train a world model on recorded episodes, or fine-tune one."),
     "eval-wm": Command("world_model", "eval_wm",

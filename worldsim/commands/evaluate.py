@@ -1,4 +1,4 @@
-"""Evaluation commands: ``worldsim evaluate`` and ``worldsim rank-policies``."""
+"""Evaluation commands: ``worldsim evaluate``, ``worldsim rank-policies`` and ``worldsim imagined-vs-real``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from rich.console import Console
 
 from worldsim.evaluation.evaluate import EvaluationConfig
 from worldsim.evaluation.rank import RankConfig
+from worldsim.evaluation.start_agreement import StartAgreementConfig
 
 
 def evaluate(config: EvaluationConfig) -> None:
@@ -37,3 +38,18 @@ def rank_policies(config: RankConfig) -> None:
     agree = result["over_policies"]
     console.print(f"Spearman {agree['spearman']:.3f}, Pearson {agree['pearson']:.3f} over "
                   f"{len(result['policies'])} policies -> {config.out}")
+
+
+def imagined_vs_real(config: StartAgreementConfig) -> None:
+    """Run a policy from the same real starts in a world model and in physics; compare the outcomes.
+
+    The starts are drawn as train-rl draws its imagined episodes' starts (episode starts and
+    keyframes of --keyframes); the policy acts closed loop on the imagined frames, then on the
+    rendered ones from the same recorded states, twice (its own repeatability, the ceiling).
+    Writes report.json, agreement.png and imagined_vs_real.mp4 to --out."""
+    from worldsim.evaluation.start_agreement import agreement_table, run_start_agreement
+
+    report = run_start_agreement(config)
+    console = Console()
+    console.print(agreement_table(report))
+    console.print(f"report -> {config.out}")
