@@ -10,8 +10,8 @@ same recorded states in physics (the MuJoCo env reset with ``start_state``) and 
 outcomes start by start: success at any step within the horizon, as GRPO counts it.
 
 Physics restarted from a recorded state is not the recorded episode's physics exactly, because the
-``state`` observation holds no angular velocities. And a stochastic policy's outcome is itself a
-draw. So physics runs twice from the same starts, with other action samples. How often those two
+``state`` observation holds no angular or finger velocities. And a stochastic policy's outcome is
+itself a draw. So physics runs twice from the same starts, with other action samples. How often those two
 runs agree is the most any world model can reach (``ceiling``).
 """
 
@@ -170,36 +170,36 @@ def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, 
         raise ValueError(f"videos={videos!r} must be >= 0")
     policy.check_task(get_task(task).instruction)
     env_kwargs = policy.env_kwargs()
-    imagined_env = make_task_envs(task, starts, imagination=imagination.env_kwargs(), **env_kwargs)
-    bar = tqdm(total=3, desc=f"{task}: imagination, physics x2", disable=not progress, leave=False)
-    try:
-        world = cast(ImaginedVectorEnv, imagined_env.unwrapped)
-        if world.bank.state is None:
-            raise ValueError(f"keyframes={str(imagination.keyframes)!r} holds no 'state' observations: physics "
-                             "cannot be restarted from its states (record it with obs_mode='pixels+state')")
-        obs, info = imagined_env.reset(seed=seed)
-        episode, step = world.start_episode.copy(), np.asarray(info["episode_step"]).copy()
-        start_state = world.bank.state[world.bank.obs_start[episode] + step]
-        horizon = imagination.horizon or world.max_episode_steps
-        with torch.random.fork_rng(devices=[]):  # the policy samples from torch's global stream
-            torch.manual_seed(seed)
-            imagined = run_from_starts(imagined_env, policy, obs, horizon, deterministic=deterministic, videos=videos)
-        bar.update(1)
-    finally:
-        imagined_env.close()
-    physics_env = make_task_envs(task, starts, **env_kwargs)
-    try:
-        physics = []
-        for repeat in range(1 if deterministic else 2):
-            obs, _ = physics_env.reset(seed=seed, options={"start_state": start_state, "episode_step": step})
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed + 1 + repeat)
-                physics.append(run_from_starts(physics_env, policy, obs, horizon, deterministic=deterministic,
-                                               videos=videos if repeat == 0 else 0))
-            bar.update(2 if deterministic else 1)
-    finally:
-        physics_env.close()
-        bar.close()
+    with tqdm(total=3, desc=f"{task}: imagination, physics x2", disable=not progress, leave=False) as bar:
+        imagined_env = make_task_envs(task, starts, imagination=imagination.env_kwargs(), **env_kwargs)
+        try:
+            world = cast(ImaginedVectorEnv, imagined_env.unwrapped)
+            if world.bank.state is None:
+                raise ValueError(f"keyframes={str(imagination.keyframes)!r} holds no 'state' observations: physics "
+                                 "cannot be restarted from its states (record it with obs_mode='pixels+state')")
+            obs, info = imagined_env.reset(seed=seed)
+            episode, step = world.start_episode.copy(), np.asarray(info["episode_step"]).copy()
+            start_state = world.bank.state[world.bank.obs_start[episode] + step]
+            horizon = imagination.horizon or world.max_episode_steps
+            with torch.random.fork_rng(devices=[]):  # the policy samples from torch's global stream
+                torch.manual_seed(seed)
+                imagined = run_from_starts(imagined_env, policy, obs, horizon, deterministic=deterministic,
+                                           videos=videos)
+            bar.update(1)
+        finally:
+            imagined_env.close()
+        physics_env = make_task_envs(task, starts, **env_kwargs)
+        try:
+            physics = []
+            for repeat in range(1 if deterministic else 2):
+                obs, _ = physics_env.reset(seed=seed, options={"start_state": start_state, "episode_step": step})
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(seed + 1 + repeat)
+                    physics.append(run_from_starts(physics_env, policy, obs, horizon, deterministic=deterministic,
+                                                   videos=videos if repeat == 0 else 0))
+                bar.update(2 if deterministic else 1)
+        finally:
+            physics_env.close()
     real = physics[0].success
     kind = np.where(step > 0, "keyframe", "episode_start")
     report = {"task": task, "world_model": str(imagination.world_model), "keyframes": str(imagination.keyframes),
