@@ -60,7 +60,7 @@ class StartAgreementConfig:
     keyframe_ratio: float = 0.5
     """Share of the starts at mid-episode keyframes rather than episode starts (train-rl's default)."""
     horizon: int | None = 40
-    """Steps per episode (train-rl's --imagined-horizon; None: the task's time limit)."""
+    """Steps per episode: train-rl's --imagined-horizon (coevolve's default, 40; None: the task's time limit)."""
     deterministic: bool = False
     """Take the policy's mean action (RL samples; then the ceiling is not measured)."""
     seed: int = 0
