@@ -247,7 +247,10 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     assert config.reset_schedule == "keyframe"
     summary = worldsim.training.grpo.train_grpo(worldsim.training.grpo.GRPOConfig(
         group_size=2, total_env_steps=1, imagined_horizon=3, keyframe_ratio=0.0, out=tmp_path / "grpo", **common))
-    assert summary["iterations"] == 1 and summary["eval"]["episodes"] == 1
+    # an iteration imagines each env's one episode up to its horizon, not the task's 100-step limit:
+    # one chunk of 4 actions covers the 3 steps, in each of the 4 envs
+    assert TinyVLA.from_pretrained(tmp_path / "vla").chunk_size == 4
+    assert summary["iterations"] == 1 and summary["global_step"] == 4 * 4 and summary["eval"]["episodes"] == 1
     with pytest.raises(ValueError, match="both world_model and keyframes"):
         worldsim.training.ppo.PPOConfig(**{**common, "keyframes": None})
     with pytest.raises(ValueError, match="imagined envs observe pixels only"):

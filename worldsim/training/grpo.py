@@ -154,8 +154,12 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                          reset_schedule="keyframe" if cfg.imagined else "synchronous")
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
     chunk = policy.chunk_size
-    # decisions that cover the longest task's episode (shorter tasks' later steps are masked out)
-    horizon = math.ceil(max(spec.max_episode_steps for spec in specs) / chunk)
+    # decisions that cover the longest task's episode (shorter tasks' later steps are masked out);
+    # an imagined episode ends by its horizon, and imagining past it would only feed the mask
+    episode_steps = max(spec.max_episode_steps for spec in specs)
+    if cfg.imagined and cfg.imagined_horizon is not None:
+        episode_steps = min(episode_steps, cfg.imagined_horizon)
+    horizon = math.ceil(episode_steps / chunk)
     steps_per_iter = horizon * chunk * cfg.num_envs * world
 
     iteration = 0
