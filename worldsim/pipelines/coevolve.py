@@ -110,8 +110,9 @@ class CoevolveConfig:
     """Optimiser steps of each refinement."""
     wm_time_budget: float | None = None
     """Seconds per world-model training (None: no limit)."""
-    rl_env_steps: int = 200_000
-    """Imagined env steps per RL round (direct-rl: replaced by the real budget)."""
+    rl_env_steps: int = 80_000
+    """Imagined env steps per RL round (direct-rl: replaced by the real budget); with GRPO, 32
+    iterations of 64 episodes of 40 steps, as 200,000 were before rollouts stopped at the horizon."""
     rl_time_budget: float | None = None
     """Seconds per RL round (None: no limit)."""
     rl_num_envs: int = 64

@@ -57,8 +57,8 @@ class QuickstartConfig:
     """Real episodes the BC policy collects for the world model (and the failure detectors)."""
     wm_steps: int = 800
     """World-model optimiser steps (the learning-rate schedule spans them)."""
-    rl_env_steps: int = 30_000
-    """Imagined env steps of GRPO."""
+    rl_env_steps: int = 12_800
+    """Imagined env steps of GRPO: 10 iterations of 32 episodes of 40 steps."""
     eval_episodes: int = 200
     """Real evaluation episodes per policy: the same episodes for both (a paired comparison)."""
     imagined_eval_episodes: int = 32
