@@ -18,9 +18,10 @@ few hooks over rows of the batch (a row mask, in the backend's array library):
     the batch's observation; with ``rows``, ``previous`` with those rows refreshed.
 ``_backend_state()`` / ``_set_backend_state(state)``
     a host snapshot of whatever the backend keeps, and its restore.
-``_render()``, ``_seed_backend(seed)``, ``expert_action()``
+``_render()``, ``_seed_backend(seed)``, ``expert_action()``, ``_restore_rows(index, state)``
     optional: frames for :meth:`render`, the backend's own random streams, the scripted
-    expert (for the expert warm-up of ``staggered-warmup``).
+    expert (for the expert warm-up of ``staggered-warmup``), starts from recorded ``state``
+    observations (with :attr:`BatchedEnv.starts_from_state`).
 
 Everything else lives here once: spaces, argument and action checks, the autoreset modes,
 action chunks, the time limit and the imagined horizon, reset schedules, ``reset_mask`` and
