@@ -34,8 +34,8 @@ import torch
 from common import report
 
 from worldsim.evaluation.compare import paired_comparison
-from worldsim.evaluation.evaluate import Imagination, wilson_interval
-from worldsim.evaluation.start_agreement import compare_from_starts
+from worldsim.evaluation.evaluate import Imagination
+from worldsim.evaluation.start_agreement import compare_from_starts, rates
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.metrics import agreement
@@ -61,17 +61,10 @@ def comparison(run: Path, which: str, starts: int, seed: int, out: Path) -> dict
 
 
 def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success rates and agreement over the starts of every seed."""
-    imagined = np.concatenate([r["per_start"]["imagined"] for r in results]).astype(bool)
-    real = np.concatenate([r["per_start"]["real"] for r in results]).astype(bool)
-    repeat = np.concatenate([r["per_start"]["real_repeat"] for r in results]).astype(bool)
-    n = len(real)
-    return {"starts": n,
-            "imagined_success": round(float(imagined.mean()), 3),
-            "imagined_ci95": [round(v, 3) for v in wilson_interval(int(imagined.sum()), n)],
-            "real_success": round(float(real.mean()), 3),
-            "real_ci95": [round(v, 3) for v in wilson_interval(int(real.sum()), n)],
-            "agreement": _rounded(agreement(imagined, real)), "ceiling": _rounded(agreement(repeat, real)),
+    """:func:`~worldsim.evaluation.start_agreement.rates` over the starts of every seed, with the ceiling."""
+    imagined, real, repeat = (np.concatenate([r["per_start"][key] for r in results]).astype(bool)
+                              for key in ("imagined", "real", "real_repeat"))
+    return {**_rounded(rates(imagined, real)), "ceiling": _rounded(agreement(repeat, real)),
             "imagined_per_seed": [round(r["imagined_success"], 3) for r in results],
             "real_per_seed": [round(r["real_success"], 3) for r in results]}
 
@@ -85,8 +78,13 @@ def gain(results: dict[str, list[dict[str, Any]]], side: str) -> dict[str, Any]:
             "p_value": round(c["p_value"], 4)}
 
 
-def _rounded(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in values.items()}
+def _rounded(value: Any) -> Any:
+    """``value`` with its floats, also inside dicts and lists, to 3 decimals."""
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return round(value, 3) if isinstance(value, float) else value
 
 
 def main() -> None:
