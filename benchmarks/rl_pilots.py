@@ -5,7 +5,8 @@ from the BC policy of that seed and evaluated on the 200 real episodes of its ``
 The BC policies' own outcomes on the same episodes come from a `benchmarks/coevolve.py` run
 (``--base``: its ``round 0: evaluate`` stage). For each run: the learning rate, steps, world model
 (``null``: physics) and imagined reward it was trained with; real success per seed and pooled
-against BC (a paired test over the same episodes); the training episodes' success at the start
+against BC (a paired test over the same episodes); the mean real success at each periodic
+evaluation (``--eval-every``) that every seed logged; the training episodes' success at the start
 and the end of training (imagined ones for runs in imagination): a run whose imagined success
 climbs while its real success falls is exploiting the world model's errors. Every pair of runs
 is compared too.
@@ -43,6 +44,16 @@ def training_success(folder: Path, share: float = 0.15) -> tuple[float, float]:
     k = max(1, round(share * len(rows)))
     return (round(sum(r["episode/success_rate"] for r in rows[:k]) / k, 3),
             round(sum(r["episode/success_rate"] for r in rows[-k:]) / k, 3))
+
+
+def evaluation_curve(folders: list[Path]) -> list[list[float]]:
+    """``[[iteration's env step, mean real success over the seeds], ...]`` from the periodic
+    evaluations (``train-rl --eval-every``) that every seed logged at the same step."""
+    per_seed = [{r["step"]: r["eval/success_rate"]
+                 for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines())
+                 if "eval/success_rate" in r} for folder in folders]
+    steps = sorted(set.intersection(*(set(curve) for curve in per_seed)))
+    return [[step, round(sum(curve[step] for curve in per_seed) / len(per_seed), 3)] for step in steps]
 
 
 def main() -> None:
@@ -83,7 +94,9 @@ def main() -> None:
             "versus_bc": {"difference": round(versus_bc["difference"], 3),
                           "ci95": [round(v, 3) for v in versus_bc["difference_ci95"]],
                           "p_value": round(versus_bc["p_value"], 4)},
-            "training_success_start_end_per_seed": training, "outcomes": real}
+            "training_success_start_end_per_seed": training,
+            "evaluation_curve": evaluation_curve([Path(folder) / f"s{seed}" for seed in args.seeds]),
+            "outcomes": real}
         print(name, {k: v for k, v in runs[name].items() if k != "outcomes"})
     pairs = {}
     for first, second in itertools.combinations(runs, 2):

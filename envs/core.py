@@ -39,7 +39,8 @@ action chunks, the time limit and the imagined horizon, reset schedules, ``reset
   ``info["final_obs"]``/``info["final_info"]``, marked by ``_final_obs``/``_final_info``) or
   ``Disabled`` (stepping a finished env raises until ``reset(options={"reset_mask": m})``);
 - ``reset(options=...)``: :mod:`worldsim.envs.reset_options` (``reset_mask``, ``group_size``,
-  and recorded starts, ``start_state``, on backends with :attr:`BatchedEnv.starts_from_state`);
+  and recorded starts, ``start_state`` and ``replay_actions``, on backends with
+  :attr:`BatchedEnv.starts_from_state`);
 - ``reset(seed=s)``: same seed, same episodes.
 """
 
@@ -254,9 +255,11 @@ class BatchedEnv(VectorEnv, ABC):
         observation per reset env (``(count, STATE_DIM)``), starts each from that state instead
         (positions and the observed linear velocities, see
         :func:`~worldsim.envs.observations.qvel_from_state`) at elapsed step
-        ``options["episode_step"]`` (default 0), skipping the reset schedule; backends that
-        cannot (:attr:`starts_from_state` False) raise ``TypeError``. Bad options raise before
-        anything changes.
+        ``options["episode_step"]`` (default 0), skipping the reset schedule; with
+        ``options["replay_actions"]`` each then executes its recorded actions (the first
+        ``options["replay_steps"][i]``), which reaches a recorded mid-episode state exactly where
+        the state alone cannot. Backends that cannot (:attr:`starts_from_state` False) raise
+        ``TypeError``. Bad options raise before anything changes.
         """
         options_ = parse_reset_options(options, self.num_envs, self._needs_reset, self.max_episode_steps)
         if options_.start_state is not None and not self.starts_from_state:
@@ -274,6 +277,8 @@ class BatchedEnv(VectorEnv, ABC):
             elapsed = self.arrays.to_numpy(self._elapsed).copy()
             elapsed[index] = options_.episode_step
             self._elapsed = self.arrays.from_numpy(elapsed)
+            if options_.replay_actions is not None:
+                self._replay(index, options_.replay_actions, options_.replay_steps)
         elif full and self.reset_schedule is not None:
             offsets = self.reset_schedule.offsets(self.num_envs, self.max_episode_steps, self.np_random)
             if self.reset_schedule.physical:
@@ -391,6 +396,19 @@ class BatchedEnv(VectorEnv, ABC):
         if self.horizon is not None:
             limit = limit | (self._run >= self.horizon)
         return terminated, limit & ~terminated
+
+    def _replay(self, index: np.ndarray, actions: np.ndarray, steps: Any) -> None:
+        """Advance env ``index[i]`` through the first ``steps[i]`` of its recorded ``actions[i]``,
+        counted as elapsed. A recorded episode went on past these steps, so an end met on the way
+        (a replay a hair off a chaotic push) is left for the next ``step`` to report."""
+        full = np.zeros((self.num_envs, ACTION_DIM))
+        for t in range(int(steps.max(initial=0))):
+            replaying = np.zeros(self.num_envs, bool)
+            replaying[index] = steps > t
+            full[index] = actions[:, t]
+            active = self.arrays.from_numpy(replaying)
+            self._advance(self.arrays.actions(full, self.num_envs)[:, 0], active)
+            self._elapsed = self._elapsed + active
 
     def _warm_up(self, offsets: np.ndarray) -> None:
         """``staggered-warmup``: advance env i by ``offsets[i]`` steps of the warm-up policy,

@@ -9,10 +9,13 @@ draws them for RL and runs the policy from each in imagination. It then runs the
 same recorded states in physics (the MuJoCo env reset with ``start_state``) and compares the
 outcomes start by start: success at any step within the horizon, as GRPO counts it.
 
-Physics restarted from a recorded state is not the recorded episode's physics exactly, because the
-``state`` observation holds no angular or finger velocities. And a stochastic policy's outcome is
-itself a draw. So physics runs twice from the same starts, with other action samples. How often those two
-runs agree is the most any world model can reach (``ceiling``).
+Physics reaches a keyframe as it was recorded: it restarts from the recorded episode's first state
+(at rest, which the ``state`` observation holds completely) and replays the episode's actions up
+to the keyframe (the ``replay_actions`` reset option). Restarting from the keyframe's own ``state``
+row instead would start the push without its angular and finger velocities, centimetres off within
+16 steps. A stochastic policy's outcome is itself a draw, so physics runs twice from the same
+starts, with other action samples. How often those two runs agree is the most any world model can
+reach (``ceiling``).
 """
 
 from __future__ import annotations
@@ -151,6 +154,17 @@ def rates(imagined: np.ndarray, real: np.ndarray) -> dict[str, Any]:
             "imagined_minus_real_p": paired["p_value"], "agreement": agreement(imagined, real)}
 
 
+def recorded_start(world: ImaginedVectorEnv, episode: np.ndarray, step: np.ndarray) -> dict[str, np.ndarray]:
+    """Reset options that put physics where the imagined envs started: the first recorded state of
+    each bank ``episode``, then its recorded actions replayed up to ``step``."""
+    bank = world.bank
+    assert bank.state is not None
+    actions = np.zeros((len(episode), int(step.max(initial=0)), bank.actions.shape[1]), np.float32)
+    for i, (j, t) in enumerate(zip(episode, step, strict=True)):
+        actions[i, :t] = bank.actions[bank.step_start[j]:bank.step_start[j] + t]
+    return {"start_state": bank.state[bank.obs_start[episode]], "replay_actions": actions, "replay_steps": step}
+
+
 def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, starts: int = 200,
                         seed: int = 0, deterministic: bool = False, videos: int = 8,
                         out: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
@@ -179,7 +193,7 @@ def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, 
                                  "cannot be restarted from its states (record it with obs_mode='pixels+state')")
             obs, info = imagined_env.reset(seed=seed)
             episode, step = world.start_episode.copy(), np.asarray(info["episode_step"]).copy()
-            start_state = world.bank.state[world.bank.obs_start[episode] + step]
+            restart = recorded_start(world, episode, step)
             horizon = imagination.horizon or world.max_episode_steps
             with torch.random.fork_rng(devices=[]):  # the policy samples from torch's global stream
                 torch.manual_seed(seed)
@@ -192,7 +206,7 @@ def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, 
         try:
             physics = []
             for repeat in range(1 if deterministic else 2):
-                obs, _ = physics_env.reset(seed=seed, options={"start_state": start_state, "episode_step": step})
+                obs, _ = physics_env.reset(seed=seed, options=restart)
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(seed + 1 + repeat)
                     physics.append(run_from_starts(physics_env, policy, obs, horizon, deterministic=deterministic,
