@@ -89,6 +89,11 @@ def main() -> None:
     parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
+    # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:
+    # lr 1e-4 in physics), and a baseline held to the other's settings would be a straw man.
+    parser.add_argument("--direct-rl-lr", type=float, default=None, help="direct-rl's learning rate (default: --lr)")
+    parser.add_argument("--direct-rl-num-envs", type=int, default=None,
+                        help="direct-rl's parallel envs (default: --rl-num-envs)")
     parser.add_argument("--kl-coef", type=float, default=0.0, help="GRPO's KL term to each round's start")
     parser.add_argument("--dynamics-members", type=int, default=1, help="the world model's dynamics ensemble")
     parser.add_argument("--uncertainty-penalty", type=float, default=0.0,
@@ -116,14 +121,17 @@ def main() -> None:
         earlier = args.round0_from / f"coevolve_s{seed}" if args.round0_from else None
         for variant in args.variants:
             out = args.out / f"{variant}_s{seed}"
+            lr, num_envs = args.lr, args.rl_num_envs
+            if variant == "direct-rl":
+                lr, num_envs = args.direct_rl_lr or lr, args.direct_rl_num_envs or num_envs
             config = CoevolveConfig(
                 base_policy=base_policy, suite=suite, task=args.task, demonstrations=demonstrations,
                 real_episodes=args.real_episodes, rounds=args.rounds, wm_steps=args.wm_steps,
                 wm_refine_steps=args.wm_refine_steps, wm_time_budget=args.wm_time_budget,
-                rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=args.rl_num_envs,
+                rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward, lr=args.lr,
+                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward, lr=lr,
                 kl_coef=args.kl_coef, dynamics_members=args.dynamics_members,
                 uncertainty_penalty=args.uncertainty_penalty,
                 torch_threads=args.threads, **VARIANTS[variant])
@@ -166,7 +174,7 @@ def main() -> None:
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
                                                           "rl_env_steps", "rl_num_envs", "imagined_reward", "lr",
                                                           "kl_coef", "dynamics_members", "uncertainty_penalty",
-                                                          "threads")}
+                                                          "threads", "direct_rl_lr", "direct_rl_num_envs")}
                | {"round0_from": str(args.round0_from) if args.round0_from else None},
                "variants": {v: figures(results) for v, results in runs.items()},
                "coevolve_vs_ablation": against,
