@@ -61,7 +61,11 @@ def bc_base(task: str, seed: int, demos: int, steps: int, out: Path, threads: in
 
 
 def outcomes(result: dict) -> tuple[list[bool], list[bool]]:
-    """Per-episode real outcomes of a run's base and final policies (every task, in order)."""
+    """Per-episode real outcomes of a run's base and final policies (every task, in order): on its
+    test episodes when it has them, since the guard chose the final policy by the round evaluations."""
+    if result.get("test"):
+        return (real_outcomes(result["tasks"], result["test"]["base"]),
+                real_outcomes(result["tasks"], result["test"]["final"]))
     return (real_outcomes(result["tasks"], result["rounds"][0]),
             real_outcomes(result["tasks"], last_accepted(result["rounds"])))
 
@@ -94,6 +98,10 @@ def main() -> None:
     parser.add_argument("--direct-rl-lr", type=float, default=None, help="direct-rl's learning rate (default: --lr)")
     parser.add_argument("--direct-rl-num-envs", type=int, default=None,
                         help="direct-rl's parallel envs (default: --rl-num-envs)")
+    parser.add_argument("--max-real-drop", type=float, default=0.1,
+                        help="the guard rolls a round back when its real success falls this far below the best")
+    parser.add_argument("--test-episodes", type=int, default=0,
+                        help="per task: base and final policies on episodes no round saw; the headline figures then")
     parser.add_argument("--kl-coef", type=float, default=0.0, help="GRPO's KL term to each round's start")
     parser.add_argument("--dynamics-members", type=int, default=1, help="the world model's dynamics ensemble")
     parser.add_argument("--uncertainty-penalty", type=float, default=0.0,
@@ -133,13 +141,13 @@ def main() -> None:
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
                 videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward, lr=lr,
                 kl_coef=args.kl_coef, dynamics_members=args.dynamics_members,
-                uncertainty_penalty=args.uncertainty_penalty,
-                torch_threads=args.threads, **VARIANTS[variant])
+                uncertainty_penalty=args.uncertainty_penalty, max_real_drop=args.max_real_drop,
+                test_episodes=args.test_episodes, torch_threads=args.threads, **VARIANTS[variant])
             runs[variant].append(coevolve(config))
 
     def figures(results: list[dict]) -> dict:
-        final = [r["final_real_success"] for r in results]
-        gain = [r["improvement"] for r in results]
+        final = [float(np.mean(outcomes(r)[1])) for r in results]
+        gain = [float(np.mean(outcomes(r)[1]) - np.mean(outcomes(r)[0])) for r in results]
         rounds = [[x["real"]["success_rate"] for x in r["rounds"]] for r in results]
         pairs = [outcomes(r) for r in results]
         # per round, pooled over the seeds: against BC, and against the round before (did it add?)
@@ -152,7 +160,10 @@ def main() -> None:
                 "improvement_points": 100 * float(np.mean(gain)),
                 "improvement_points_per_seed": [100 * g for g in gain],
                 "pooled_vs_base": paired_comparison(sum((b for b, _ in pairs), []), sum((f for _, f in pairs), [])),
-                "per_seed_vs_base": [r["comparison"] for r in results], "real_success_per_round": rounds,
+                "measured_on": "test episodes" if all(r.get("test") for r in results) else "round evaluations",
+                "per_seed_vs_base": [paired_comparison(*outcomes(r)) for r in results],
+                "real_success_per_round": rounds,
+                "final_round": [last_accepted(r["rounds"])["round"] for r in results],
                 "pooled_round_vs_base": [pooled(0, k) for k in range(1, depth)],
                 "pooled_round_vs_previous": [pooled(k - 1, k) for k in range(1, depth)],
                 "real_budget": results[0]["real_budget"], "seeds": len(results),
@@ -169,11 +180,12 @@ def main() -> None:
     summary = {"suite": suite, "task": args.task, "seeds": args.seeds,
                "base_policy": str(args.base_policy) if args.base_policy else
                f"quickstart BC: {args.bc_demos} noisy expert demos, {args.bc_steps} steps, per seed",
-               "base_real_success": float(np.mean([r["base_real_success"] for r in runs["coevolve"]])),
+               "base_real_success": float(np.mean([np.mean(outcomes(r)[0]) for r in runs["coevolve"]])),
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
                                                           "rl_env_steps", "rl_num_envs", "imagined_reward", "lr",
                                                           "kl_coef", "dynamics_members", "uncertainty_penalty",
+                                                          "max_real_drop", "test_episodes",
                                                           "threads", "direct_rl_lr", "direct_rl_num_envs")}
                | {"round0_from": str(args.round0_from) if args.round0_from else None},
                "variants": {v: figures(results) for v, results in runs.items()},

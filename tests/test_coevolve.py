@@ -29,7 +29,7 @@ def tiny(base_policy, out, **kwargs):
 
 @pytest.mark.slow
 def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
-    results = coevolve(tiny(base_policy, tmp_path / "run"))
+    results = coevolve(tiny(base_policy, tmp_path / "run", test_episodes=3))
     run = tmp_path / "run"
     assert [r["round"] for r in results["rounds"]] == [0, 1, 2]
     assert results["real_budget"] == 4  # 2 collections of 2 episodes
@@ -41,14 +41,21 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     assert (run / "success.png").stat().st_size > 0 and (run / "videos" / "PushCube-v0_real_vs_imagined.mp4").exists()
     report = (run / "report.md").read_text()
     assert "| 2 |" in report and "real training episodes (budget): **4**" in report.lower()
+    # the base and the final (last accepted) policy, on episodes of their own that pair up
+    test, final = results["test"], [r for r in results["rounds"] if r["accepted"]][-1]
+    assert test["seed"] == 30_000 and test["episodes_per_task"] == 3 and test["comparison"]["episodes"] == 3
+    assert test["base"]["round"] == 0 and test["final"]["round"] == final["round"]
+    assert test["final"]["real"]["per_task"]["PushCube-v0"]["episodes"] == 3
+    assert "On 3 test episodes per task that no round saw" in report
     state = json.loads((run / "state.json").read_text())
-    assert len(state["stages"]) == 10
+    # 10 stages, a verdict per round, and the test of each policy
+    assert len(state["stages"]) == 10 + 2 + len({0, final["round"]})
     # everything is recorded: a resumed run redoes nothing and reproduces the results, also when
     # it was recorded before a setting existed (it ran with that setting's default)
     del state["config"]["kl_coef"]
     (run / "state.json").write_text(json.dumps(state))
-    again = coevolve(tiny(base_policy, run, resume=True))
-    assert again["rounds"] == results["rounds"]
+    again = coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
+    assert again["rounds"] == results["rounds"] and again["test"] == results["test"]
     # ... and reports the whole run's time, not the few seconds the resumed call took
     stage_seconds = sum(stage["seconds"] for stage in state["stages"].values())
     assert again["wall_clock_s"] == results["wall_clock_s"] == pytest.approx(stage_seconds, abs=0.1)
@@ -59,9 +66,17 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
         coevolve(tiny(base_policy, run, resume=True, rounds=1))
     with pytest.raises(ValueError, match="settings changed since it started \\(rounds, eval_episodes"):
         coevolve(tiny(base_policy, run, resume=True, rounds=3, eval_episodes=3))
+    # the guard's settings may change: recorded verdicts stand, later rounds are judged by the new ones
+    state = json.loads((run / "state.json").read_text())
+    state["stages"]["round 2: guard"] |= {"accepted": False, "reasons": ["judged by the old settings"]}
+    (run / "state.json").write_text(json.dumps(state))
+    rejudged = coevolve(tiny(base_policy, run, resume=True, max_real_drop=1.0, divergence_threshold=1.0))
+    assert rejudged["rounds"][2]["reasons"] == ["judged by the old settings"] and not rejudged["rounds"][2]["accepted"]
+    assert rejudged["rounds"][1] == results["rounds"][1] and rejudged["test"] is None
     # more rounds extend the run: rounds 1-2 stay as recorded, round 2 now collects and refines
-    extended = coevolve(tiny(base_policy, run, resume=True, rounds=3))
-    assert extended["rounds"][:3] == results["rounds"] and extended["rounds"][3]["round"] == 3
+    extended = coevolve(tiny(base_policy, run, resume=True, rounds=3, max_real_drop=1.0, divergence_threshold=1.0))
+    assert extended["rounds"][:2] == results["rounds"][:2] and extended["rounds"][3]["round"] == 3
+    assert extended["rounds"][3]["accepted"]  # judged by the new settings, which accept anything
     assert extended["real_budget"] == 6 and extended["rounds"][3]["real_episodes_used"] == 6
     assert (run / "round_2" / "wm" / "world_model").is_dir() and not (run / "round_3" / "data.h5").exists()
     assert json.loads((run / "state.json").read_text())["config"]["rounds"] == 3
@@ -119,6 +134,8 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
         tiny(base_policy, tmp_path, real_episodes=0)
     with pytest.raises(ValueError, match="keyframe_ratio"):
         tiny(base_policy, tmp_path, keyframe_ratio=1.5)
+    with pytest.raises(ValueError, match="test_episodes=-1 must be an int >= 0"):
+        tiny(base_policy, tmp_path, test_episodes=-1)
     with pytest.raises(ValueError, match="at least one episode"):
         CoevolveConfig(base_policy=base_policy, suite="tabletop-4", real_episodes=3)
     with pytest.raises(KeyError):

@@ -31,7 +31,13 @@ and real success: when imagined success exceeds real success by more than
 ``divergence_threshold`` (the policy exploits the model), or real success falls more than
 ``max_real_drop`` below the best accepted policy's so far, the round is **rolled back**: the next round
 starts again from the previous policy, with a world model refined on the rejected policy's
-real episodes (which show it where it was wrong).
+real episodes (which show it where it was wrong). Each verdict is recorded when it is made, so
+guard settings changed on ``resume`` judge only the rounds that follow.
+
+**Test episodes.** The guard picks the final policy by the round evaluations, so their figure for
+it is the best of several noisy ones, biased upward. With ``test_episodes``, the run ends by
+evaluating the base and final policies on real episodes that no round saw (seed
+``seed + 30000``, against the rounds' ``seed + 10000``): the unbiased comparison, ``results["test"]``.
 
 **Baseline** (``mode="direct-rl"``): the same real-episode budget spent on RL directly in the
 physics env (GRPO/PPO on as many real episodes as co-evolution collects in all its rounds, round 0
@@ -128,7 +134,10 @@ class CoevolveConfig:
     divergence_threshold: float = 0.3
     """Roll back when imagined success exceeds real success by more than this."""
     max_real_drop: float = 0.1
-    """Roll back when real success falls more than this below the previous policy's."""
+    """Roll back when real success falls more than this below the best accepted policy's."""
+    test_episodes: int = 0
+    """Real episodes per task on which the base and final policies are evaluated once the run
+    ends, apart from the round evaluations the guard chooses by (0: none)."""
     collect_deterministic: bool = False
     """Collect with the policy's mean action (default: sampled, for more varied data)."""
     record_features: bool = False
@@ -166,6 +175,8 @@ class CoevolveConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
+        if isinstance(self.test_episodes, bool) or not isinstance(self.test_episodes, int) or self.test_episodes < 0:
+            raise ValueError(f"test_episodes={self.test_episodes!r} must be an int >= 0")
         if self.real_episodes < len(self.tasks):
             raise ValueError(f"real_episodes={self.real_episodes} must give each of the {len(self.tasks)} "
                              "tasks at least one episode")
@@ -324,7 +335,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
                            lambda: evaluate_both(config, Path(rl["policy"]), None, None, rl["eval"]))
         rounds.append({"round": 1, "policy": rl["policy"], **after, "accepted": True,
                        "real_episodes_used": config.real_budget, "rl": rl})
-        return finish(config, rounds, None, stages.seconds())
+        return finish(config, rounds, None, test_evaluation(config, stages, rounds), stages.seconds())
 
     data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
                       lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
@@ -350,7 +361,9 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         evaluation = stages.run(f"round {r}: evaluate", None,
                                 lambda: evaluate_both(config, Path(rl["policy"]), world_model, keyframes,
                                                       rl["eval"]))
-        verdict = guard([r for r in rounds if r["accepted"]], evaluation, config)
+        judged = stages.run(f"round {r}: guard", None,
+                            lambda: guard([r for r in rounds if r["accepted"]], evaluation, config))
+        verdict = {k: judged[k] for k in ("accepted", "gap", "reasons")}
         rounds.append({"round": r, **evaluation, **verdict, "rl": rl, "world_model": str(world_model),
                        "real_episodes_used": used})
         if verdict["accepted"]:
@@ -368,7 +381,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         wm = stages.run(f"round {r}: refine world model", folder / "wm",
                         lambda: train_wm(config, folder / "all.h5", folder / "wm", world_model, config.seed + r))
         world_model, keyframes = Path(wm["world_model"]), folder / "data.h5"
-    return finish(config, rounds, world_model, stages.seconds())
+    return finish(config, rounds, world_model, test_evaluation(config, stages, rounds), stages.seconds())
 
 
 def last_accepted(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -382,10 +395,36 @@ def real_outcomes(tasks: list[str], row: dict[str, Any]) -> list[bool]:
     return [o for task in tasks for o in row["real"]["per_task"][task]["outcomes"]]
 
 
+TEST_SEED_OFFSET = 30_000
+
+
+def test_evaluation(config: CoevolveConfig, stages: Stages, rounds: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The base and final policies on ``config.test_episodes`` real episodes per task that no
+    round evaluation saw (the same for both, so they pair), or None without test episodes."""
+    from worldsim.evaluation.compare import paired_comparison
+    from worldsim.evaluation.rank import per_task_summary
+    from worldsim.policies import load_policy
+    from worldsim.training.rl import evaluate
+
+    if not config.test_episodes:
+        return None
+    seed = config.seed + TEST_SEED_OFFSET
+
+    def test(row: dict[str, Any]) -> dict[str, Any]:
+        result = stages.run(f"test: round {row['round']}", None, lambda: {"real": per_task_summary(
+            evaluate(load_policy(row["policy"]), config.tasks, config.test_episodes, seed=seed))})
+        return {"round": row["round"], "policy": row["policy"], "real": result["real"]}
+
+    base, final = test(rounds[0]), test(last_accepted(rounds))
+    return {"episodes_per_task": config.test_episodes, "seed": seed, "base": base, "final": final,
+            "comparison": paired_comparison(real_outcomes(config.tasks, base), real_outcomes(config.tasks, final))}
+
+
 def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Path | None,
-           seconds: float) -> dict[str, Any]:
+           test: dict[str, Any] | None, seconds: float) -> dict[str, Any]:
     """Write ``results.json``, ``report.md``, ``success.png`` and the final policy's videos. The
-    final policy is the last accepted one; ``seconds`` is the time its stages took."""
+    final policy is the last accepted one; ``test`` its :func:`test_evaluation`; ``seconds`` the
+    time the run's stages took."""
     from worldsim.evaluation.compare import paired_comparison, verdict
     from worldsim.pipelines.coevolve_report import plot_rounds, side_by_side_videos, write_report
 
@@ -407,6 +446,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "last_round_comparison": paired_comparison(outcomes(rounds[0]), outcomes(rounds[-1]))
                if len(rounds) > 1 else None,
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
+               "test": test,
                "ablation": {"frozen_world_model": config.frozen_world_model,
                             "keyframe_ratio": config.keyframe_ratio, "imagined_reward": config.imagined_reward},
                "wall_clock_s": seconds}
@@ -420,4 +460,6 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
     write_report(results, config.out / "report.md")
     console.print(f"[bold]real success[/] {verdict(comparison, 'base', 'final')} {results['real_budget']} real "
                   f"training episodes -> {config.out / 'report.md'}")
+    if test is not None:
+        console.print(f"[bold]on test episodes[/] {verdict(test['comparison'], 'base', 'final')}")
     return results

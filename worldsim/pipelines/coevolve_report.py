@@ -100,6 +100,9 @@ def write_report(results: dict[str, Any], path: Path) -> Path:
              + f". Wall clock: {results['wall_clock_s'] / 60:.1f} min.", "",
              f"Real success, final policy against the base on the same episodes: "
              f"{verdict(results['comparison'], 'base', 'final')}", "",
+             *([f"On {results['test']['episodes_per_task']} test episodes per task that no round saw (the guard "
+                f"chose the final policy by the rounds' own): "
+                f"{verdict(results['test']['comparison'], 'base', 'final')}", ""] if results.get("test") else []),
              "| round | " + " | ".join(tasks) + " | real mean | imagined mean | verdict | real episodes used |",
              "|---" * (len(tasks) + 5) + "|"]
     for r in results["rounds"]:

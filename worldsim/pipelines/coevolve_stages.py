@@ -21,6 +21,9 @@ STATE_FILE = "state.json"
 ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
                  "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
                  "record_features", "seed", "dynamics_members")
+# The settings a resumed run may change: the guard's (recorded verdicts stand, the rounds still
+# to be judged use the new ones) and the final test evaluation's.
+LATER_FIELDS = ("divergence_threshold", "max_real_drop", "test_episodes", "videos")
 
 
 class Stages:
@@ -39,13 +42,17 @@ class Stages:
         if resume:
             theirs = state["config"] = defaults | state["config"]
             changed = [k for k in config if k not in ("resume", "progress") and theirs.get(k) != config[k]]
+            # judged and tested after the stages they read, these apply from where the run goes on
+            for k in set(changed) & set(LATER_FIELDS):
+                theirs[k] = config[k]
+            changed = [k for k in changed if k not in LATER_FIELDS]
             if changed == ["rounds"] and config["mode"] == "coevolve" and config["rounds"] > theirs["rounds"]:
                 # more rounds extend a run: its rounds stay as recorded, and its last one now also
                 # collects and refines the world model for the next
                 theirs["rounds"] = config["rounds"]
             elif changed:
                 raise ValueError(f"cannot resume {out}: settings changed since it started ({', '.join(changed)}; "
-                                 "only a co-evolution run's rounds may grow)")
+                                 f"only a co-evolution run's rounds may grow, and {', '.join(LATER_FIELDS)} change)")
         self.state = state
 
     def adopt_round0(self, source: Path, r0: Path) -> None:
