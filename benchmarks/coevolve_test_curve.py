@@ -1,0 +1,114 @@
+"""Every round of a co-evolution benchmark on its test episodes: real episodes that no round
+evaluation saw, so no figure here was chosen by the guard or by a look at it.
+
+``benchmarks/coevolve.py --test-episodes N`` evaluates each seed's base and final policy on the
+test episodes. This script evaluates the policy of every round, accepted or not, on the same
+episodes, and the final policy of each baseline folder named by ``--baselines`` (e.g. a direct-RL
+run on another budget), then compares them pooled over the seeds, paired (McNemar), against the
+base and against the round before, and the rounds named by ``--against`` against each baseline.
+Evaluations are kept in ``<run>/test_curve.json`` and reused when the script runs again.
+
+    python benchmarks/coevolve_test_curve.py --out runs/bench_coevolve_push_short128_4r \\
+        --baselines direct-rl-400ep direct-rl --against 4 7 --tag short_rounds_128envs_7rounds_guard
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from common import report
+from tqdm import tqdm
+
+from worldsim.evaluation.compare import paired_comparison
+from worldsim.evaluation.rank import per_task_summary
+from worldsim.pipelines.coevolve import last_accepted, real_outcomes
+from worldsim.policies import load_policy
+from worldsim.runtime.run_logging import write_json
+from worldsim.training.rl import evaluate
+
+
+def weights_digest(policy: Path) -> str:
+    """What identifies a policy in the cache: its weights, not its folder (folders get renamed and reused)."""
+    digest = hashlib.sha256()
+    for file in sorted(policy.glob("*.safetensors")):
+        digest.update(file.read_bytes())
+    if not any(policy.glob("*.safetensors")):
+        raise SystemExit(f"{policy}: no policy weights (*.safetensors) there")
+    return digest.hexdigest()[:16]
+
+
+def test_outcomes(run: Path, policies: dict[str, str], progress: tqdm) -> dict[str, list[bool]]:
+    """Per-episode outcomes of each named policy on ``run``'s test episodes (cached in the run)."""
+    results = json.loads((run / "results.json").read_text())
+    test = results.get("test")
+    if not test:
+        raise SystemExit(f"{run} has no test evaluation: run benchmarks/coevolve.py with --test-episodes")
+    cache_file = run / "test_curve.json"
+    cache: dict[str, Any] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    out = {}
+    for name, policy in policies.items():
+        key = f"{weights_digest(Path(policy))}@{test['seed']}x{test['episodes_per_task']}"
+        if key not in cache:
+            summary = per_task_summary(evaluate(load_policy(policy), results["tasks"], test["episodes_per_task"],
+                                                seed=test["seed"]))
+            cache[key] = real_outcomes(results["tasks"], {"real": summary})
+            write_json(cache_file, cache)
+        out[name] = cache[key]
+        progress.update()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="the benchmarks/coevolve.py folder")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--baselines", nargs="*", default=[], help="variant folders <name>_s<seed> in --out")
+    parser.add_argument("--against", type=int, nargs="*", default=[], help="rounds compared with each baseline")
+    parser.add_argument("--tag", default=None, help="appended to the results file's name")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runs' own: 1)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    per_seed = []
+    progress = tqdm(desc="test evaluations", unit="policy")
+    for seed in args.seeds:
+        run = args.out / f"coevolve_s{seed}"
+        results = json.loads((run / "results.json").read_text())
+        if not results.get("test"):
+            raise SystemExit(f"{run} has no test evaluation: run benchmarks/coevolve.py with --test-episodes")
+        policies = {f"round {r['round']}": r["policy"] for r in results["rounds"]}
+        for name in args.baselines:
+            baseline = json.loads((args.out / f"{name}_s{seed}" / "results.json").read_text())
+            policies[name] = last_accepted(baseline["rounds"])["policy"]
+            if not Path(policies[name]).resolve().is_relative_to((args.out / f"{name}_s{seed}").resolve()):
+                raise SystemExit(f"{name}_s{seed}'s policy {policies[name]} lies outside its folder: was it moved?")
+        outcomes = test_outcomes(run, policies, progress)
+        if outcomes["round 0"] != real_outcomes(results["tasks"], results["test"]["base"]):
+            raise SystemExit(f"{run}: the base policy's test outcomes differ from the run's own: not the same episodes")
+        per_seed.append(outcomes)
+    progress.close()
+
+    def pooled(name: str) -> list[bool]:
+        return sum((o[name] for o in per_seed), [])
+
+    rounds = min(sum(k.startswith("round ") for k in o) for o in per_seed)
+    curve = [{"round": k, "success_rate": float(sum(pooled(f"round {k}")) / len(pooled(f"round {k}"))),
+              "per_seed": [sum(o[f"round {k}"]) / len(o[f"round {k}"]) for o in per_seed],
+              "vs_base": paired_comparison(pooled("round 0"), pooled(f"round {k}")) if k else None,
+              "vs_previous": paired_comparison(pooled(f"round {k - 1}"), pooled(f"round {k}")) if k else None}
+             for k in range(rounds)]
+    summary = {"out": str(args.out), "seeds": args.seeds, "test_episodes": len(per_seed[0]["round 0"]),
+               "rounds": curve,
+               "baselines": {name: paired_comparison(pooled("round 0"), pooled(name)) for name in args.baselines},
+               "rounds_vs_baselines": {f"round {k} vs {name}": paired_comparison(pooled(name), pooled(f"round {k}"))
+                                       for k in args.against for name in args.baselines}}
+    report("coevolve_test_curve" + (f"_{args.tag}" if args.tag else ""), summary)
+
+
+if __name__ == "__main__":
+    main()
