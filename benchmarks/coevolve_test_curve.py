@@ -9,7 +9,8 @@ base and against the round before, and the rounds named by ``--against`` against
 Evaluations are kept in ``<run>/test_curve.json`` and reused when the script runs again.
 
     python benchmarks/coevolve_test_curve.py --out runs/bench_coevolve_push_short128_4r \\
-        --baselines direct-rl-400ep direct-rl --against 4 7 --tag short_rounds_128envs_7rounds_guard
+        --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 \\
+        --tag short_rounds_128envs_9rounds_guard
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ from worldsim.training.rl import evaluate
 
 def weights_digest(policy: Path) -> str:
     """What identifies a policy in the cache: its weights, not its folder (folders get renamed and reused)."""
-    digest = hashlib.sha256()
-    for file in sorted(policy.glob("*.safetensors")):
-        digest.update(file.read_bytes())
-    if not any(policy.glob("*.safetensors")):
+    files = sorted(policy.glob("*.safetensors"))
+    if not files:
         raise SystemExit(f"{policy}: no policy weights (*.safetensors) there")
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
 
 
