@@ -7,6 +7,8 @@ episodes, and the final policy of each baseline folder named by ``--baselines`` 
 run on another budget), then compares them pooled over the seeds, paired (McNemar), against the
 base and against the round before, and the rounds named by ``--against`` against each baseline.
 Evaluations are kept in ``<run>/test_curve.json`` and reused when the script runs again.
+``--seed-offset K`` puts everything, the base included, on another set of fresh episodes (seed
++ K), a second test of the same policies.
 
     python benchmarks/coevolve_test_curve.py --out runs/bench_coevolve_push_short128_4r \\
         --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 \\
@@ -44,20 +46,19 @@ def weights_digest(policy: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def test_outcomes(run: Path, policies: dict[str, str], progress: tqdm) -> dict[str, list[bool]]:
-    """Per-episode outcomes of each named policy on ``run``'s test episodes (cached in the run)."""
+def test_outcomes(run: Path, policies: dict[str, str], seed: int, progress: tqdm) -> dict[str, list[bool]]:
+    """Per-episode outcomes of each named policy on ``run``'s test episodes, or as many from
+    ``seed`` (cached in the run)."""
     results = json.loads((run / "results.json").read_text())
-    test = results.get("test")
-    if not test:
-        raise SystemExit(f"{run} has no test evaluation: run benchmarks/coevolve.py with --test-episodes")
+    test = results["test"]
     cache_file = run / "test_curve.json"
     cache: dict[str, Any] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     out = {}
     for name, policy in policies.items():
-        key = f"{weights_digest(Path(policy))}@{test['seed']}x{test['episodes_per_task']}"
+        key = f"{weights_digest(Path(policy))}@{seed}x{test['episodes_per_task']}"
         if key not in cache:
             summary = per_task_summary(evaluate(load_policy(policy), results["tasks"], test["episodes_per_task"],
-                                                seed=test["seed"]))
+                                                seed=seed))
             cache[key] = real_outcomes(results["tasks"], {"real": summary})
             write_json(cache_file, cache)
         out[name] = cache[key]
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--baselines", nargs="*", default=[], help="variant folders <name>_s<seed> in --out")
     parser.add_argument("--against", type=int, nargs="*", default=[], help="rounds compared with each baseline")
     parser.add_argument("--tag", default=None, help="appended to the results file's name")
+    parser.add_argument("--seed-offset", type=int, default=None,
+                        help="episodes from seed + this instead of the run's test episodes (a second test)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runs' own: 1)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -89,8 +92,9 @@ def main() -> None:
             policies[name] = last_accepted(baseline["rounds"])["policy"]
             if not Path(policies[name]).resolve().is_relative_to((args.out / f"{name}_s{seed}").resolve()):
                 raise SystemExit(f"{name}_s{seed}'s policy {policies[name]} lies outside its folder: was it moved?")
-        outcomes = test_outcomes(run, policies, progress)
-        if outcomes["round 0"] != real_outcomes(results["tasks"], results["test"]["base"]):
+        episodes_seed = results["test"]["seed"] if args.seed_offset is None else seed + args.seed_offset
+        outcomes = test_outcomes(run, policies, episodes_seed, progress)
+        if args.seed_offset is None and outcomes["round 0"] != real_outcomes(results["tasks"], results["test"]["base"]):
             raise SystemExit(f"{run}: the base policy's test outcomes differ from the run's own: not the same episodes")
         per_seed.append(outcomes)
     progress.close()
@@ -105,6 +109,7 @@ def main() -> None:
               "vs_previous": paired_comparison(pooled(f"round {k - 1}"), pooled(f"round {k}")) if k else None}
              for k in range(rounds)]
     summary = {"out": str(args.out), "seeds": args.seeds, "test_episodes": len(per_seed[0]["round 0"]),
+               "seed_offset": args.seed_offset,
                "rounds": curve,
                "baselines": {name: paired_comparison(pooled("round 0"), pooled(name)) for name in args.baselines},
                "rounds_vs_baselines": {f"round {k} vs {name}": paired_comparison(pooled(name), pooled(f"round {k}"))
