@@ -146,10 +146,10 @@ def main() -> None:
             runs[variant].append(coevolve(config))
 
     def figures(results: list[dict]) -> dict:
-        final = [float(np.mean(outcomes(r)[1])) for r in results]
-        gain = [float(np.mean(outcomes(r)[1]) - np.mean(outcomes(r)[0])) for r in results]
-        rounds = [[x["real"]["success_rate"] for x in r["rounds"]] for r in results]
         pairs = [outcomes(r) for r in results]
+        final = [float(np.mean(after)) for _, after in pairs]
+        gain = [float(np.mean(after) - np.mean(before)) for before, after in pairs]
+        rounds = [[x["real"]["success_rate"] for x in r["rounds"]] for r in results]
         # per round, pooled over the seeds: against BC, and against the round before (did it add?)
         per_round = [[real_outcomes(r["tasks"], x) for x in r["rounds"]] for r in results]
         depth = min(len(p) for p in per_round)
@@ -161,7 +161,7 @@ def main() -> None:
                 "improvement_points_per_seed": [100 * g for g in gain],
                 "pooled_vs_base": paired_comparison(sum((b for b, _ in pairs), []), sum((f for _, f in pairs), [])),
                 "measured_on": "test episodes" if all(r.get("test") for r in results) else "round evaluations",
-                "per_seed_vs_base": [paired_comparison(*outcomes(r)) for r in results],
+                "per_seed_vs_base": [paired_comparison(*pair) for pair in pairs],
                 "real_success_per_round": rounds,
                 "final_round": [last_accepted(r["rounds"])["round"] for r in results],
                 "pooled_round_vs_base": [pooled(0, k) for k in range(1, depth)],

@@ -46,10 +46,10 @@ def weights_digest(policy: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def test_outcomes(run: Path, policies: dict[str, str], seed: int, progress: tqdm) -> dict[str, list[bool]]:
-    """Per-episode outcomes of each named policy on ``run``'s test episodes, or as many from
-    ``seed`` (cached in the run)."""
-    results = json.loads((run / "results.json").read_text())
+def test_outcomes(run: Path, results: dict[str, Any], policies: dict[str, str], seed: int,
+                  progress: tqdm) -> dict[str, list[bool]]:
+    """Per-episode outcomes of each named policy on as many episodes as ``run``'s test (its
+    ``results``), from ``seed`` (cached in the run)."""
     test = results["test"]
     cache_file = run / "test_curve.json"
     cache: dict[str, Any] = json.loads(cache_file.read_text()) if cache_file.exists() else {}
@@ -93,7 +93,7 @@ def main() -> None:
             if not Path(policies[name]).resolve().is_relative_to((args.out / f"{name}_s{seed}").resolve()):
                 raise SystemExit(f"{name}_s{seed}'s policy {policies[name]} lies outside its folder: was it moved?")
         episodes_seed = results["test"]["seed"] if args.seed_offset is None else seed + args.seed_offset
-        outcomes = test_outcomes(run, policies, episodes_seed, progress)
+        outcomes = test_outcomes(run, results, policies, episodes_seed, progress)
         if args.seed_offset is None and outcomes["round 0"] != real_outcomes(results["tasks"], results["test"]["base"]):
             raise SystemExit(f"{run}: the base policy's test outcomes differ from the run's own: not the same episodes")
         per_seed.append(outcomes)
