@@ -40,12 +40,9 @@ class Stages:
             raise ValueError(f"--resume: no {STATE_FILE} in {out}; run without --resume to start there")
         state = json.loads(self.path.read_text()) if resume else {"config": config, "stages": {}}
         if resume:
-            theirs = state["config"] = defaults | state["config"]
-            changed = [k for k in config if k not in ("resume", "progress") and theirs.get(k) != config[k]]
             # judged and tested after the stages they read, these apply from where the run goes on
-            for k in set(changed) & set(LATER_FIELDS):
-                theirs[k] = config[k]
-            changed = [k for k in changed if k not in LATER_FIELDS]
+            theirs = state["config"] = defaults | state["config"] | {k: config[k] for k in LATER_FIELDS}
+            changed = [k for k in config if k not in ("resume", "progress") and theirs.get(k) != config[k]]
             if changed == ["rounds"] and config["mode"] == "coevolve" and config["rounds"] > theirs["rounds"]:
                 # more rounds extend a run: its rounds stay as recorded, and its last one now also
                 # collects and refines the world model for the next
