@@ -8,10 +8,13 @@ run on another budget), then compares them pooled over the seeds, paired (McNema
 base and against the round before, and the rounds named by ``--against`` against each baseline.
 Evaluations are kept in ``<run>/test_curve.json`` and reused when the script runs again.
 ``--seed-offset K`` puts everything, the base included, on another set of fresh episodes (seed
-+ K), a second test of the same policies.
++ K), a second test of the same policies. ``--average`` adds the uniform average of the weights
+of every round's policy (rounds 1 on, accepted or not; written to ``<run>/average_of_rounds_1-R``),
+compared with the base, the last round and each baseline: the rounds fine-tune one policy at a
+small learning rate, so their average is a policy too, with the rounds' noise averaged out.
 
     python benchmarks/coevolve_test_curve.py --out runs/bench_coevolve_push_short128_4r \\
-        --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 \\
+        --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 --average \\
         --tag short_rounds_128envs_9rounds_guard
 """
 
@@ -25,6 +28,7 @@ from typing import Any
 
 import torch
 from common import report
+from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from worldsim.evaluation.compare import paired_comparison
@@ -44,6 +48,24 @@ def weights_digest(policy: Path) -> str:
     for file in files:
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def average_of_rounds(run: Path, policies: dict[str, str]) -> Path:
+    """The uniform average of the weights of ``policies``' rounds 1 to R, saved once under ``run``
+    as ``average_of_rounds_1-R`` (an extended run gets a new one) with round R's config; its folder."""
+    rounds = sorted((int(k.split()[1]), Path(v)) for k, v in policies.items()
+                    if k.startswith("round ") and k != "round 0")
+    folder = run / f"average_of_rounds_1-{rounds[-1][0]}" / "policy"
+    if not folder.exists():
+        weights = [load_file(str(policy / "model.safetensors")) for _, policy in rounds]
+        average = {name: torch.stack([w[name].double() for w in weights]).mean(0).to(tensor.dtype)
+                   for name, tensor in weights[-1].items()}
+        staging = folder.with_name(".policy.tmp")
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / "config.json").write_bytes((rounds[-1][1] / "config.json").read_bytes())
+        save_file(average, str(staging / "model.safetensors"))
+        staging.replace(folder)
+    return folder
 
 
 def test_outcomes(run: Path, results: dict[str, Any], policies: dict[str, str], seed: int,
@@ -75,6 +97,7 @@ def main() -> None:
     parser.add_argument("--tag", default=None, help="appended to the results file's name")
     parser.add_argument("--seed-offset", type=int, default=None,
                         help="episodes from seed + this instead of the run's test episodes (a second test)")
+    parser.add_argument("--average", action="store_true", help="add the average of the rounds' weights")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runs' own: 1)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -92,6 +115,8 @@ def main() -> None:
             policies[name] = last_accepted(baseline["rounds"])["policy"]
             if not Path(policies[name]).resolve().is_relative_to((args.out / f"{name}_s{seed}").resolve()):
                 raise SystemExit(f"{name}_s{seed}'s policy {policies[name]} lies outside its folder: was it moved?")
+        if args.average:
+            policies["average"] = str(average_of_rounds(run, policies))
         episodes_seed = results["test"]["seed"] if args.seed_offset is None else seed + args.seed_offset
         outcomes = test_outcomes(run, results, policies, episodes_seed, progress)
         if args.seed_offset is None and outcomes["round 0"] != real_outcomes(results["tasks"], results["test"]["base"]):
@@ -103,6 +128,14 @@ def main() -> None:
         return sum((o[name] for o in per_seed), [])
 
     rounds = min(sum(k.startswith("round ") for k in o) for o in per_seed)
+    average = None
+    if args.average:
+        average = {"success_rate": float(sum(pooled("average")) / len(pooled("average"))),
+                   "per_seed": [sum(o["average"]) / len(o["average"]) for o in per_seed],
+                   "vs_base": paired_comparison(pooled("round 0"), pooled("average")),
+                   "vs_last_round": paired_comparison(pooled(f"round {rounds - 1}"), pooled("average")),
+                   "vs_baselines": {name: paired_comparison(pooled(name), pooled("average"))
+                                    for name in args.baselines}}
     curve = [{"round": k, "success_rate": float(sum(pooled(f"round {k}")) / len(pooled(f"round {k}"))),
               "per_seed": [sum(o[f"round {k}"]) / len(o[f"round {k}"]) for o in per_seed],
               "vs_base": paired_comparison(pooled("round 0"), pooled(f"round {k}")) if k else None,
@@ -110,7 +143,7 @@ def main() -> None:
              for k in range(rounds)]
     summary = {"out": str(args.out), "seeds": args.seeds, "test_episodes": len(per_seed[0]["round 0"]),
                "seed_offset": args.seed_offset,
-               "rounds": curve,
+               "rounds": curve, "average_of_rounds": average,
                "baselines": {name: paired_comparison(pooled("round 0"), pooled(name)) for name in args.baselines},
                "rounds_vs_baselines": {f"round {k} vs {name}": paired_comparison(pooled(name), pooled(f"round {k}"))
                                        for k in args.against for name in args.baselines}}
