@@ -11,13 +11,18 @@ expert fail nearly always), the ``tiny`` model trained ``--wm-steps`` on them, a
 real starts of the imagined episodes, ``--keyframe-episodes`` further expert episodes of
 another seed. Each policy is then evaluated in physics and in the world model
 (:func:`worldsim.evaluation.rank.rank_policies`). Every stage reuses its output in ``--out``
-when it exists. Prints one JSON line last.
+when it exists. Prints one JSON line last. ``--seed 7`` (the fourth and fifth commands) redoes
+the tabletop-4 ranking with new demonstrations, checkpoints, world model, keyframes and
+evaluation episodes: a fresh test of a figure whose settings were chosen on the first.
 
     python benchmarks/bc_suite.py --suite tabletop-4 --eval-episodes 0 --out runs/bench_bc
     python benchmarks/policy_ranking.py --demos runs/bench_bc/demos.h5 --policies runs/bench_bc/bc/policy \\
         --out runs/rank_suite
     python benchmarks/policy_ranking.py --world-model runs/rank_suite/wm --keyframes runs/rank_suite/keyframes.h5 \\
         --outcome rule --policies runs/rank_suite/bc_*/policy runs/bench_bc/bc/policy --out runs/rank_tabletop4_rule
+    python benchmarks/bc_suite.py --suite tabletop-4 --eval-episodes 0 --seed 7 --out runs/bench_bc_s7
+    python benchmarks/policy_ranking.py --seed 7 --demos runs/bench_bc_s7/demos.h5 --bc-steps 100 200 400 1000 \\
+        2000 3000 --policies runs/bench_bc_s7/bc/policy --outcome rule --out runs/rank_s7
     python benchmarks/policy_ranking.py --task PushCube-v0 --world-model runs/study/default/wm \\
         --keyframes runs/study/default/iid.h5 --policies runs/rank_suite/bc_*/policy runs/bench_bc/bc/policy \\
         --out runs/rank_push_rule --outcome rule
@@ -62,6 +67,9 @@ def main() -> None:
     parser.add_argument("--outcome", choices=("head", "rule"),
                         help="judge imagined success this way instead of as the world model was trained to")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the BC checkpoints, the world model's data and training, the keyframes "
+                             "(1000 + this) and the real and imagined evaluations: another seed is a fresh test")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_ranking"))
     args = parser.parse_args()
     if (args.world_model is None) != (args.keyframes is None):
@@ -79,7 +87,7 @@ def main() -> None:
         for steps in args.bc_steps:
             run = args.out / f"bc_{steps}"
             if not (run / "summary.json").exists():
-                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps,
+                train_bc(BCConfig(data=args.demos, out=run, steps=steps, checkpoint_every=steps, seed=args.seed,
                                   torch_threads=args.threads, progress=False, overwrite=True))
             policies.append(run / "policy")
     seconds["bc"] = time.time() - start
@@ -89,15 +97,15 @@ def main() -> None:
         from worldsim.world_models import TrainWMConfig, train_world_model
 
         start = time.time()
-        expert_episodes(tasks, args.wm_episodes, args.out / "wm_data.h5", seed=0)
-        expert_episodes(tasks, args.keyframe_episodes, args.out / "keyframes.h5", seed=1000)
+        expert_episodes(tasks, args.wm_episodes, args.out / "wm_data.h5", seed=args.seed)
+        expert_episodes(tasks, args.keyframe_episodes, args.out / "keyframes.h5", seed=1000 + args.seed)
         seconds["collect"] = time.time() - start
         world_model, keyframes = args.out / "wm", args.out / "keyframes.h5"
         if not (world_model / "summary.json").exists():
             start = time.time()
             train_world_model(TrainWMConfig(
                 data=args.out / "wm_data.h5", out=world_model, steps=args.wm_steps, batch_size=32,
-                val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500,
+                val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500, seed=args.seed,
                 torch_threads=args.threads, device="cpu", progress=False, overwrite=True))
             seconds["train_wm"] = time.time() - start
 
@@ -112,6 +120,7 @@ def main() -> None:
     result = rank_policies(RankConfig(world_model=world_model, keyframes=keyframes, policies=tuple(policies),
                                       task=tuple(tasks), episodes=args.episodes,
                                       imagined_episodes=args.imagined_episodes, out=args.out, device="cpu",
+                                      seed=args.seed,
                                       progress=False))
     seconds["rank"] = time.time() - start
 
@@ -122,7 +131,7 @@ def main() -> None:
     report("policy_ranking_" + args.out.name, {
         "tasks": tasks, "world_model": str(world_model), "outcome": model.config.outcome,
         "contact_gate": model.config.contact_gate,
-        "keyframes": str(keyframes), "policies": len(policies),
+        "keyframes": str(keyframes), "policies": len(policies), "seed": args.seed,
         "real_episodes": args.episodes, "imagined_episodes": args.imagined_episodes,
         "over_policies": result["over_policies"], "over_policy_task_pairs": result["over_policy_task_pairs"],
         "per_task": result["per_task"], "mean_abs_error": result["mean_abs_error"],
