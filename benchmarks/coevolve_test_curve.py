@@ -127,17 +127,19 @@ def main() -> None:
     def pooled(name: str) -> list[bool]:
         return sum((o[name] for o in per_seed), [])
 
+    def rates(name: str) -> dict[str, Any]:
+        return {"success_rate": float(sum(pooled(name)) / len(pooled(name))),
+                "per_seed": [sum(o[name]) / len(o[name]) for o in per_seed]}
+
     rounds = min(sum(k.startswith("round ") for k in o) for o in per_seed)
     average = None
     if args.average:
-        average = {"success_rate": float(sum(pooled("average")) / len(pooled("average"))),
-                   "per_seed": [sum(o["average"]) / len(o["average"]) for o in per_seed],
+        average = {**rates("average"),
                    "vs_base": paired_comparison(pooled("round 0"), pooled("average")),
                    "vs_last_round": paired_comparison(pooled(f"round {rounds - 1}"), pooled("average")),
                    "vs_baselines": {name: paired_comparison(pooled(name), pooled("average"))
                                     for name in args.baselines}}
-    curve = [{"round": k, "success_rate": float(sum(pooled(f"round {k}")) / len(pooled(f"round {k}"))),
-              "per_seed": [sum(o[f"round {k}"]) / len(o[f"round {k}"]) for o in per_seed],
+    curve = [{"round": k, **rates(f"round {k}"),
               "vs_base": paired_comparison(pooled("round 0"), pooled(f"round {k}")) if k else None,
               "vs_previous": paired_comparison(pooled(f"round {k - 1}"), pooled(f"round {k}")) if k else None}
              for k in range(rounds)]
