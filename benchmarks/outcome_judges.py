@@ -1,0 +1,169 @@
+"""What caps imagined-vs-real outcome agreement where RL trains: the judge, or the dynamics?
+
+Issue 17 asks for 90% agreement on balanced windows at the horizon RL uses from keyframes.
+``eval-wm`` reports one figure per horizon: the model's judge on its imagined scene. This splits
+it. Each of ``eval-wm``'s balanced keyframe windows (``keyframe_<h>_balanced``: half of them end in
+a real success) is replayed once, open loop, and judged several ways:
+
+- ``head``: the success head on the pathway's imagined positions, at the model's calibrated cut
+  (``eval-wm``'s figure);
+- ``head_on_recorded_positions``: the same head on the recorded positions of the same steps, and
+  ``head_on_real_frames``: on the real frames, its own keypoints included. Both are what
+  agreement would be with perfect dynamics: the head's own ceiling. ``best_cut`` gives each at the
+  cut that is best on this very set, an oracle upper bound, not a figure a user gets;
+- ``rule``: the task's rule on the imagined positions (``outcome="rule"``); ``rule_without_resting``:
+  the cube's centre on the zone whatever its imagined height; ``zone_widened_<cm>``: that with
+  the zone widened (an oracle sweep, like ``best_cut``).
+
+Beside them, the imagined cube's height above rest per step (quantiles) against the recorded one,
+and the share of imagined steps whose cube the rule holds to be lifted. PushCube only: the rule
+variants read its cube and zone.
+
+    python benchmarks/outcome_judges.py --world-model runs/study/test/wm \\
+        --data runs/study/test/iid.h5 runs/study/test/noisier.h5 \\
+        runs/study/test/iid_seed50000.h5 runs/study/test/noisier_seed50000.h5
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from common import report
+
+from worldsim.envs.families.base import ON_ZONE, RESTING_TOLERANCE
+from worldsim.envs.observations import ENTITIES
+from worldsim.envs.scene import CUBE_HALF
+from worldsim.envs.tasks import get_task
+from worldsim.world_models.data import EpisodeBank
+from worldsim.world_models.evaluate import balanced_windows, held_out_bank
+from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
+from worldsim.world_models.latents import frames_to_latents
+from worldsim.world_models.metrics import agreement
+from worldsim.world_models.model import WorldModel
+from worldsim.world_models.replay import open_loop
+
+CUTS = np.round(np.arange(0.05, 0.96, 0.05), 2)
+WIDENINGS_CM = (0.5, 1.0, 2.0, 3.0)
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def window_max(per_step: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per window ``(N, H + 1)``: the largest value over its valid steps after the start (the
+    start is real and not judged, as in ``eval-wm``)."""
+    return np.where(valid[:, 1:], per_step[:, 1:], -np.inf).max(axis=1)
+
+
+def zone_excess(cube_xy: np.ndarray, zone_xy: np.ndarray) -> np.ndarray:
+    """How far (metres, max-norm) each cube centre lies outside the band the rule counts as on
+    the zone; <= 0 means on it."""
+    return np.abs(cube_xy - zone_xy).max(axis=-1) - ON_ZONE
+
+
+def scored(judged: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    """The agreement figures a row of the table needs."""
+    a = agreement(judged, real)
+    return {k: a[k] for k in ("accuracy", "recall", "specificity", "episodes")}
+
+
+def best_cut(scores: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    """The most accurate of ``CUTS`` on these very windows, and its figures (an oracle)."""
+    accuracy = [float(((scores >= cut) == real).mean()) for cut in CUTS]
+    cut = float(CUTS[int(np.argmax(accuracy))])
+    return {"cut": cut, **scored(scores >= cut, real)}
+
+
+def real_probabilities(model: WorldModel, bank: EpisodeBank, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """The head's success probability on every recorded observation row of ``bank``: from the
+    real frame (its keypoints found in it) and from the recorded positions."""
+    task = np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
+                           for e, length in enumerate(bank.lengths)])
+    frames, positions = [], []
+    with torch.no_grad():
+        for i in range(0, len(bank.images), batch_size):
+            rows = np.arange(i, min(i + batch_size, len(bank.images)))
+            t, proprio = torch.from_numpy(task[rows]), torch.from_numpy(bank.proprio[rows])
+            latent = frames_to_latents(torch.from_numpy(bank.images[rows]), model.config.patch)
+            frames.append(model.success_prob(latent, t, proprio).numpy())
+            points = bank.recorded_objects(rows)[0].float()
+            logit = model.success_head.judge(points, t, model._normalized_proprio(proprio))[0]
+            positions.append(torch.sigmoid(logit).numpy())
+    return np.concatenate(frames), np.concatenate(positions)
+
+
+def judge_windows(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int,
+                  seed: int) -> dict[str, Any]:
+    """Every judge's agreement over the windows ``episodes``/``starts`` of ``horizon`` steps."""
+    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(seed))
+    assert run.points is not None and run.heights is not None and model.rules is not None
+    real = (run.success[:, 1:] & run.valid[:, 1:]).any(axis=1)
+    spec = get_task(bank.infos[int(episodes[0])].task)
+    cube, zone = ENTITIES.index(f"{spec.obj}_cube"), ENTITIES.index(f"{spec.goal}_zone")
+    n, steps = run.points.shape[:2]
+    where = model.rules.positions(torch.from_numpy(run.points).float().flatten(0, 1),
+                                  torch.from_numpy(run.heights).float().flatten(0, 1)).reshape(n, steps, -1, 3).numpy()
+    task = torch.full((n * steps,), model.task_index(spec.name))
+    rule = model.rules.outcome(task, torch.from_numpy(run.imagined_proprio).flatten(0, 1), torch.from_numpy(
+        run.points).float().flatten(0, 1), torch.from_numpy(run.heights).float().flatten(0, 1))[0]
+    excess = window_max(-zone_excess(where[:, :, cube, :2], where[:, :, zone, :2]), run.valid)  # closest approach
+    rows = bank.obs_start[episodes][:, None] + starts[:, None] + np.arange(steps)[None]
+    rows = np.minimum(rows, (bank.obs_start[episodes] + bank.lengths[episodes])[:, None])
+    on_frames, on_positions = (p[rows] for p in real_probabilities(model, bank))
+    cut = model.config.success_threshold
+    head = window_max(run.success_prob, run.valid)
+    frames, positions = window_max(on_frames, run.valid), window_max(on_positions, run.valid)
+    lifted = where[:, 1:, cube, 2] > CUBE_HALF + RESTING_TOLERANCE
+    recorded = bank.recorded_objects(rows)[1].numpy()[:, :, cube]
+    return {
+        "windows": n, "base_rate": float(real.mean()),
+        "head": scored(head >= cut, real),
+        "head_on_recorded_positions": {**scored(positions >= cut, real), "best_cut": best_cut(positions, real)},
+        "head_on_real_frames": {**scored(frames >= cut, real), "best_cut": best_cut(frames, real)},
+        "head_best_cut": best_cut(head, real),
+        "rule": scored(window_max(rule.reshape(n, steps).numpy().astype(float), run.valid) > 0, real),
+        "rule_without_resting": scored(excess >= 0, real),
+        **{f"zone_widened_{w:g}cm": scored(excess >= -w / 100, real) for w in WIDENINGS_CM},
+        "imagined_steps_lifted": float(lifted[run.valid[:, 1:]].mean()),
+        "cube_above_rest_mm": {
+            "imagined": np.round(1000 * np.quantile(where[:, :, cube, 2] - CUBE_HALF, QUANTILES, axis=0), 1).tolist(),
+            "recorded": np.round(1000 * np.quantile(recorded - CUBE_HALF, QUANTILES, axis=0), 1).tolist()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-model", type=Path, required=True, help="a model with the object pathway")
+    parser.add_argument("--data", type=Path, nargs="+", required=True, help="held-out PushCube files (with state)")
+    parser.add_argument("--horizons", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--windows", type=int, default=256, help="at most this many windows per horizon")
+    parser.add_argument("--seed", type=int, default=0, help="eval-wm's seed: the same sets and windows")
+    parser.add_argument("--tag", default="", help="suffix of the result file")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    model = WorldModel.from_pretrained(args.world_model)
+    model.eval()
+    if model.rules is None:
+        parser.error(f"--world-model {args.world_model}: no object pathway, so no imagined positions to judge")
+    sets = {}
+    for path in args.data:
+        bank = held_out_bank(model, path, balance=True, seed=args.seed).bank
+        keys = select_keyframes(bank, KeyframeRule())
+        sets[path.stem] = {}
+        for h in args.horizons:
+            even = balanced_windows(bank, keys.episode, keys.step, h, args.windows, args.seed)
+            sets[path.stem][f"keyframe_{h}_balanced"] = judge_windows(model, bank, keys.episode[even],
+                                                                      keys.step[even], h, args.seed)
+            row = sets[path.stem][f"keyframe_{h}_balanced"]
+            print(f"{path.stem} {h} steps: head {row['head']['accuracy']:.3f}, on real frames "
+                  f"{row['head_on_real_frames']['accuracy']:.3f}, rule {row['rule']['accuracy']:.3f}, without "
+                  f"resting {row['rule_without_resting']['accuracy']:.3f}", flush=True)
+    report(f"outcome_judges{'_' + args.tag if args.tag else ''}", {
+        "world_model": str(args.world_model), "outcome": model.config.outcome,
+        "success_threshold": model.config.success_threshold, "sets": sets})
+
+
+if __name__ == "__main__":
+    main()
