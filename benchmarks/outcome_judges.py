@@ -94,9 +94,10 @@ def real_probabilities(model: WorldModel, bank: EpisodeBank, batch_size: int = 2
     return np.concatenate(frames), np.concatenate(positions)
 
 
-def judge_windows(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int,
-                  seed: int) -> dict[str, Any]:
-    """Every judge's agreement over the windows ``episodes``/``starts`` of ``horizon`` steps."""
+def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarray, np.ndarray], episodes: np.ndarray,
+                  starts: np.ndarray, horizon: int, seed: int) -> dict[str, Any]:
+    """Every judge's agreement over the windows ``episodes``/``starts`` of ``horizon`` steps;
+    ``on_real``: :func:`real_probabilities` of ``bank``."""
     run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(seed))
     assert run.points is not None and run.heights is not None and model.rules is not None
     real = (run.success[:, 1:] & run.valid[:, 1:]).any(axis=1)
@@ -111,7 +112,7 @@ def judge_windows(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, st
     excess = window_max(-zone_excess(where[:, :, cube, :2], where[:, :, zone, :2]), run.valid)  # closest approach
     rows = bank.obs_start[episodes][:, None] + starts[:, None] + np.arange(steps)[None]
     rows = np.minimum(rows, (bank.obs_start[episodes] + bank.lengths[episodes])[:, None])
-    on_frames, on_positions = (p[rows] for p in real_probabilities(model, bank))
+    on_frames, on_positions = (p[rows] for p in on_real)
     cut = model.config.success_threshold
     head = window_max(run.success_prob, run.valid)
     frames, positions = window_max(on_frames, run.valid), window_max(on_positions, run.valid)
@@ -151,10 +152,11 @@ def main() -> None:
     for path in args.data:
         bank = held_out_bank(model, path, balance=True, seed=args.seed).bank
         keys = select_keyframes(bank, KeyframeRule())
+        on_real = real_probabilities(model, bank)
         sets[path.stem] = {}
         for h in args.horizons:
             even = balanced_windows(bank, keys.episode, keys.step, h, args.windows, args.seed)
-            sets[path.stem][f"keyframe_{h}_balanced"] = judge_windows(model, bank, keys.episode[even],
+            sets[path.stem][f"keyframe_{h}_balanced"] = judge_windows(model, bank, on_real, keys.episode[even],
                                                                       keys.step[even], h, args.seed)
             row = sets[path.stem][f"keyframe_{h}_balanced"]
             print(f"{path.stem} {h} steps: head {row['head']['accuracy']:.3f}, on real frames "
