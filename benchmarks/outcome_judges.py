@@ -6,7 +6,8 @@ it. Each of ``eval-wm``'s balanced keyframe windows (``keyframe_<h>_balanced``: 
 a real success) is replayed once, open loop, and judged several ways:
 
 - ``head``: the success head on the pathway's imagined positions, at the model's calibrated cut
-  (``eval-wm``'s figure);
+  (``eval-wm``'s figure for a model judged by its head; computed the same way for one judged by
+  the rule);
 - ``head_on_recorded_positions``: the same head on the recorded positions of the same steps, and
   ``head_on_real_frames``: on the real frames, its own keypoints included. Both are what
   agreement would be with perfect dynamics: the head's own ceiling. ``best_cut`` gives each at the
@@ -107,14 +108,18 @@ def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarra
     where = model.rules.positions(torch.from_numpy(run.points).float().flatten(0, 1),
                                   torch.from_numpy(run.heights).float().flatten(0, 1)).reshape(n, steps, -1, 3).numpy()
     task = torch.full((n * steps,), model.task_index(spec.name))
-    rule = model.rules.outcome(task, torch.from_numpy(run.imagined_proprio).flatten(0, 1), torch.from_numpy(
-        run.points).float().flatten(0, 1), torch.from_numpy(run.heights).float().flatten(0, 1))[0]
-    excess = window_max(-zone_excess(where[:, :, cube, :2], where[:, :, zone, :2]), run.valid)  # closest approach
+    points, proprio = torch.from_numpy(run.points).float().flatten(0, 1), torch.from_numpy(run.imagined_proprio)
+    rule = model.rules.outcome(task, proprio.flatten(0, 1), points,
+                               torch.from_numpy(run.heights).float().flatten(0, 1))[0]
+    with torch.no_grad():  # as imagination judges with the head, whatever this model's own outcome is
+        logit = model.success_head.judge(points, task, model._normalized_proprio(proprio.flatten(0, 1)))[0]
+    # how far inside the zone's band the cube came at its closest (negative: short of it)
+    inside = window_max(-zone_excess(where[:, :, cube, :2], where[:, :, zone, :2]), run.valid)
     rows = bank.obs_start[episodes][:, None] + starts[:, None] + np.arange(steps)[None]
     rows = np.minimum(rows, (bank.obs_start[episodes] + bank.lengths[episodes])[:, None])
     on_frames, on_positions = (p[rows] for p in on_real)
     cut = model.config.success_threshold
-    head = window_max(run.success_prob, run.valid)
+    head = window_max(torch.sigmoid(logit).reshape(n, steps).numpy(), run.valid)
     frames, positions = window_max(on_frames, run.valid), window_max(on_positions, run.valid)
     lifted = where[:, 1:, cube, 2] > CUBE_HALF + RESTING_TOLERANCE
     recorded = bank.recorded_objects(rows)[1].numpy()[:, :, cube]
@@ -125,8 +130,8 @@ def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarra
         "head_on_real_frames": {**scored(frames >= cut, real), "best_cut": best_cut(frames, real)},
         "head_best_cut": best_cut(head, real),
         "rule": scored(window_max(rule.reshape(n, steps).numpy().astype(float), run.valid) > 0, real),
-        "rule_without_resting": scored(excess >= 0, real),
-        **{f"zone_widened_{w:g}cm": scored(excess >= -w / 100, real) for w in WIDENINGS_CM},
+        "rule_without_resting": scored(inside >= 0, real),
+        **{f"zone_widened_{w:g}cm": scored(inside >= -w / 100, real) for w in WIDENINGS_CM},
         "imagined_steps_lifted": float(lifted[run.valid[:, 1:]].mean()),
         "cube_above_rest_mm": {
             "imagined": np.round(1000 * np.quantile(where[:, :, cube, 2] - CUBE_HALF, QUANTILES, axis=0), 1).tolist(),
