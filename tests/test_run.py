@@ -1,6 +1,7 @@
 """The run around every trainer (worldsim.runtime.run): the step budget, the time budget as a
 loud safety net, exact resume and its refusal of changed settings, and the output-folder rule."""
 
+import gzip
 import json
 import time
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
+from worldsim.runtime.profiling import PROFILE_AFTER, step_summary
 from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
 from worldsim.runtime.run_logging import read_metrics
 
@@ -26,6 +28,7 @@ class Settings:
     torch_threads: int | None = None
     time_budget: float | None = None
     progress: bool = False
+    profile: int = 0
 
 
 class Model(torch.nn.Linear):
@@ -145,3 +148,31 @@ def test_run_settings_are_checked():
 def test_success_text_gives_the_rate_with_its_interval():
     result = {"success_rate": 0.45, "pooled_ci95": [0.356, 0.548], "episodes": 100}
     assert success_text(result) == "success 45.0% (95% CI 35.6%-54.8%, 100 episodes)"
+
+
+def test_a_profile_traces_the_asked_steps_after_the_warm_up(tmp_path):
+    run, summary, draws = train(Settings(tmp_path / "run", profile=3), steps=PROFILE_AFTER + 5)
+    folder = tmp_path / "run" / "profile"
+    profiled = json.loads((folder / "summary.json").read_text())
+    assert profiled["steps"] == 3 and profiled["ms_per_step"] > 0 and profiled["device_busy_percent"] is None
+    names = {e.get("name") for e in json.loads(gzip.decompress((folder / "trace.json.gz").read_bytes()))["traceEvents"]}
+    assert {f"ProfilerStep#{PROFILE_AFTER + k}" for k in range(3)} <= names  # the steps after the warm-up
+    assert "aten::rand" in (folder / "operations.md").read_text()
+    assert len(draws) == PROFILE_AFTER + 5  # profiling changes nothing the run does
+
+
+def test_the_device_busy_share_counts_overlapping_kernels_once():
+    steps = [{"name": "ProfilerStep#10", "ph": "X", "ts": 0, "dur": 5000},
+             {"name": "ProfilerStep#11", "ph": "X", "ts": 5000, "dur": 5000}]
+    kernels = [{"cat": "kernel", "ph": "X", "ts": ts, "dur": dur} for ts, dur in
+               ((0, 1000), (500, 1000), (4000, 500), (9000, 2000))]  # overlapping; the last runs past the steps
+    summary = step_summary(steps + kernels + [{"cat": "cpu_op", "ph": "X", "ts": 0, "dur": 10000}])
+    assert summary["steps"] == 2 and summary["ms_per_step"] == 5.0
+    assert summary["device_busy_percent"] == 30.0  # 1.5 + 0.5 + 1.0 ms of 10 ms
+    assert summary["idle_gaps_over_1ms"] == 2 and summary["idle_ms_in_those_gaps_per_step"] == 3.5  # (2.5 + 4.5) / 2
+
+
+def test_a_negative_or_boolean_profile_is_refused(tmp_path):
+    for bad in (-1, True):
+        with pytest.raises(ValueError, match="profile="):
+            check_run_settings(Settings(tmp_path, profile=bad))

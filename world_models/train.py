@@ -160,6 +160,8 @@ class TrainWMConfig:
     """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""
     progress: bool = True
     """Show a progress bar."""
+    profile: int = 0
+    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)

@@ -23,6 +23,10 @@ machine is. ``time_budget`` is only a safety net: when it cuts a run short the r
 warning then, its progress bar says so, and the summary records it (``stopped_by``, the steps
 done and asked).
 
+**Profiles.** ``profile=N`` traces N steps with ``torch.profiler``, after the session's first
+ten, into ``out/profile/`` (:mod:`~worldsim.runtime.profiling`): where a step's time goes, and on
+a GPU how busy the device kept.
+
 **Output folders.** A non-empty ``out`` is refused unless ``resume`` (continue that run) or
 ``overwrite`` (start afresh: the earlier run's files are removed first).
 
@@ -47,6 +51,7 @@ from tqdm.auto import tqdm
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
 from worldsim.runtime.distributed import all_reduce_mean, any_rank, init_distributed, ranks_in_sync, shutdown
+from worldsim.runtime.profiling import StepProfiler
 from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
 
 
@@ -71,6 +76,8 @@ class RunSettings(Protocol):
     def time_budget(self) -> float | None: ...
     @property
     def progress(self) -> bool: ...
+    @property
+    def profile(self) -> int: ...
 
 
 class Pretrained(Protocol):
@@ -85,6 +92,8 @@ def check_run_settings(config: RunSettings) -> None:
     budget = config.time_budget
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget) and budget > 0):
         raise ValueError(f"time_budget={budget!r} must be a number of seconds > 0 (or None: no limit)")
+    if isinstance(config.profile, bool) or not isinstance(config.profile, int) or config.profile < 0:
+        raise ValueError(f"profile={config.profile!r} must be a number of steps >= 0 (0: no profile)")
     if config.resume and config.overwrite:
         raise ValueError("resume=True continues the run in out and overwrite=True removes it: pass one")
 
@@ -187,6 +196,8 @@ class TrainingRun:
         self.bar = tqdm(total=steps, initial=done, desc=self.name, unit="step",
                         unit_scale=scale if scale > 1 else False,
                         disable=not (self.config.progress and self.is_main), dynamic_ncols=True)
+        self.profiler = (StepProfiler(self.out / "profile", self.config.profile, self.device)
+                         if self.config.profile and self.is_main else None)
         self.clock = time.time()
 
     def keep_going(self, done: int) -> bool:
@@ -195,6 +206,9 @@ class TrainingRun:
         since :meth:`start` on any rank (so that all ranks stop at the same step) and this session
         took a step; that stop is announced on stderr and on the progress bar."""
         self.bar.update(done - self.done)
+        if self.profiler:
+            for _ in range(done - self.done):
+                self.profiler.step()
         self.done = done
         if done >= self.steps:
             return self._stop("steps")
@@ -206,6 +220,8 @@ class TrainingRun:
     def _stop(self, reason: str) -> bool:
         self.seconds = time.time() - self.clock
         self.stopped_by = reason
+        if self.profiler:
+            self.profiler.stop()
         if reason == "time_budget":
             self.bar.set_description(f"{self.name} (stopped by the time budget)")
             if self.is_main:

@@ -96,6 +96,8 @@ class BCConfig:
     oversubscribed, torch's thread pool slows down several times."""
     progress: bool = True
     """Show a progress bar."""
+    profile: int = 0
+    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)

@@ -226,6 +226,8 @@ class RLRunConfig:
     the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
     progress: bool = True
     """Show a progress bar."""
+    profile: int = 0
+    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
 
     def check(self, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
         """Normalise the shared fields and validate them, plus the subclass's int fields named in
