@@ -11,7 +11,8 @@ a real success) is replayed once, open loop, and judged several ways:
 - ``head_on_recorded_positions``: the same head on the recorded positions of the same steps, and
   ``head_on_real_frames``: on the real frames, its own keypoints included. Both are what
   agreement would be with perfect dynamics: the head's own ceiling. ``best_cut`` gives each at the
-  cut that is best on this very set, an oracle upper bound, not a figure a user gets;
+  cut that is best on this very set (:func:`~worldsim.world_models.metrics.calibrate_threshold` on
+  it), an oracle upper bound, not a figure a user gets;
 - ``rule``: the task's rule on the imagined positions (``outcome="rule"``); ``rule_without_resting``:
   the cube's centre on the zone whatever its imagined height; ``zone_widened_<cm>``: that with
   the zone widened (an oracle sweep, like ``best_cut``).
@@ -42,20 +43,18 @@ from worldsim.envs.tasks import get_task
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.evaluate import balanced_windows, held_out_bank
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
-from worldsim.world_models.latents import frames_to_latents
-from worldsim.world_models.metrics import agreement
+from worldsim.world_models.metrics import (
+    agreement,
+    calibrate_threshold,
+    real_frame_probabilities,
+    row_tasks,
+    window_max,
+)
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.replay import open_loop
 
-CUTS = np.round(np.arange(0.05, 0.96, 0.05), 2)
 WIDENINGS_CM = (0.5, 1.0, 2.0, 3.0)
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
-
-
-def window_max(per_step: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """Per window ``(N, H + 1)``: the largest value over its valid steps after the start (the
-    start is real and not judged, as in ``eval-wm``)."""
-    return np.where(valid[:, 1:], per_step[:, 1:], -np.inf).max(axis=1)
 
 
 def zone_excess(cube_xy: np.ndarray, zone_xy: np.ndarray) -> np.ndarray:
@@ -71,28 +70,20 @@ def scored(judged: np.ndarray, real: np.ndarray) -> dict[str, Any]:
 
 
 def best_cut(scores: np.ndarray, real: np.ndarray) -> dict[str, Any]:
-    """The most accurate of ``CUTS`` on these very windows, and its figures (an oracle)."""
-    accuracy = [float(((scores >= cut) == real).mean()) for cut in CUTS]
-    cut = float(CUTS[int(np.argmax(accuracy))])
+    """The cut most accurate on these very windows (the one a calibration on them would pick),
+    and its figures: an oracle."""
+    cut = calibrate_threshold(scores, real)
     return {"cut": cut, **scored(scores >= cut, real)}
 
 
-def real_probabilities(model: WorldModel, bank: EpisodeBank, batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+@torch.no_grad()
+def real_probabilities(model: WorldModel, bank: EpisodeBank) -> tuple[np.ndarray, np.ndarray]:
     """The head's success probability on every recorded observation row of ``bank``: from the
     real frame (its keypoints found in it) and from the recorded positions."""
-    task = np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
-                           for e, length in enumerate(bank.lengths)])
-    frames, positions = [], []
-    with torch.no_grad():
-        for i in range(0, len(bank.images), batch_size):
-            rows = np.arange(i, min(i + batch_size, len(bank.images)))
-            t, proprio = torch.from_numpy(task[rows]), torch.from_numpy(bank.proprio[rows])
-            latent = frames_to_latents(torch.from_numpy(bank.images[rows]), model.config.patch)
-            frames.append(model.success_prob(latent, t, proprio).numpy())
-            points = bank.recorded_objects(rows)[0].float()
-            logit = model.success_head.judge(points, t, model._normalized_proprio(proprio))[0]
-            positions.append(torch.sigmoid(logit).numpy())
-    return np.concatenate(frames), np.concatenate(positions)
+    points = bank.recorded_objects(np.arange(len(bank.images)))[0].float()
+    proprio = model._normalized_proprio(torch.from_numpy(bank.proprio))
+    logit = model.success_head.judge(points, torch.from_numpy(row_tasks(model, bank)), proprio)[0]
+    return real_frame_probabilities(model, bank), torch.sigmoid(logit).numpy()
 
 
 def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarray, np.ndarray], episodes: np.ndarray,

@@ -14,10 +14,11 @@ from worldsim.envs.scene import CUBE_HALF
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.world_models import EpisodeBank
 from worldsim.world_models.data import image_camera
+from worldsim.world_models.metrics import window_max
 from worldsim.world_models.outcome import TaskRules
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from outcome_judges import best_cut, window_max, zone_excess  # noqa: E402
+from outcome_judges import best_cut, zone_excess  # noqa: E402
 
 
 def test_the_zone_band_and_the_resting_check_are_the_push_rule_on_recorded_frames(tmp_path: Path) -> None:

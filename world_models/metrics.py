@@ -64,13 +64,17 @@ def _curve(run: OpenLoop, metric: Any) -> np.ndarray:
     return np.array(values)
 
 
+def window_max(per_step: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per replay of ``(N, H + 1)`` values: the largest over its valid steps after the start (the
+    start, a real frame, is not judged)."""
+    return np.where(valid[:, 1:], per_step[:, 1:], -np.inf).max(axis=1)
+
+
 def episode_scores(run: OpenLoop) -> tuple[np.ndarray, np.ndarray]:
     """Per replay: the highest imagined success probability over its valid imagined steps (the
-    start, a real frame, is not judged: the imagined episode succeeds iff this reaches the
-    threshold) and whether the real episode succeeded on one of those steps."""
-    valid = run.valid[:, 1:]
-    scores = np.where(valid, run.success_prob[:, 1:], -np.inf).max(axis=1)
-    return scores, (run.success[:, 1:] & valid).any(axis=1)
+    imagined episode succeeds iff this reaches the threshold) and whether the real episode
+    succeeded on one of those steps."""
+    return window_max(run.success_prob, run.valid), (run.success[:, 1:] & run.valid[:, 1:]).any(axis=1)
 
 
 def calibrate_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
@@ -117,7 +121,25 @@ def success_agreement(run: OpenLoop, threshold: float = 0.5) -> dict[str, Any]:
     return agreement(scores >= threshold, real)
 
 
+def row_tasks(model: WorldModel, bank: EpisodeBank) -> np.ndarray:
+    """The model's task index of every observation row of ``bank`` (episodes back to back)."""
+    return np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
+                           for e, length in enumerate(bank.lengths)])
+
+
 @torch.no_grad()
+def real_frame_probabilities(model: WorldModel, bank: EpisodeBank, batch_size: int = 256) -> np.ndarray:
+    """The success head's probability on every real frame of ``bank``, its keypoints found in the
+    frame: one per observation row."""
+    task = row_tasks(model, bank)
+    return np.concatenate([
+        model.success_prob(frames_to_latents(torch.from_numpy(bank.images[i:i + batch_size]),
+                                             model.config.patch).to(model.device),
+                           torch.from_numpy(task[i:i + batch_size]).to(model.device),
+                           torch.from_numpy(bank.proprio[i:i + batch_size]).to(model.device)).cpu().numpy()
+        for i in range(0, len(bank.images), batch_size)])
+
+
 def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
                         batch_size: int = 256) -> dict[str, Any]:
     """The success head judging the *real* frames of ``bank``: what the success agreement
@@ -127,15 +149,7 @@ def head_on_real_frames(model: WorldModel, bank: EpisodeBank, threshold: float,
     an episode succeeding when any of its real frames reaches ``threshold``), ``frame_recall``
     (over the real success frames), ``frame_false_positive_rate`` (over the other frames) and
     the frame counts."""
-    task = np.concatenate([np.full(length + 1, model.task_index(bank.infos[e].task))
-                           for e, length in enumerate(bank.lengths)])
-    probs = np.concatenate([
-        model.success_prob(frames_to_latents(torch.from_numpy(bank.images[i:i + batch_size]),
-                                             model.config.patch).to(model.device),
-                           torch.from_numpy(task[i:i + batch_size]).to(model.device),
-                           torch.from_numpy(bank.proprio[i:i + batch_size]).to(model.device)).cpu().numpy()
-        for i in range(0, len(bank.images), batch_size)])
-    fired, success = probs >= threshold, bank.success.astype(bool)
+    fired, success = real_frame_probabilities(model, bank, batch_size) >= threshold, bank.success.astype(bool)
     fired_per_episode = np.split(fired, bank.obs_start[1:])  # the bank stores episodes back to back
     return {"episode": agreement(np.array([f.any() for f in fired_per_episode]),
                                   np.array([bank.episode(j, "success").any() for j in range(len(bank))])),
