@@ -1,5 +1,7 @@
 """Does the object pathway carry a pushed cube as far as it really goes? The pathway alone, with
-and without ``object_relations``, fitted on one episode file and rolled open loop on another.
+and without ``object_relations`` (each object's offset from the gripper), and trained on rollouts
+of its own of ``dynamics_horizon`` 8 or 16 steps, fitted on one episode file and rolled open loop
+on another.
 
 Each variant is a fresh ``tiny`` model's low-dimensional dynamics (the proprio head and the
 object pathway) fitted by :meth:`~worldsim.world_models.WorldModel.dynamics_loss` for
@@ -9,10 +11,14 @@ pathway puts the cube. Then, on ``--held-out`` windows of ``--horizon`` steps, t
 rolled on its own predictions with the recorded gripper motion, and the cube's predicted
 displacement is compared with its real one where the real cube moved more than 2 px: the share
 of the real displacement the prediction covers along it (1: as far as the real cube) and the end
-error in cm on the table; plus how far it moves cubes that really stayed.
+error in cm on the table; plus how far it moves cubes that really stayed. One step ahead, from
+recorded contexts, the same share on the steps where the cube moved more than 2 mm, split by
+what moved it: the paddle (low, its centre within 5 cm of the cube's) or nothing the step shows
+(the cube sliding or tipping on after a push).
 
-    python benchmarks/pathway_relations.py --data runs/bench_coevolve_push_real800/coevolve_s0/round_0/all.h5 \\
-        --held-out runs/bench_coevolve_push/coevolve_s0/round_1/data.h5
+    python benchmarks/pathway_relations.py --data runs/study/test/train.h5 --held-out runs/study/test/iid.h5 \\
+        --variants relations none relations_h16
+    python benchmarks/pathway_relations.py ... --seed 1 --variants relations relations_h16  # pathway_relations_s1.json
 """
 
 from __future__ import annotations
@@ -35,13 +41,21 @@ from worldsim.world_models.data import EpisodeBank
 
 WARMUP = 200
 MOVED_PX = 2.0
+MOVED_M = 0.002
+PADDLE_LOW_M = 0.05  # TCP below this, its centre within PADDLE_REACH_M of the cube's: the paddle pushes it
+PADDLE_REACH_M = 0.05
+# each variant's pathway settings (relations: the tiny preset's)
+VARIANTS: dict[str, dict[str, bool | int]] = {
+    "relations": {"object_relations": True, "dynamics_horizon": 8},
+    "none": {"object_relations": False, "dynamics_horizon": 8},
+    "relations_h16": {"object_relations": True, "dynamics_horizon": 16}}
 
 
-def fit(bank: EpisodeBank, relations: bool, updates: int, seed: int) -> tuple[WorldModel, float]:
+def fit(bank: EpisodeBank, inputs: dict[str, bool | int], updates: int, seed: int) -> tuple[WorldModel, float]:
     torch.manual_seed(seed)
     instructions = tuple(bank.instructions[t] for t in bank.tasks)
     model = WorldModel(preset("tiny", tasks=tuple(bank.tasks), instructions=instructions,
-                              image_size=bank.image_shape[0], object_relations=relations))
+                              image_size=bank.image_shape[0], **inputs))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     parameters = model.dynamics_parameters()
     optimizer = torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-5)
@@ -87,12 +101,37 @@ def carried(model: WorldModel, bank: EpisodeBank, horizon: int, windows: int, se
 
     end_cm = 100 * (on_table(points[done, -1, cube], heights[done, -1, cube])
                     - on_table(w["target"][done, -1, cube], w["target_heights"][done, -1, cube])).norm(dim=-1)
-    return {"windows": int(done.sum()), "pushed": int(pushed.sum()),
+    return {"windows": int(done.sum()), "pushed": int(pushed.sum()), **one_step_shares(model, bank, windows, seed),
             "real_displacement_px_median": round(float(distance[pushed].median()), 2),
             "predicted_displacement_px_median": round(float(predicted[pushed].norm(dim=-1).median()), 2),
             "share_of_real_displacement_median": round(float(along[pushed].median()), 3),
             "end_error_cm_median": round(float(end_cm[pushed].median()), 2),
             "unpushed_drift_px_mean": round(float(predicted[~pushed].norm(dim=-1).mean()), 2)}
+
+
+@torch.no_grad()
+def one_step_shares(model: WorldModel, bank: EpisodeBank, windows: int, seed: int) -> dict[str, float | int]:
+    """The median share of the cube's real move the pathway predicts one step ahead from recorded
+    contexts, on steps where the paddle pushes it and on steps where it moves on its own."""
+    cfg = model.config
+    w = bank.state_windows(8 * windows, cfg.context, 1, {t: model.task_index(t) for t in bank.tasks},
+                           torch.Generator().manual_seed(seed + 3))
+    moved, lifted = model.move_objects(w["points"], w["heights"], w["proprio"][:, :cfg.context],
+                                       w["proprio"][:, cfg.context], w["actions"][:, 0], w["task"])
+    cube = [i for i, name in enumerate(ENTITIES) if name.endswith("_cube")][0]
+    unproject = model.objects.camera.unproject
+    before = unproject(w["points"][:, -1, cube], w["heights"][:, -1, cube])
+    real = (unproject(w["target"][:, 0, cube], w["target_heights"][:, 0, cube]) - before)[:, :2]
+    predicted = (unproject(moved[:, cube], lifted[:, cube]) - before)[:, :2]
+    tcp = w["proprio"][:, cfg.context, :3]
+    paddle = (tcp[:, 2] < PADDLE_LOW_M) & ((before[:, :2] - tcp[:, :2]).norm(dim=-1) < PADDLE_REACH_M)
+    moving = w["valid"][:, 0] & (real.norm(dim=-1) > MOVED_M)
+    share = (predicted * real).sum(-1) / (real * real).sum(-1).clamp_min(1e-12)
+    out: dict[str, float | int] = {}
+    for name, rows in (("pushed", moving & paddle), ("sliding", moving & ~paddle)):
+        out[f"one_step_{name}_steps"] = int(rows.sum())
+        out[f"one_step_{name}_share_median"] = round(float(share[rows].median()), 3)
+    return out
 
 
 def main() -> None:
@@ -104,6 +143,8 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
+                        help="the pathway's settings")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with EpisodeReader(args.data) as reader:
@@ -113,14 +154,15 @@ def main() -> None:
     with EpisodeReader(args.held_out) as reader:
         held = EpisodeBank(reader, tasks=reader.tasks)
     variants = {}
-    for name, relations in (("relations", True), ("no_relations", False)):
-        model, seconds = fit(bank, relations, args.updates, args.seed)
+    for name in args.variants:
+        model, seconds = fit(bank, VARIANTS[name], args.updates, args.seed)
         variants[name] = {**carried(model, held, args.horizon, args.windows, args.seed),
                           "fit_seconds": round(seconds, 1)}
         print(name, variants[name], flush=True)
-    report("pathway_relations", {"data": str(args.data), "held_out": str(args.held_out), "fit_episodes": len(bank),
-                                 "updates": args.updates, "horizon": args.horizon, "seed": args.seed,
-                                 "variants": variants})
+    report("pathway_relations" + (f"_s{args.seed}" if args.seed else ""), {
+        "variant_settings": {name: VARIANTS[name] for name in args.variants}, "data": str(args.data),
+        "held_out": str(args.held_out), "fit_episodes": len(bank), "updates": args.updates, "horizon": args.horizon,
+        "seed": args.seed, "variants": variants})
 
 
 if __name__ == "__main__":

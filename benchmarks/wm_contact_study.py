@@ -22,6 +22,7 @@ default sets, so those figures are tuned; a shifted set tests them.
     python benchmarks/wm_contact_study.py --threads 2 --outcome rule --out runs/study/rule
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/relations
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --held-out-seed 50000 --out runs/study/test
+    python benchmarks/wm_contact_study.py --threads 1 --outcome head --dynamics-horizon 16 --out runs/study/h16
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
 """
@@ -57,6 +58,8 @@ def main() -> None:
     parser.add_argument("--change-weight", type=float, default=None)
     parser.add_argument("--dynamics-updates", type=int, default=2,
                         help="proprio-head and object-pathway updates per training step")
+    parser.add_argument("--dynamics-horizon", type=int, default=None,
+                        help="steps they roll out on their own in training (default: the preset's, 8)")
     parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
     parser.add_argument("--seed", type=int, default=0, help="the world model's training seed (the data stays)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
@@ -110,7 +113,8 @@ def main() -> None:
                 val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device=args.device,
                 progress=False, object_pathway=args.object_pathway, object_relations=args.object_relations,
                 carry_objects=args.carry_objects,
-                change_weight=args.change_weight, dynamics_updates=args.dynamics_updates, outcome=args.outcome,
+                change_weight=args.change_weight, dynamics_updates=args.dynamics_updates,
+                dynamics_horizon=args.dynamics_horizon, outcome=args.outcome,
                 seed=args.seed, compile=args.compile, overwrite=True))
         summary["gpu_busy_percent"] = busy.percent()
     model = WorldModel.from_pretrained(args.out / "wm", device=resolve_device(args.device))
@@ -139,7 +143,7 @@ def main() -> None:
     report(f"wm_contact_study_{args.out.name}{shifted}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
         "object_pathway": model.config.object_pathway, "object_relations": model.config.object_relations,
-        "carry_objects": model.config.carry_objects,
+        "carry_objects": model.config.carry_objects, "dynamics_horizon": model.config.dynamics_horizon,
         "dynamics_updates": trained["dynamics_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
         "change_weight": trained["change_weight"], "seed": trained["seed"], "held_out_seed": args.held_out_seed,

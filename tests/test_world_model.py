@@ -57,7 +57,7 @@ def episodes(tmp_path_factory):
 def config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.2, val_every=4, val_horizon=3,
                 video_every=8, video_steps=4, checkpoint_every=4, torch_threads=1, device="cpu",
-                progress=False)
+                progress=False, dynamics_horizon=4)
     return TrainWMConfig(**{**base, **kwargs})
 
 
@@ -267,12 +267,13 @@ def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes
     with pytest.raises(ValueError, match="settings changed"):
         train_world_model(config(episodes, tmp_path / "resumed", resume=True, batch_size=8, steps=9))
 
-    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], steps=2, video_every=0))
+    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], dynamics_horizon=None, steps=2,
+                                     video_every=0))
     assert tuned["steps"] == 2
     original, fine = WorldModel.from_pretrained(trained[0]), WorldModel.from_pretrained(tmp_path / "tuned")
     assert torch.equal(original.proprio_mean, fine.proprio_mean)  # keeps its normalisation
     with pytest.raises(ValueError, match="--init the model keeps its own"):
-        config(episodes, tmp_path / "x", init=trained[0], context=3)
+        config(episodes, tmp_path / "x", init=trained[0], dynamics_horizon=None, context=3)
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo detected")

@@ -337,12 +337,12 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     summary = train_world_model(TrainWMConfig(
         data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
         video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False, object_pathway=True,
-        change_weight=2.0))
+        change_weight=2.0, dynamics_horizon=5))
     assert summary["steps"] == 4
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"train/objects"' in logged
     model = WorldModel.from_pretrained(tmp_path / "run")
-    assert model.config.object_pathway and model.config.change_weight == 2.0
+    assert model.config.object_pathway and model.config.change_weight == 2.0 and model.config.dynamics_horizon == 5
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
                        device="cpu")
     env.reset(seed=0)

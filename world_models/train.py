@@ -64,7 +64,7 @@ WARMUP_STEPS = 100
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override.
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "object_relations",
-                       "carry_objects", "change_weight", "outcome")
+                       "carry_objects", "change_weight", "outcome", "dynamics_horizon")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
                  "success_fraction", "success_weight", "dynamics_updates", "dynamics_members", "ensemble_only")
@@ -125,6 +125,8 @@ class TrainWMConfig:
     """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
     per training step: small MLPs that keep improving past the frame model's budget; each
     update costs a few per cent of a step on CPU."""
+    dynamics_horizon: int | None = None
+    """Steps a new model's proprio head and object pathway roll out on their own in training (default 8)."""
     dynamics_members: int | None = None
     """Members of the dynamics ensemble (the model's own proprio head and object pathway plus
     this many minus one; imagination reports their disagreement): a new model's (default 1, no
