@@ -19,6 +19,7 @@ what moved it: the paddle (low, its centre within 5 cm of the cube's) or nothing
     python benchmarks/pathway_relations.py --data runs/study/test/train.h5 --held-out runs/study/test/iid.h5 \\
         --variants relations none relations_h16
     python benchmarks/pathway_relations.py ... --seed 1 --variants relations relations_h16  # pathway_relations_s1.json
+    python benchmarks/pathway_relations.py ... --updates 800 --variants relations_h16 --tag 800_updates  # [--seed 1]
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from worldsim.world_models.data import EpisodeBank
 WARMUP = 200
 MOVED_PX = 2.0
 MOVED_M = 0.002
+PUSHED = ENTITIES.index("red_cube")  # PushCube's cube
 PADDLE_LOW_M = 0.05  # TCP below this, its centre within PADDLE_REACH_M of the cube's: the paddle pushes it
 PADDLE_REACH_M = 0.05
 # each variant's pathway settings (relations: the tiny preset's)
@@ -87,10 +89,9 @@ def carried(model: WorldModel, bank: EpisodeBank, horizon: int, windows: int, se
                                            w["proprio"][:, k + cfg.context], w["actions"][:, k], w["task"])
         points = torch.cat([points[:, 1:], moved[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
-    cube = [i for i, name in enumerate(ENTITIES) if name.endswith("_cube")][0]
     done = w["valid"][:, -1]
-    start = w["points"][done, -1, cube]
-    real, predicted = w["target"][done, -1, cube] - start, points[done, -1, cube] - start
+    start = w["points"][done, -1, PUSHED]
+    real, predicted = w["target"][done, -1, PUSHED] - start, points[done, -1, PUSHED] - start
     distance = real.norm(dim=-1)
     pushed = distance > MOVED_PX
     along = (predicted * real).sum(-1) / distance.clamp_min(1e-6) / distance.clamp_min(1e-6)
@@ -99,8 +100,8 @@ def carried(model: WorldModel, bank: EpisodeBank, horizon: int, windows: int, se
     def on_table(pixels: torch.Tensor, height: torch.Tensor) -> torch.Tensor:
         return camera.unproject(pixels, height)[..., :2]
 
-    end_cm = 100 * (on_table(points[done, -1, cube], heights[done, -1, cube])
-                    - on_table(w["target"][done, -1, cube], w["target_heights"][done, -1, cube])).norm(dim=-1)
+    end_cm = 100 * (on_table(points[done, -1, PUSHED], heights[done, -1, PUSHED])
+                    - on_table(w["target"][done, -1, PUSHED], w["target_heights"][done, -1, PUSHED])).norm(dim=-1)
     return {"windows": int(done.sum()), "pushed": int(pushed.sum()), **one_step_shares(model, bank, windows, seed),
             "real_displacement_px_median": round(float(distance[pushed].median()), 2),
             "predicted_displacement_px_median": round(float(predicted[pushed].norm(dim=-1).median()), 2),
@@ -118,11 +119,10 @@ def one_step_shares(model: WorldModel, bank: EpisodeBank, windows: int, seed: in
                            torch.Generator().manual_seed(seed + 3))
     moved, lifted = model.move_objects(w["points"], w["heights"], w["proprio"][:, :cfg.context],
                                        w["proprio"][:, cfg.context], w["actions"][:, 0], w["task"])
-    cube = [i for i, name in enumerate(ENTITIES) if name.endswith("_cube")][0]
     unproject = model.objects.camera.unproject
-    before = unproject(w["points"][:, -1, cube], w["heights"][:, -1, cube])
-    real = (unproject(w["target"][:, 0, cube], w["target_heights"][:, 0, cube]) - before)[:, :2]
-    predicted = (unproject(moved[:, cube], lifted[:, cube]) - before)[:, :2]
+    before = unproject(w["points"][:, -1, PUSHED], w["heights"][:, -1, PUSHED])
+    real = (unproject(w["target"][:, 0, PUSHED], w["target_heights"][:, 0, PUSHED]) - before)[:, :2]
+    predicted = (unproject(moved[:, PUSHED], lifted[:, PUSHED]) - before)[:, :2]
     tcp = w["proprio"][:, cfg.context, :3]
     paddle = (tcp[:, 2] < PADDLE_LOW_M) & ((before[:, :2] - tcp[:, :2]).norm(dim=-1) < PADDLE_REACH_M)
     moving = w["valid"][:, 0] & (real.norm(dim=-1) > MOVED_M)
@@ -143,6 +143,7 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=2048)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--tag", default="", help="suffix of the result file's name")
     parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
                         help="the pathway's settings")
     args = parser.parse_args()
@@ -159,7 +160,7 @@ def main() -> None:
         variants[name] = {**carried(model, held, args.horizon, args.windows, args.seed),
                           "fit_seconds": round(seconds, 1)}
         print(name, variants[name], flush=True)
-    report("pathway_relations" + (f"_s{args.seed}" if args.seed else ""), {
+    report("pathway_relations" + (f"_s{args.seed}" if args.seed else "") + (f"_{args.tag}" if args.tag else ""), {
         "variant_settings": {name: VARIANTS[name] for name in args.variants}, "data": str(args.data),
         "held_out": str(args.held_out), "fit_episodes": len(bank), "updates": args.updates, "horizon": args.horizon,
         "seed": args.seed, "variants": variants})
