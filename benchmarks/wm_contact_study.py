@@ -22,7 +22,8 @@ default sets, so those figures are tuned; a shifted set tests them.
     python benchmarks/wm_contact_study.py --threads 2 --outcome rule --out runs/study/rule
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/relations
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --held-out-seed 50000 --out runs/study/test
-    python benchmarks/wm_contact_study.py --threads 1 --outcome head --dynamics-horizon 16 --out runs/study/h16
+    python benchmarks/wm_contact_study.py --threads 1 --outcome head --dynamics-updates 2 --out runs/study/h16
+    python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/h16u1  # the defaults now
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
 """
@@ -56,10 +57,10 @@ def main() -> None:
                         help="the pathway reads each object's offset from the gripper (default: the preset's, on)")
     parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
-    parser.add_argument("--dynamics-updates", type=int, default=2,
-                        help="proprio-head and object-pathway updates per training step")
+    parser.add_argument("--dynamics-updates", type=int, default=1,
+                        help="proprio-head and object-pathway updates per training step (train-wm's default)")
     parser.add_argument("--dynamics-horizon", type=int, default=None,
-                        help="steps they roll out on their own in training (default: the preset's, 8)")
+                        help="steps they roll out on their own in training (default: 16)")
     parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
     parser.add_argument("--seed", type=int, default=0, help="the world model's training seed (the data stays)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")

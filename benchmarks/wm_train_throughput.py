@@ -44,7 +44,8 @@ def main() -> None:
                                                              "max-autotune-no-cudagraphs"),
                         help="torch.compile the step's losses (train-wm --compile)")
     parser.add_argument("--dynamics-horizon", type=int, default=None,
-                        help="steps the proprio head and object pathway roll out on their own (default: 8)")
+                        help="steps the proprio head and object pathway roll out on their own (default: 16)")
+    parser.add_argument("--dynamics-updates", type=int, default=1, help="their updates per training step")
     parser.add_argument("--tag", default="", help="suffix of the result file's name")
     args = parser.parse_args()
     if args.threads:
@@ -59,7 +60,8 @@ def main() -> None:
             summary = train_world_model(TrainWMConfig(
                 data=args.data, out=Path(out), config=args.config, steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
-                compile=args.compile, dynamics_horizon=args.dynamics_horizon, progress=False))
+                compile=args.compile, dynamics_horizon=args.dynamics_horizon,
+                dynamics_updates=args.dynamics_updates, progress=False))
             metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
             logged = [r for r in map(json.loads, metrics.read_text().splitlines() if metrics.exists() else [])
                       if "train/loss" in r and r["step"] >= args.skip]

@@ -121,12 +121,12 @@ class TrainWMConfig:
     """Share of each minibatch's windows that end in a success frame (the rest are uniform)."""
     success_weight: float = 1.0
     """Weight of the success head's loss in the total."""
-    dynamics_updates: int = 2
+    dynamics_updates: int = 1
     """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
-    per training step: small MLPs that keep improving past the frame model's budget; each
-    update costs a few per cent of a step on CPU."""
+    per training step: small MLPs on their own batches, rolled out ``dynamics_horizon`` steps
+    (one update over 16 costs what two over 8 did, and put the cube closer)."""
     dynamics_horizon: int | None = None
-    """Steps a new model's proprio head and object pathway roll out on their own in training (default 8)."""
+    """Steps a new model's proprio head and object pathway roll out on their own in training (default 16)."""
     dynamics_members: int | None = None
     """Members of the dynamics ensemble (the model's own proprio head and object pathway plus
     this many minus one; imagination reports their disagreement): a new model's (default 1, no
