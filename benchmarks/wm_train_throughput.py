@@ -45,7 +45,8 @@ def main() -> None:
                         help="torch.compile the step's losses (train-wm --compile)")
     parser.add_argument("--dynamics-horizon", type=int, default=None,
                         help="steps the proprio head and object pathway roll out on their own (default: 16)")
-    parser.add_argument("--dynamics-updates", type=int, default=1, help="their updates per training step")
+    parser.add_argument("--dynamics-updates", type=int, default=TrainWMConfig.dynamics_updates,
+                        help="their updates per training step")
     parser.add_argument("--tag", default="", help="suffix of the result file's name")
     args = parser.parse_args()
     if args.threads:
@@ -80,8 +81,8 @@ def main() -> None:
         print(json.dumps(rows[-1]))
     name = "wm_train_throughput" + (f"_{args.tag}" if args.tag else "")
     report(name, {"config": args.config, "device": str(device), "compile": args.compile, "data": str(args.data),
-                  "dynamics_horizon": args.dynamics_horizon,
-                                   "seconds_per_batch_size": args.seconds, "rows": rows})
+                  "dynamics_horizon": args.dynamics_horizon, "dynamics_updates": args.dynamics_updates,
+                  "seconds_per_batch_size": args.seconds, "rows": rows})
 
 
 if __name__ == "__main__":
