@@ -1,5 +1,6 @@
 """The judges of benchmarks/outcome_judges.py: the zone geometry it widens is the push rule's own,
-and a window is judged on its steps after the start."""
+a window is judged on its steps after the start, and the dynamics rolled without frames imagine
+what a replay imagines."""
 
 import sys
 from pathlib import Path
@@ -12,13 +13,14 @@ from worldsim.envs.families.base import RESTING_TOLERANCE
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-from worldsim.world_models import EpisodeBank
+from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.metrics import window_max
 from worldsim.world_models.outcome import TaskRules
+from worldsim.world_models.replay import open_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from outcome_judges import best_cut, zone_excess  # noqa: E402
+from outcome_judges import best_cut, imagined_states, zone_excess  # noqa: E402
 
 
 def test_the_zone_band_and_the_resting_check_are_the_push_rule_on_recorded_frames(tmp_path: Path) -> None:
@@ -46,3 +48,29 @@ def test_the_best_cut_is_the_most_accurate_one() -> None:
     real = np.array([False, False, False, True, True])
     best = best_cut(scores, real)
     assert 0.32 < best["cut"] <= 0.5 and best["accuracy"] == 1.0 and best["episodes"] == 5
+
+
+def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp_path: Path) -> None:
+    path = tmp_path / "push.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, seed=3)), 3, path,
+                     num_envs=3, image_size=32, progress=False)
+    bank = EpisodeBank(path)
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                        success_channels=8, object_hidden=32, object_pathway=True,
+                                        contact_gate=False, tasks=("PushCube-v0",)))
+    model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    with torch.no_grad():  # an untrained pathway moves nothing; this one moves every cube
+        model.objects.net[-1].weight.normal_(0.0, 0.05)
+    model.eval()
+    episodes, starts, horizon = np.arange(3), np.array([0, 4, int(bank.lengths[2]) - 2]), 4
+    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(0))
+    features, head, success, valid = imagined_states(model, bank, episodes, starts, horizon)
+    assert features.shape[:2] == (3, horizon) and run.points is not None
+    points = (features[..., :2 * len(ENTITIES)].reshape(3, horizon, len(ENTITIES), 2) + 1) / 2 * 32
+    np.testing.assert_allclose(points.numpy(), run.points[:, 1:], atol=1e-4)
+    assert np.abs(run.points[:, -1, :3] - run.points[:, 0, :3]).max() > 0.1  # the cubes did move
+    np.testing.assert_allclose(head.numpy(), run.success_prob[:, 1:], atol=1e-5)
+    np.testing.assert_array_equal(valid.numpy(), run.valid[:, 1:])
+    assert not valid[2, -1] and valid[2, 1]  # the last window runs past its episode's end
+    np.testing.assert_array_equal(success.numpy(), run.success[:, 1:] & run.valid[:, 1:])
