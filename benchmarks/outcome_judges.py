@@ -143,11 +143,12 @@ def fit_imagination_judge(model: WorldModel, run: Path, seed: int) -> tuple[nn.M
     """The judge of ``judge_trained_on_imagination`` (module docstring) for the model of the
     ``train-wm`` run folder ``run``, its cut and its number of training windows."""
     settings = json.loads((run / "config.json").read_text())
-    with EpisodeReader(settings["data"]) as reader:
-        indices = np.array([info.index for info in reader.episode_info()])
+    with EpisodeReader(settings["data"]) as reader:  # the run's own split: its tasks, fraction and seed
+        tasks = [get_task(t).name for t in settings["task"]] or reader.tasks
+        indices = np.array([info.index for info in reader.episode_info() if info.task in tasks])
         train_pos, val_pos = split_episodes(len(indices), settings["val_fraction"], settings["seed"])
-        train = EpisodeBank(reader, tasks=reader.tasks, episodes=indices[train_pos])
-        val = EpisodeBank(reader, tasks=reader.tasks, episodes=indices[val_pos])
+        train = EpisodeBank(reader, tasks=tasks, episodes=indices[train_pos])
+        val = EpisodeBank(reader, tasks=tasks, episodes=indices[val_pos])
     keys = select_keyframes(train, KeyframeRule())
     rng = np.random.default_rng(seed)
     extra = rng.integers(0, len(train), RANDOM_STARTS_PER_EPISODE * len(train))
