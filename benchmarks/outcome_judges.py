@@ -111,7 +111,6 @@ def imagined_states(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, 
     objects = bank.recorded_objects(context)
     assert objects is not None  # the held-out and training files have state (checked by held_out_bank's caller)
     proprio, points, heights = torch.from_numpy(bank.proprio[context]), objects[0].float(), objects[1].float()
-    velocities = objects[2][:, -1].float() if cfg.object_velocities else None
     task = torch.tensor([model.task_index(bank.infos[e].task) for e in episodes])
     ahead = starts[:, None] + 1 + np.arange(horizon)[None]
     valid = ahead <= bank.lengths[episodes][:, None]
@@ -120,9 +119,8 @@ def imagined_states(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, 
     no_frames = torch.zeros(0)  # the dynamics read the rollout's proprio and objects alone
     features, head = [], []
     for k in range(horizon):
-        norm, moved, lifted, velocities = model._step_dynamics(
-            Rollout(no_frames, no_frames, proprio, points, heights, velocities),
-            torch.from_numpy(bank.actions[actions[:, k]]), task)
+        norm, moved, lifted = model._step_dynamics(Rollout(no_frames, no_frames, proprio, points, heights),
+                                                   torch.from_numpy(bank.actions[actions[:, k]]), task)
         assert moved is not None and lifted is not None and model.rules is not None
         where = model.rules.positions(moved, lifted) / RELATION_UNIT_M
         features.append(torch.cat([moved.flatten(1) / cfg.image_size * 2 - 1, where.flatten(1), norm,

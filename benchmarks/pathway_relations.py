@@ -1,7 +1,7 @@
 """Does the object pathway carry a pushed cube as far as it really goes? The pathway alone, with
-and without ``object_relations`` (each object's offset from the gripper), trained on rollouts of
-its own of ``dynamics_horizon`` 8 or 16 steps, and with ``object_velocities`` (the cubes'
-velocities carried as its state), fitted on one episode file and rolled open loop on another.
+and without ``object_relations`` (each object's offset from the gripper), and trained on rollouts
+of its own of ``dynamics_horizon`` 8 or 16 steps, fitted on one episode file and rolled open loop
+on another.
 
 Each variant is a fresh ``tiny`` model's low-dimensional dynamics (the proprio head and the
 object pathway) fitted by :meth:`~worldsim.world_models.WorldModel.dynamics_loss` for
@@ -20,7 +20,6 @@ what moved it: the paddle (low, its centre within 5 cm of the cube's) or nothing
         --variants relations none relations_h16
     python benchmarks/pathway_relations.py ... --seed 1 --variants relations relations_h16  # pathway_relations_s1.json
     python benchmarks/pathway_relations.py ... --updates 800 --variants relations_h16 --tag 800_updates  # [--seed 1]
-    python benchmarks/pathway_relations.py ... --variants relations_h16 velocities_h16 --tag velocities  # [--seed 1]
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ PADDLE_REACH_M = 0.05
 VARIANTS: dict[str, dict[str, bool | int]] = {
     "relations": {"object_relations": True, "dynamics_horizon": 8},
     "none": {"object_relations": False, "dynamics_horizon": 8},
-    "relations_h16": {"object_relations": True, "dynamics_horizon": 16},
-    "velocities_h16": {"object_relations": True, "dynamics_horizon": 16, "object_velocities": True}}
+    "relations_h16": {"object_relations": True, "dynamics_horizon": 16}}
 
 
 def fit(bank: EpisodeBank, inputs: dict[str, bool | int], updates: int, seed: int) -> tuple[WorldModel, float]:
@@ -86,11 +84,9 @@ def carried(model: WorldModel, bank: EpisodeBank, horizon: int, windows: int, se
     task_ids = {t: model.task_index(t) for t in bank.tasks}
     w = bank.state_windows(windows, cfg.context, horizon, task_ids, torch.Generator().manual_seed(seed))
     points, heights = w["points"], w["heights"]
-    velocities = w["velocities"] if cfg.object_velocities else None
     for k in range(horizon):
-        moved, lifted, velocities = model.move_objects(points, heights, w["proprio"][:, k:k + cfg.context],
-                                                       w["proprio"][:, k + cfg.context], w["actions"][:, k],
-                                                       w["task"], velocities)
+        moved, lifted = model.move_objects(points, heights, w["proprio"][:, k:k + cfg.context],
+                                           w["proprio"][:, k + cfg.context], w["actions"][:, k], w["task"])
         points = torch.cat([points[:, 1:], moved[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
     done = w["valid"][:, -1]
@@ -121,9 +117,8 @@ def one_step_shares(model: WorldModel, bank: EpisodeBank, windows: int, seed: in
     cfg = model.config
     w = bank.state_windows(8 * windows, cfg.context, 1, {t: model.task_index(t) for t in bank.tasks},
                            torch.Generator().manual_seed(seed + 3))
-    moved, lifted, _ = model.move_objects(w["points"], w["heights"], w["proprio"][:, :cfg.context],
-                                          w["proprio"][:, cfg.context], w["actions"][:, 0], w["task"],
-                                          w["velocities"] if cfg.object_velocities else None)
+    moved, lifted = model.move_objects(w["points"], w["heights"], w["proprio"][:, :cfg.context],
+                                       w["proprio"][:, cfg.context], w["actions"][:, 0], w["task"])
     unproject = model.objects.camera.unproject
     before = unproject(w["points"][:, -1, PUSHED], w["heights"][:, -1, PUSHED])
     real = (unproject(w["target"][:, 0, PUSHED], w["target_heights"][:, 0, PUSHED]) - before)[:, :2]

@@ -55,8 +55,6 @@ def main() -> None:
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--object-relations", action=argparse.BooleanOptionalAction, default=None,
                         help="the pathway reads each object's offset from the gripper (default: the preset's, on)")
-    parser.add_argument("--object-velocities", action=argparse.BooleanOptionalAction, default=None,
-                        help="the pathway carries the cubes' velocities as state (default: the preset's)")
     parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--change-weight", type=float, default=None)
     parser.add_argument("--dynamics-updates", type=int, default=1,
@@ -115,7 +113,7 @@ def main() -> None:
                 batch_size=args.batch_size, time_budget=args.time_budget, val_fraction=0.05,
                 val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device=args.device,
                 progress=False, object_pathway=args.object_pathway, object_relations=args.object_relations,
-                object_velocities=args.object_velocities, carry_objects=args.carry_objects,
+                carry_objects=args.carry_objects,
                 change_weight=args.change_weight, dynamics_updates=args.dynamics_updates,
                 dynamics_horizon=args.dynamics_horizon, outcome=args.outcome,
                 seed=args.seed, compile=args.compile, overwrite=True))
@@ -146,7 +144,6 @@ def main() -> None:
     report(f"wm_contact_study_{args.out.name}{shifted}", {
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
         "object_pathway": model.config.object_pathway, "object_relations": model.config.object_relations,
-        "object_velocities": model.config.object_velocities,
         "carry_objects": model.config.carry_objects, "dynamics_horizon": model.config.dynamics_horizon,
         "dynamics_updates": trained["dynamics_updates"],
         "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,

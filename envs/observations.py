@@ -61,16 +61,6 @@ def entity_positions(state: np.ndarray) -> np.ndarray:
     flat = [np.column_stack([state[:, STATE_LAYOUT[key]], np.full(len(state), z)])
             for key, z in zip([f"{z}_zone_xy" for z in ZONES] + ["bin_xy"], ENTITY_HEIGHTS[len(CUBES):], strict=True)]
     return np.stack(cubes + flat, axis=1).astype(np.float64)
-
-
-def entity_velocities(state: np.ndarray) -> np.ndarray:
-    """Linear velocities ``(N, len(ENTITIES), 3)`` (m/s, world frame) of the :data:`ENTITIES` in
-    ``state`` rows ``(N, STATE_DIM)``: the cubes' as they are, 0 for the zones and the bin."""
-    state = np.asarray(state)
-    velocities = np.zeros((len(state), len(ENTITIES), 3))
-    for i, c in enumerate(CUBES):
-        velocities[:, i] = state[:, STATE_LAYOUT[f"{c}_cube_vel"]]
-    return velocities
 PROPRIO_DIM = 4
 
 

@@ -44,13 +44,13 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
     dynamics = ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False))
     context, heights = torch.rand(3, 2, E, 2) * 32, torch.rand(3, 2, E) * 0.1
     tcp = torch.rand(3, 2, 3)
-    out, lifted, _ = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4),
-                              torch.ones(3, 1), tcp)
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
+                           tcp)
     assert torch.equal(out, context[:, -1]) and torch.equal(lifted, heights[:, -1])  # untrained: nothing moves
     with torch.no_grad():  # a wild pathway still keeps the objects where they can be: no runaway over long rollouts
         dynamics.net[-1].bias.fill_(1e6)
-    out, lifted, _ = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4),
-                              torch.ones(3, 1), tcp)
+    out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
+                           tcp)
     assert out.max() == 2 * 32 and lifted.max() == HEIGHT_RANGE_M[1]
     static = slice(3, None)  # zones and bin
     assert torch.equal(out[:, static], context[:, -1, static])
@@ -70,8 +70,8 @@ def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
 
     def step(tcp_from: list[float], tcp_to: list[float], context: torch.Tensor = points) -> float:
         with torch.no_grad():
-            moved, _, _ = dynamics(context, heights, torch.zeros(1, 2, 4), torch.zeros(1, 4), torch.zeros(1, 4),
-                                   torch.ones(1, 1), torch.tensor([[tcp_from, tcp_to]]))
+            moved, _ = dynamics(context, heights, torch.zeros(1, 2, 4), torch.zeros(1, 4), torch.zeros(1, 4),
+                                torch.ones(1, 1), torch.tensor([[tcp_from, tcp_to]]))
         return float(moved[0, red, 0] - context[0, -1, red, 0])
 
     assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02]) == 0.0  # 30 cm away: untouched, it stays put
@@ -217,55 +217,6 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     assert loss.item() < 0.2  # only the context noise (0.5 px) remains
 
 
-def test_the_pathway_carries_the_cubes_velocities_as_its_state():
-    """With ``object_velocities`` the pathway reads the cubes' velocities and predicts their next
-    ones (untrained: unchanged; the zones and the bin: none); its rollout loss adds their error
-    in VELOCITY_UNIT against the recorded ones, from the recorded start."""
-    from worldsim.world_models.objects import VELOCITY_UNIT, rollout_loss
-
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL, object_pathway=True, object_velocities=True,
-                                               contact_gate=False))
-    w = windows(b=2)
-    w["valid"][:] = True
-    w["points"] = w["points"].clamp(4, 24)
-    w["target"] = w["points"][:, -1:].repeat(1, 3, 1, 1)
-    w["velocities"] = torch.zeros(2, E, 3)
-    w["velocities"][:, 0, 0] = 0.2  # the red cube slides along x at 0.2 m/s
-    w["target_velocities"] = w["velocities"][:, None].repeat(1, 3, 1, 1)
-    args = (w["proprio"][:, :2], w["proprio"][:, 2], w["actions"][:, 0], torch.ones(2, 1), torch.rand(2, 2, 3))
-    moved, _, velocities = dynamics(w["points"], w["heights"], *args, w["velocities"])
-    torch.testing.assert_close(moved, w["points"][:, -1])
-    torch.testing.assert_close(velocities, w["velocities"])  # untrained: as they were
-    assert rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32).item() == 0.0
-    with torch.no_grad():  # the cubes speed up by one VELOCITY_UNIT along x a step; the zones stay still
-        dynamics.net[-1].bias.view(E, 6)[:, 3] = 1.0  # per object: position, height, velocity changes
-    _, _, velocities = dynamics(w["points"], w["heights"], *args, w["velocities"])
-    assert velocities[0, 0, 0].item() == pytest.approx(0.2 + VELOCITY_UNIT) and velocities[:, 3:].abs().max() == 0
-    # rolled on its own: 1, 2, 3 units off over the 3 steps (smooth L1 0.5, 1.5, 2.5) on 3 of the cubes' 9 numbers
-    loss = rollout_loss(dynamics, w, lambda p: p, torch.ones(2, 1), 32).item()
-    assert loss == pytest.approx((0.5 + 1.5 + 2.5) / 3 * 3 / 9, rel=1e-5)
-    with pytest.raises(ValueError, match="give their latest velocities"):
-        dynamics(w["points"], w["heights"], *args)
-    with pytest.raises(ValueError, match="object_velocities is the object pathway's state"):
-        WorldModelConfig(**SMALL, object_velocities=True)
-
-    # imagination carries them: from the recorded start, or from the context's last move without one
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_velocities=True,
-                                        contact_gate=False)).eval()
-    frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
-    recorded = (w["points"], w["heights"], w["velocities"][:, None].repeat(1, 2, 1, 1))
-    rollout = model.start(frames, frames[:, 0], torch.rand(2, 2, 4), recorded)
-    torch.testing.assert_close(rollout.velocities, w["velocities"])
-    with torch.no_grad():
-        model.objects.net[-1].bias[3] = 1.0
-    pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
-    rollout = rollout.advance(pred)
-    assert rollout.velocities[:, 0, 0].tolist() == pytest.approx([0.2 + VELOCITY_UNIT] * 2)
-    assert rollout.rows(slice(0, 1)).velocities.shape == (1, E, 3)
-    found = model.start(frames, frames[:, 0], torch.rand(2, 2, 4))
-    assert found.velocities.shape == (2, E, 3) and torch.isfinite(found.velocities).all()
-
-
 def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     from worldsim.envs.observations import ENTITY_HEIGHTS
     from worldsim.world_models.data import image_camera
@@ -293,8 +244,7 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     heights = torch.from_numpy(world[..., 2]).float()[:, None].repeat(1, 2, 1)
     with torch.no_grad():
         model.objects.net[-1].bias.zero_()  # nothing moves
-    rollout = model.start(frames, frames[:, 0], torch.tensor([0.0, -0.2, 0.2, 0.0]).repeat(2, 2, 1),
-                          (points, heights, torch.zeros(2, 2, E, 3)))
+    rollout = model.start(frames, frames[:, 0], torch.tensor([0.0, -0.2, 0.2, 0.0]).repeat(2, 2, 1), (points, heights))
     pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
     assert pred.success_prob.tolist() == [1.0, 0.0] and pred.failed.tolist() == [False, False]
     # by default the success head judges the same carried positions
@@ -346,8 +296,7 @@ def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
     frames[:, :, 15:17, 9:11] = torch.tensor([200, 10, 10], dtype=torch.uint8)  # a 2 px cube
     points = torch.tensor([28.0, 4.0]).repeat(1, 2, E, 1)  # the other objects far from the cube
     points[:, :, 0] = torch.tensor([10.0, 16.0])
-    objects = (points, torch.full((1, 2, E), 0.02), torch.zeros(1, 2, E, 3))
-    rollout = model.start(frames, frames[:, 0], torch.rand(1, 2, 4), objects)
+    rollout = model.start(frames, frames[:, 0], torch.rand(1, 2, 4), (points, torch.full((1, 2, E), 0.02)))
     pred = model.predict(rollout, torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
     image = latents_to_frames(pred.latent, 4)[0].numpy()
     carried = image[12:20, 11:17]  # where the pathway put it (the spot it left is the denoiser's to fill)
@@ -416,7 +365,7 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     bank.proprio = bank.proprio + np.float32(0.05)
     assert not np.allclose(pathway_replay(model, bank, episodes, starts, 3)[0][:, 1:], points[:, 1:])
     with pytest.raises(ValueError, match="no object pathway"):
-        WorldModel(WorldModelConfig(**SMALL)).move_objects(*recorded[:2], torch.zeros(1, 2, 4), torch.zeros(1, 4),
+        WorldModel(WorldModelConfig(**SMALL)).move_objects(*recorded, torch.zeros(1, 2, 4), torch.zeros(1, 4),
                                                             torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
 
 

@@ -86,11 +86,6 @@ class WorldModelConfig:
     projection before it can tell a push from a near miss, and it carries a pushed cube too
     short (README, "The pathway reads the gripper's offset"). A model saved before this option
     loads without it (its MLP has no such inputs)."""
-    object_velocities: bool = False
-    """With the object pathway: it also reads the cubes' latest velocities and predicts their
-    next ones (trained against the recorded ones), carrying them from step to step as it
-    carries their positions; a real start takes them from its ``state``, or from the last move
-    of the context without it (:mod:`~worldsim.world_models.objects`)."""
     contact_gate: bool = True
     """With the object pathway: an object moves only where the gripper passes near it or it is
     already moving (:meth:`~worldsim.world_models.objects.ObjectDynamics.contact_gate`); a
@@ -141,9 +136,6 @@ class WorldModelConfig:
         if self.carry_objects and not self.object_pathway:
             raise ValueError("carry_objects moves the objects where the object pathway puts them: set "
                              "object_pathway=True or carry_objects=False")
-        if self.object_velocities and not self.object_pathway:
-            raise ValueError("object_velocities is the object pathway's state: set object_pathway=True or "
-                             "object_velocities=False")
         if self.outcome == "rule" and not self.object_pathway:
             raise ValueError("outcome='rule' judges the objects' imagined positions, which only the object "
                              "pathway carries: set object_pathway=True or outcome='head'")

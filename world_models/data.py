@@ -32,7 +32,7 @@ import torch
 from worldsim.data.index import EpisodeIndex
 from worldsim.data.reader import EpisodeReader, open_reader
 from worldsim.envs.camera import PinholeCamera
-from worldsim.envs.observations import STATE_LAYOUT, entity_positions, entity_velocities
+from worldsim.envs.observations import STATE_LAYOUT, entity_positions
 from worldsim.envs.scene import Scene
 from worldsim.runtime.device import host_to_device
 from worldsim.world_models.latents import frames_to_latents
@@ -98,7 +98,6 @@ class EpisodeBank:
         positions = entity_positions(self.state) if self.state is not None else None
         self.entity_pixels = None if positions is None else self.camera.project(positions).astype(np.float32)
         self.entity_heights = None if positions is None else positions[..., 2].astype(np.float32)
-        self.entity_velocities = None if self.state is None else entity_velocities(self.state).astype(np.float32)
         self.tasks = index.tasks
         self.instructions = {info.task: info.instruction for info in self.infos}
         targets = self.obs_start[index.item_episode] + index.item_step + 1
@@ -121,14 +120,13 @@ class EpisodeBank:
             raise ValueError(f"{self.path} holds no {key!r} observations")
         return array[self.index.episode_rows(j, key)]
 
-    def recorded_objects(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """The scene objects' recorded image positions (pixels, ``(*rows.shape, E, 2)``), heights
-        above the table (metres, ``(*rows.shape, E)``) and velocities (m/s,
-        ``(*rows.shape, E, 3)``) at observation ``rows``, or None when the file has no ``state``."""
-        if self.entity_pixels is None or self.entity_heights is None or self.entity_velocities is None:
+    def recorded_objects(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The scene objects' recorded image positions (pixels, ``(*rows.shape, E, 2)``) and
+        heights above the table (metres, ``(*rows.shape, E)``) at observation ``rows``, or None
+        when the file has no ``state``."""
+        if self.entity_pixels is None or self.entity_heights is None:
             return None
-        return (torch.from_numpy(self.entity_pixels[rows]), torch.from_numpy(self.entity_heights[rows]),
-                torch.from_numpy(self.entity_velocities[rows]))
+        return torch.from_numpy(self.entity_pixels[rows]), torch.from_numpy(self.entity_heights[rows])
 
     def context_rows(self, j: np.ndarray, t: np.ndarray, context: int) -> np.ndarray:
         """Flat observation rows ``(B, context)`` of frames ``t-context+1 .. t`` (frame 0 repeated
@@ -149,12 +147,10 @@ class EpisodeBank:
         if device not in self._tensors:
             arrays = {"image": self.images, "proprio": self.proprio, "actions": self.actions,
                       "success": self.success}
-            if self.state is not None and self.entity_pixels is not None and self.entity_heights is not None \
-                    and self.entity_velocities is not None:
+            if self.state is not None and self.entity_pixels is not None and self.entity_heights is not None:
                 arrays["goal_offset"] = self.state[:, STATE_LAYOUT["goal_minus_object"]].astype(np.float32)
                 arrays["entity_pixels"] = self.entity_pixels
                 arrays["entity_heights"] = self.entity_heights
-                arrays["entity_velocities"] = self.entity_velocities
             self._tensors[device] = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in arrays.items()}
         return self._tensors[device]
 
@@ -202,10 +198,8 @@ class EpisodeBank:
         context's and the next ``H`` steps'), ``actions`` ``(B, H, 4)``, ``valid`` ``(B, H)``
         (False past the episode's end, where the last observation repeats) and ``task``
         ``(B,)``; when the bank has ``state``, also the objects' context ``points``
-        ``(B, C, E, 2)`` (pixels) and ``heights`` ``(B, C, E)`` (metres), their latest
-        ``velocities`` ``(B, E, 3)`` (m/s) and the next ``H`` states, ``target``
-        ``(B, H, E, 2)``, ``target_heights`` ``(B, H, E)`` and ``target_velocities``
-        ``(B, H, E, 3)``.
+        ``(B, C, E, 2)`` (pixels) and ``heights`` ``(B, C, E)`` (metres) and the next ``H``
+        states, ``target`` ``(B, H, E, 2)`` and ``target_heights`` ``(B, H, E)``.
         ``generator`` (a CPU one) draws the windows."""
         lengths = self.lengths
         j = torch.multinomial(torch.from_numpy(lengths.astype(np.float64)), batch_size, replacement=True,
@@ -229,7 +223,5 @@ class EpisodeBank:
             windows.update(points=bank["entity_pixels"][rows(context_rows)],
                            heights=bank["entity_heights"][rows(context_rows)],
                            target=bank["entity_pixels"][rows(future)],
-                           target_heights=bank["entity_heights"][rows(future)],
-                           velocities=bank["entity_velocities"][rows(context_rows[:, -1])],
-                           target_velocities=bank["entity_velocities"][rows(future)])
+                           target_heights=bank["entity_heights"][rows(future)])
         return windows

@@ -16,8 +16,7 @@ class Prediction:
     positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
     scene has failed as physics would end it ``(B,)`` (a cube off the table; without the pathway,
     never); with a dynamics ensemble, its members' ``disagreement`` ``(B,)`` (metres,
-    :func:`~worldsim.world_models.ensemble.spread`); with ``object_velocities``, the objects'
-    next ``velocities`` ``(B, E, 3)`` (m/s)."""
+    :func:`~worldsim.world_models.ensemble.spread`)."""
 
     latent: torch.Tensor
     proprio: torch.Tensor
@@ -26,7 +25,6 @@ class Prediction:
     heights: torch.Tensor | None = None
     failed: torch.Tensor | None = None
     disagreement: torch.Tensor | None = None
-    velocities: torch.Tensor | None = None
 
 
 @dataclass
@@ -34,8 +32,7 @@ class Rollout:
     """What imagination carries from step to step for ``B`` episodes: the context latents
     ``(B, C, 3p^2, h, w)`` (oldest first), the episode's first frame ``(B, 3p^2, h, w)``, the
     context proprio ``(B, C, 4)`` (raw) and, with the object pathway, the objects' context image
-    positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres), and with
-    ``object_velocities`` their latest velocities ``(B, E, 3)`` (m/s). Made by
+    positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres). Made by
     :meth:`WorldModel.start`."""
 
     context: torch.Tensor
@@ -43,7 +40,6 @@ class Rollout:
     proprio: torch.Tensor
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
-    velocities: torch.Tensor | None = None
 
     def advance(self, pred: Prediction) -> Rollout:
         """The windows one step on: the prediction joins the context, the oldest step leaves."""
@@ -52,8 +48,7 @@ class Rollout:
 
         context, proprio = roll(self.context, pred.latent), roll(self.proprio, pred.proprio)
         assert context is not None and proprio is not None  # always carried
-        return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights),
-                       pred.velocities)
+        return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights))
 
     def rows(self, index: torch.Tensor | slice) -> Rollout:
         """The episodes ``index`` of the batch."""
@@ -61,7 +56,7 @@ class Rollout:
             return None if value is None else value[index]
 
         return Rollout(self.context[index], self.first[index], self.proprio[index], pick(self.points),
-                       pick(self.heights), pick(self.velocities))
+                       pick(self.heights))
 
     def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
         """Write ``other`` into the episodes ``index`` of this batch, in place."""

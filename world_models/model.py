@@ -1,6 +1,5 @@
 """The world model: an action-conditioned next-frame diffusion model, a proprio head and a
-frame-level success classifier, saved together as one ``config.json`` + ``model.safetensors``
-(with the data's proprio mean and std, buffers of the model).
+frame-level success classifier, saved together as one ``config.json`` + ``model.safetensors``.
 
 What it predicts, for a batch of envs at step ``t``::
 
@@ -15,11 +14,13 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   the episode's first frame (first-frame anchoring, WoVR: the static scene never drifts) are
   stacked into one input of ``48 * (C + 2)`` channels (plus the 10 planes below) of a
   diffusers ``UNet2DModel``.
-- **Conditioning through the time embedding**: an MLP embeds the action, the context and next
-  proprio, the context-noise level and the task into the UNet's ``class_labels``
-  (``class_embed_type="identity"``), applied in every ResNet block through scale-and-shift
-  group norm (DIAMOND). The current and next proprio also enter **spatially**, as constant
-  planes beside two coordinate planes (CoordConv), so the gripper is drawn where they say.
+- **Conditioning through the time embedding**: an MLP embeds the action, the context proprio,
+  the next proprio, the context-noise level and the task; the result enters as the UNet's
+  ``class_labels`` (``class_embed_type="identity"``), added to the noise-level embedding and
+  applied in every ResNet block through scale-and-shift group norm (DIAMOND's adaptive group
+  norm). The gripper's move is also given **spatially**: the current and next normalised
+  proprio as constant planes beside two coordinate planes (CoordConv), so the network can
+  place the gripper where the proprio says instead of decoding a position from a vector.
 - **EDM** (Karras et al. 2022) preconditioning and loss, few-step Euler sampling (1 step for
   ``tiny``: the denoiser's estimate from pure noise is the conditional mean, sharpest in PSNR),
   on the **change** from the last context frame: most of a tabletop frame does not move, so
@@ -28,25 +29,33 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   random level in ``[0, context_noise]`` is added to the context frames and the level is part
   of the conditioning, so the model learns to read imperfect (its own) frames.
 - **Proprio head**: the action's commanded gripper pose (the position servos' target) plus an
-  MLP's correction (the servos lag; cubes stop the fingers); its prediction conditions the frame
-  (training feeds the real next proprio). It learns, like the object pathway, on its own large
+  MLP's correction from the context proprio, the action and the task (the servos lag; cubes
+  stop the fingers); its prediction conditions the frame (training feeds the real next
+  proprio: teacher forcing). The head itself learns, like the object pathway, on its own large
   batches of state windows rolled out on its own predictions (:meth:`WorldModel.dynamics_loss`):
-  trained one step at a time it drifted 0.9 cm from the real TCP in 16 steps after contact.
-- **Success head** (:class:`SuccessHead`): a keypoint detector finds every scene object in a
-  frame and an MLP on the keypoints, the proprio and the task gives the success logit; trained
-  on the data's ``success`` flags (a set share of success frames per batch) and, with ``state``,
-  the objects' pixel positions and goal offset, on real next frames and on the denoiser's own
-  (detached) estimates of them, so it judges imagined frames as it judges real ones.
+  trained one step at a time in the frame model's batches, it drifted 0.9 cm from the real TCP
+  in 16 open-loop steps after contact (PushCube), 0.7 cm trained on 8-step rollouts.
+- **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
+  full-resolution) frame, and an MLP on the keypoints, the proprio and the task gives the
+  success logit (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
+  (a set share of success frames per batch) and, where the data has ``state``, on the objects'
+  projected pixel positions and the goal-minus-object offset; on the real next frames and on
+  the denoiser's own (detached) estimates of them, so that it judges imagined frames as it
+  judges real ones. Without the object pathway the imagined env reads it on every new frame
+  and cuts at the config's ``success_threshold``, calibrated by training on validation episodes.
 - **Object pathway** (:mod:`~worldsim.world_models.objects`, on in the presets): the objects'
-  next image positions and heights (and with ``object_velocities`` velocities) are predicted
-  first and the frame is drawn there (with ``carry_objects``, the denoiser corrects the last
-  frame with the moving objects' pixels already carried there); each task's success rule
-  (``outcome="rule"``, :mod:`~worldsim.world_models.outcome`) or the success head judges those
-  positions, and a cube imagined off the table fails the episode as in physics. It trains with
-  the proprio head on their state windows, with their own optimiser (:meth:`WorldModel.dynamics_loss`).
+  next image positions and heights are predicted first and the frame is drawn there (with
+  ``carry_objects``, the denoiser corrects the last frame with the moving objects' pixels
+  already carried there, rather than the last frame as it is); the success head judges those
+  positions (or, with ``outcome="rule"``, each task's own success rule does,
+  :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails the episode
+  as in physics. It trains with the proprio head on their state windows, with their own
+  optimiser (:meth:`WorldModel.dynamics_loss`).
 - **Dynamics ensemble** (``dynamics_members`` > 1, :mod:`~worldsim.world_models.ensemble`):
   more proprio heads and object pathways, trained alike on bootstrap resamples, read at every
   imagined step for how far they disagree (:attr:`Prediction.disagreement`), never followed.
+
+The dataset's proprio mean and std are buffers of the model, saved with its weights.
 """
 
 from __future__ import annotations
@@ -84,7 +93,6 @@ from worldsim.world_models.objects import (
     keypoint_planes,
     resting_heights,
     rollout_loss,
-    velocities_from_moves,
 )
 from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
@@ -94,8 +102,6 @@ MODEL_TYPE = "worldsim-world-model"
 MODEL_DIR = "world_model"  # a train-wm run folder's model
 CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
 DYNAMICS_PARTS = ("all", "ensemble")  # what WorldModel.dynamics_loss trains: every member, or the ensemble's alone
-# the next normalised proprio; with the pathway, the objects' next positions, heights and velocities
-DynamicsStep = tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]
 
 
 def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -357,50 +363,47 @@ class WorldModel(nn.Module):
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
     def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
-              objects: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> Rollout:
+              objects: tuple[torch.Tensor, torch.Tensor] | None = None) -> Rollout:
         """The :class:`Rollout` of real starts: uint8 context frames ``(B, C, H, W, 3)``, first
         frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device.
         The object pathway's states are the recorded ``objects`` (positions ``(B, C, E, 2)``
-        pixels, heights ``(B, C, E)`` metres, velocities ``(B, C, E, 3)`` m/s:
-        :meth:`~worldsim.world_models.data.EpisodeBank.recorded_objects`) when given, else the
-        success head's keypoint detector finds the objects in the frames, each taken to rest on
-        its plane and (``object_velocities``) to move as over the context's last step."""
-        device, cfg = self.device, self.config
-        context = frames_to_latents(frames.to(device), cfg.patch)
-        points = heights = velocities = None
-        if cfg.object_pathway and objects is not None:
-            points, heights, velocities = (value.to(device).float() for value in objects)
-            velocities = velocities[:, -1]
-        elif cfg.object_pathway:
+        pixels, heights ``(B, C, E)`` metres) when given, else the success head's keypoint
+        detector finds the objects in the frames and each is taken to rest on its plane."""
+        device = self.device
+        context = frames_to_latents(frames.to(device), self.config.patch)
+        points = heights = None
+        if self.config.object_pathway and objects is not None:
+            points, heights = objects[0].to(device).float(), objects[1].to(device).float()
+        elif self.config.object_pathway:
             b, c = context.shape[:2]
             points = self.success_head.locate(context.flatten(0, 1)).view(b, c, -1, 2)
             heights = resting_heights(points)
-            velocities = velocities_from_moves(image_camera(cfg.image_size, cfg.image_size), points, heights)
-        return Rollout(context, frames_to_latents(first.to(device), cfg.patch), proprio.to(device).float(), points,
-                       heights, velocities if cfg.object_velocities else None)
+        return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
+                       proprio.to(device).float(), points, heights)
 
     def _step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
-                       member: DynamicsMember | None = None) -> DynamicsStep:
+                       member: DynamicsMember | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """One step of the low-dimensional dynamics (the model's own, or an ensemble ``member``'s):
-        the next normalised proprio and, with the pathway, the objects' next positions, heights
-        and (``object_velocities``) velocities."""
+        the next normalised proprio and, with the pathway, the objects' next positions and heights."""
         proprio = rollout.proprio
         norm = self.next_proprio(action, proprio, task, member)
         objects = self.objects if member is None else member.objects
         if objects is None:
-            return norm, None, None, None
+            return norm, None, None
         assert rollout.points is not None and rollout.heights is not None  # started with the pathway
         tcp = torch.stack([proprio[:, -1, :3], (norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
-        return norm, *objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm, action,
-                              self._one_hot(task), tcp, rollout.velocities)
+        points, heights = objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
+                                  action, self._one_hot(task), tcp)
+        return norm, points, heights
 
-    def _disagreement(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, own: DynamicsStep
-                      ) -> torch.Tensor:
+    def _disagreement(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
+                      own: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]) -> torch.Tensor:
         """The dynamics ensemble's :func:`~worldsim.world_models.ensemble.spread` ``(B,)``
         (metres) over the next TCP and movable objects, the model's ``own`` step among them."""
         positions = []
         for member in self.dynamics_members():
-            norm, points, heights, _ = own if member is None else self._step_dynamics(rollout, action, task, member)
+            norm, points, heights = own if member is None else self._step_dynamics(rollout, action, task, member)
             where = [(norm * self.proprio_std + self.proprio_mean)[:, None, :3]]
             if self.objects is not None and points is not None and heights is not None:
                 located = self.objects.camera.unproject(points[:, None], heights[:, None])[:, 0]
@@ -417,7 +420,7 @@ class WorldModel(nn.Module):
         context, proprio = rollout.context, rollout.proprio
         level = torch.zeros(len(context), device=context.device)
         own = self._step_dynamics(rollout, action, task)
-        norm, points, heights, velocities = own
+        norm, points, heights = own
         disagreement = self._disagreement(rollout, action, task, own) if len(self.ensemble) else None
         cond = self.conditioning(action, proprio, norm, level, task)
         inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
@@ -429,32 +432,29 @@ class WorldModel(nn.Module):
         latent = (anchor + change).clamp(-1.0, 1.0)
         if self.rules is None or points is None or heights is None:
             return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)),
-                              disagreement=disagreement, velocities=velocities)
+                              disagreement=disagreement)
         # judged where the pathway put the objects, as the frame was drawn there
         if self.config.outcome == "rule":
             success, failed = self.rules.outcome(task, next_proprio, points, heights)
-            return Prediction(latent, next_proprio, success.float(), points, heights, failed, disagreement, velocities)
+            return Prediction(latent, next_proprio, success.float(), points, heights, failed, disagreement)
         success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
         return Prediction(latent, next_proprio, success_prob, points, heights,
-                          self.rules.failed(next_proprio, points, heights), disagreement, velocities)
+                          self.rules.failed(next_proprio, points, heights), disagreement)
 
     @torch.no_grad()
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                     next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
-                     velocities: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                     next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of the object pathway alone, given the gripper's motion: context positions
         ``(B, C, E, 2)`` and heights ``(B, C, E)``, raw context proprio ``(B, C, 4)``, the raw
-        proprio the step reaches ``(B, 4)``, ``action``, ``task`` and, with
-        ``object_velocities``, the latest ``velocities`` ``(B, E, 3)`` -> the objects' next
-        positions, heights and velocities (None without the option). :meth:`predict` takes the
-        gripper's motion from its own proprio head; fed the recorded motion, this says how far
-        the pathway follows the real pushes."""
+        proprio the step reaches ``(B, 4)``, ``action`` and ``task`` -> the objects' next
+        positions and heights. :meth:`predict` takes the gripper's motion from its own proprio
+        head; fed the recorded motion, this says how far the pathway follows the real pushes."""
         if self.objects is None:
             raise ValueError("this world model has no object pathway (config.object_pathway is False)")
         return self.objects(points, heights, self._normalized_proprio(proprio),
                             self._normalized_proprio(next_proprio), action, self._one_hot(task),
-                            torch.stack([proprio[:, -1, :3], next_proprio[:, :3]], dim=1), velocities)
+                            torch.stack([proprio[:, -1, :3], next_proprio[:, :3]], dim=1))
 
     @torch.no_grad()
     def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:

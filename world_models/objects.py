@@ -5,8 +5,7 @@ A small denoiser asked for the next frame of a push averages the cube's large, r
 image positions of the scene's objects (:data:`~worldsim.envs.observations.ENTITIES`: cubes,
 zones, bin) from their positions over the context, the gripper's proprio (now and next), the
 action, the task and (``object_relations``) where each object is relative to the gripper
-(:class:`ObjectDynamics`, a residual MLP on normalised pixel coordinates) and, with
-``object_velocities``, from the cubes' velocities, which it carries as state and predicts too,
+(:class:`ObjectDynamics`, a residual MLP on normalised pixel coordinates),
 kept at rest unless the gripper's path passes near them or they are already moving
 (:meth:`ObjectDynamics.contact_gate`), then conditions the frame's denoiser on where they are
 and where they go: one Gaussian blob per object at its current and at its next position, as
@@ -37,9 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
-from worldsim.envs.scene import ACTION_SCALE, CONTROL_DT
+from worldsim.envs.scene import ACTION_SCALE
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.layers import masked_mean
 
@@ -65,25 +63,15 @@ OBJECT_EXTENT = 1 / 16
 CONTACT_REACH_M = 0.08
 MOVING_M = 0.0005
 RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
-VELOCITY_UNIT = 0.1  # m/s: the pathway reads and writes velocities in these units (the paddle moves at up to 0.6 m/s)
 
 
 class ObjectDynamics(nn.Module):
     """The next state of the scene's objects from their context states: image positions
     ``(B, C, E, 2)`` pixels and heights ``(B, C, E)`` metres, the normalised context and next
-    proprio, the action and the task (one-hot) and, with ``object_velocities``, the objects'
-    latest velocities ``(B, E, 3)`` (m/s, world frame; zero for the zones and the bin). Returns
-    the next positions ``(B, E, 2)`` and heights ``(B, E)``: the last ones plus a predicted change
-    (for the cubes: the zones and the bin do not move), kept where an object can be
-    (:data:`POSITION_MARGIN`, :data:`HEIGHT_RANGE_M`); and, with ``object_velocities``, the next
-    velocities (the last ones plus a predicted change; else None).
-
-    Why velocities: the pushed cube's steps after the paddle's are mostly slides on in the same
-    direction (the cosine of consecutive moves has a median of 0.97), which the positions of the
-    context show only as a past displacement, not as how fast the cube still goes. Fed the
-    recorded velocity at every step, the pathway's cube was 1.18 cm off 16 steps after contact
-    instead of 1.93 (an oracle, PushCube); carrying its own prediction of it, 1.78 / 1.91 cm
-    against 1.87 / 1.92 without (README, "The pathway reads the gripper's offset")."""
+    proprio, the action and the task (one-hot). Returns the next positions ``(B, E, 2)`` and
+    heights ``(B, E)``: the last ones plus a predicted change (for the cubes: the zones and the
+    bin do not move), kept where an object can be
+    (:data:`POSITION_MARGIN`, :data:`HEIGHT_RANGE_M`)."""
 
     movable: torch.Tensor
     movable_index: torch.Tensor
@@ -95,7 +83,6 @@ class ObjectDynamics(nn.Module):
         self.camera = image_camera(config.image_size, config.image_size)
         self.gated = config.contact_gate
         self.relations = config.object_relations
-        self.velocities = config.object_velocities
         self.entities = len(ENTITIES)
         self.scale = config.image_size / 2.0
         # only the cubes move: the zones and the bin are fixed for an episode, so they stay where they start
@@ -103,12 +90,10 @@ class ObjectDynamics(nn.Module):
         self.register_buffer("movable_index", self.movable.nonzero().flatten(), persistent=False)
         self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
         inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
-                  + len(config.tasks) + (6 * self.entities + 3 if self.relations else 0)
-                  + (3 * self.entities if self.velocities else 0))
+                  + len(config.tasks) + (6 * self.entities + 3 if self.relations else 0))
         width = config.object_hidden
-        outputs = (6 if self.velocities else 3) * self.entities
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
-                                 nn.Linear(width, width), nn.SiLU(), nn.Linear(width, outputs))
+                                 nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
             last = self.net[-1]
             assert isinstance(last, nn.Linear)
@@ -116,36 +101,23 @@ class ObjectDynamics(nn.Module):
             last.bias.zero_()
 
     def forward(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor,
-                velocities: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """``proprio`` and ``next_proprio`` normalised; ``tcp`` ``(B, 2, 3)`` the gripper's TCP
         (metres) before and after the step, for :meth:`contact_gate` and, with
-        ``object_relations``, :meth:`relation_features`; ``velocities`` needed with
-        ``object_velocities`` (``ValueError`` without them), ignored otherwise."""
+        ``object_relations``, :meth:`relation_features`."""
         b = len(points)
         normalized = points / self.scale - 1.0
         features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
                     next_proprio, action, task]
         if self.relations:
             features += self.relation_features(points, heights, tcp)
-        if self.velocities:
-            if velocities is None:
-                raise ValueError("this object pathway carries the objects' velocities (object_velocities=True): "
-                                 "give their latest velocities (B, E, 3)")
-            features.append((velocities / VELOCITY_UNIT).flatten(1))
-        free = self.movable[:, None].to(points.dtype)
+        change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
         if self.gated:
-            free = free * self.contact_gate(points, heights, tcp)[..., None]
-        change = self.net(torch.cat(features, dim=1)).view(b, self.entities, -1)
-        # outputs: tenths of half the image for positions, centimetres for heights, VELOCITY_UNIT for velocities
-        moved = (points[:, -1] + change[..., :2] * free * self.scale * 0.1).clamp(*self.bounds)
-        lifted = (heights[:, -1] + change[..., 2] * free[..., 0] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
-        if velocities is None or not self.velocities:
-            return moved, lifted, None
-        # not gated: zeroing the velocity of the cubes the gate holds still put the pushed cube
-        # further off after 16 steps (1.88 against 1.78 cm, pathway_relations_velocities*.json)
-        return moved, lifted, (velocities + change[..., 3:] * VELOCITY_UNIT) * self.movable[:, None]
+            change = change * self.contact_gate(points, heights, tcp)[..., None]
+        # outputs: tenths of half the image for positions, centimetres for heights
+        moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
+        return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
 
     def relation_features(self, points: torch.Tensor, heights: torch.Tensor, tcp: torch.Tensor
                           ) -> list[torch.Tensor]:
@@ -204,14 +176,6 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     return F.pixel_unshuffle(blended, patch)
 
 
-def velocities_from_moves(camera: PinholeCamera, points: torch.Tensor, heights: torch.Tensor) -> torch.Tensor:
-    """The objects' velocities ``(B, E, 3)`` (m/s) over the last step of context positions
-    ``(B, C, E, 2)`` and heights ``(B, C, E)``: where no recorded velocity starts an imagined
-    episode (a file without ``state``), the move over the last control step stands for it."""
-    where = camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3)
-    return (where[:, -1] - where[:, 0]) / CONTROL_DT
-
-
 def resting_heights(points: torch.Tensor) -> torch.Tensor:
     """Heights ``points.shape[:-1]`` of objects taken to rest on their planes (cube centres at
     half a cube, zones on the table, the bin's floor), for positions found in frames alone."""
@@ -252,31 +216,22 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
     the context states of ``windows``, their points noised by ``KEYPOINT_NOISE_PX`` times
     ``noise`` (standard normal draws shaped like the points; None: not noised)
     (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`), with the recorded gripper
-    motion; steps past an episode's end are left out. With ``object_velocities``, the rollout
-    starts from the recorded ``velocities`` and carries its own, and the smooth-L1 of the cubes'
-    predicted velocities against the recorded ``target_velocities`` (in :data:`VELOCITY_UNIT`) is
-    added. ``ValueError`` when the windows hold no objects (their bank has no ``state``)."""
+    motion; steps past an episode's end are left out. ``ValueError`` when the windows hold no
+    objects (their bank has no ``state``)."""
     if "points" not in windows:
         raise ValueError("the object pathway trains on the objects' positions: the data needs the 'state' "
                          "observation (collect with obs_mode='pixels+state')")
     points, heights = windows["points"], windows["heights"]
     if noise is not None:
         points = points + KEYPOINT_NOISE_PX * noise
-    velocities = windows["velocities"] if dynamics.velocities else None
     proprio, tcp = normalize(windows["proprio"]), windows["proprio"][..., :3]
     context = points.shape[1]
     valid, losses = windows["valid"], []
     for k in range(windows["actions"].shape[1]):
-        predicted, lifted, velocities = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
-                                                 windows["actions"][:, k], task_one_hot,
-                                                 tcp[:, k + context - 1:k + context + 1], velocities)
-        loss = object_loss(predicted, windows["target"][:, k], image_size, lifted, windows["target_heights"][:, k],
-                           valid[:, k])
-        if velocities is not None:
-            error = F.smooth_l1_loss(velocities / VELOCITY_UNIT, windows["target_velocities"][:, k] / VELOCITY_UNIT,
-                                     reduction="none")
-            loss = loss + masked_mean(error, (valid[:, k, None] & dynamics.movable)[..., None])
-        losses.append(loss)
+        predicted, lifted = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
+                                     windows["actions"][:, k], task_one_hot, tcp[:, k + context - 1:k + context + 1])
+        losses.append(object_loss(predicted, windows["target"][:, k], image_size, lifted,
+                                  windows["target_heights"][:, k], valid[:, k]))
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
     return masked_mean(torch.stack(losses), valid.any(0))

@@ -134,8 +134,7 @@ def pathway_replay(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, s
         recorded = bank.recorded_objects(bank.context_rows(j, t0, context))
         if recorded is None:
             raise ValueError("the pathway replays recorded objects: the episodes need state (obs_mode 'pixels+state')")
-        points, heights, recorded_velocities = (value.to(model.device).float() for value in recorded)
-        velocities = recorded_velocities[:, -1] if model.config.object_velocities else None
+        points, heights = (value.to(model.device).float() for value in recorded)
         task = torch.tensor([model.task_index(bank.infos[e].task) for e in j], device=model.device)
         carried, lifted = [points[:, -1]], [heights[:, -1]]
         for k in range(horizon):
@@ -143,8 +142,8 @@ def pathway_replay(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, s
             proprio = torch.from_numpy(bank.proprio[bank.context_rows(j, t, context)]).to(model.device)
             reached = torch.from_numpy(bank.proprio[bank.obs_start[j] + np.minimum(t + 1, bank.lengths[j])])
             action = torch.from_numpy(bank.actions[bank.step_start[j] + np.minimum(t, bank.lengths[j] - 1)])
-            step_points, step_heights, velocities = model.move_objects(
-                points, heights, proprio, reached.to(model.device), action.to(model.device), task, velocities)
+            step_points, step_heights = model.move_objects(points, heights, proprio, reached.to(model.device),
+                                                           action.to(model.device), task)
             points = torch.cat([points[:, 1:], step_points[:, None]], dim=1)
             heights = torch.cat([heights[:, 1:], step_heights[:, None]], dim=1)
             carried.append(step_points)

@@ -13,21 +13,24 @@ Read top to bottom, :func:`train_world_model` is the recipe:
    takes ``dynamics_updates`` steps of the low-dimensional dynamics' own optimiser (the proprio
    head and the object pathway) on large batches of state windows rolled out on their own
    predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`; with
-   ``dynamics_members`` > 1 the ensemble's members too; ``ensemble_only``: those alone);
+   ``dynamics_members`` > 1 the ensemble's members too, and with ``ensemble_only`` those alone,
+   the rest of the model left as it is);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
    steps save ``out/world_model/`` and the training state (resumable exactly);
-5. at the end, calibrate the model's ``success_threshold``: replay every validation episode
-   open loop from its start, take each one's highest imagined success probability, and keep the
-   threshold that best separates the successful episodes from the failed ones
-   (:func:`~worldsim.world_models.evaluate.calibrate_threshold`), saved with the model (kept
-   without validation episodes of both outcomes; nothing to calibrate with ``outcome="rule"``).
+5. at the end, calibrate the model's ``success_threshold``: replay
+   every validation episode open loop from its start, take each one's highest imagined success
+   probability, and keep the threshold that best separates the successful episodes from the
+   failed ones (:func:`~worldsim.world_models.evaluate.calibrate_threshold`); it is saved with
+   the model. Without validation episodes of both outcomes the threshold stays as it was; with
+   ``outcome="rule"`` there is nothing to calibrate (the task's rule decides).
 
-Each minibatch and its noise are drawn from generators seeded by (seed, rank, step) (the noise's
-on the training device), so a resumed run draws the same batches as an uninterrupted one and
-ranks under ``torchrun`` differ; batches are gathered on the device from a copy of the episodes
-there (:meth:`EpisodeBank.tensors`); gradients are averaged across ranks (DDP's recipe). The
+Each minibatch is drawn, and its noise sampled, from generators seeded by (seed, rank, step) (the
+noise's lives on the training device), so a resumed run draws the same batches as an
+uninterrupted one and ranks under ``torchrun`` draw different ones; batches are gathered on the
+device from a copy of the episodes there (:meth:`EpisodeBank.tensors`);
+gradients are averaged across ranks before every step (DistributedDataParallel's recipe). The
 run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budget and the
 ``time_budget`` safety net, ``summary.json``) is a :class:`~worldsim.runtime.run.TrainingRun`.
 """
@@ -61,7 +64,7 @@ WARMUP_STEPS = 100
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override.
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "object_relations",
-                       "object_velocities", "carry_objects", "change_weight", "outcome", "dynamics_horizon")
+                       "carry_objects", "change_weight", "outcome", "dynamics_horizon")
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
                  "success_fraction", "success_weight", "dynamics_updates", "dynamics_members", "ensemble_only")
@@ -98,8 +101,6 @@ class TrainWMConfig:
     object_relations: bool | None = None
     """A new model's object pathway also reads each object's offset from the gripper (needs the
     object pathway; default: the preset's, on)."""
-    object_velocities: bool | None = None
-    """A new model's object pathway also carries the cubes' velocities (needs the object pathway)."""
     carry_objects: bool | None = None
     """A new model's denoiser corrects the last frame with the moving objects already carried
     where the pathway puts them (needs the object pathway; default: the preset's)."""
@@ -222,7 +223,6 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         # the model is built without it rather than refusing data a model can still learn from.
         overrides["object_pathway"] = False
         overrides.setdefault("carry_objects", False)  # the frame carries what only the pathway moves
-        overrides.setdefault("object_velocities", False)
         overrides.setdefault("outcome", "head")  # the rule reads the positions only the pathway carries
         print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the {config.config} world model "
               "is built without its object pathway, its success judged by the learned head (collect with "
