@@ -99,6 +99,16 @@ def best_cut(scores: np.ndarray, real: np.ndarray) -> dict[str, Any]:
     return {"cut": cut, **scored(scores >= cut, real)}
 
 
+def judge_features(model: WorldModel, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                   task: torch.Tensor) -> torch.Tensor:
+    """What the judge trained on imagination reads of one imagined step ``(N, D)``: the keypoints
+    ``(N, E, 2)``, the positions the rules place them at, the normalized proprio and the task."""
+    assert model.rules is not None
+    where = model.rules.positions(points, heights) / RELATION_UNIT_M
+    return torch.cat([points.flatten(1) / model.config.image_size * 2 - 1, where.flatten(1), proprio,
+                      model._one_hot(task)], dim=1)
+
+
 @torch.no_grad()
 def imagined_states(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -121,10 +131,8 @@ def imagined_states(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, 
     for k in range(horizon):
         norm, moved, lifted = model._step_dynamics(Rollout(no_frames, no_frames, proprio, points, heights),
                                                    torch.from_numpy(bank.actions[actions[:, k]]), task)
-        assert moved is not None and lifted is not None and model.rules is not None
-        where = model.rules.positions(moved, lifted) / RELATION_UNIT_M
-        features.append(torch.cat([moved.flatten(1) / cfg.image_size * 2 - 1, where.flatten(1), norm,
-                                   model._one_hot(task)], dim=1))
+        assert moved is not None and lifted is not None
+        features.append(judge_features(model, moved, lifted, norm, task))
         head.append(torch.sigmoid(model.success_head.judge(moved, task, norm)[0]))
         proprio = torch.cat([proprio[:, 1:], (norm * model.proprio_std + model.proprio_mean)[:, None]], dim=1)
         points = torch.cat([points[:, 1:], moved[:, None]], dim=1)
@@ -221,9 +229,11 @@ def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarra
     lifted = where[:, 1:, cube, 2] > CUBE_HALF + RESTING_TOLERANCE
     recorded = bank.recorded_objects(rows)[1].numpy()[:, :, cube]
     learned = {}
-    if trained is not None:
-        features, _, _, valid = imagined_states(model, bank, episodes, starts, horizon)
-        scores = judge_scores(trained[0], features, valid)
+    if trained is not None:  # read from this very replay: its dynamics are what imagined_states rolls
+        normalized = model._normalized_proprio(proprio.flatten(0, 1))
+        features = judge_features(model, points, torch.from_numpy(run.heights).float().flatten(0, 1), normalized,
+                                  task).reshape(n, steps, -1)[:, 1:]
+        scores = judge_scores(trained[0], features, torch.from_numpy(run.valid[:, 1:]))
         learned = {"judge_trained_on_imagination": {**scored(scores >= trained[1], real),
                                                     "best_cut": best_cut(scores, real)}}
     return {

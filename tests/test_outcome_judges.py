@@ -20,7 +20,7 @@ from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.replay import open_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from outcome_judges import best_cut, imagined_states, zone_excess  # noqa: E402
+from outcome_judges import best_cut, imagined_states, judge_features, zone_excess  # noqa: E402
 
 
 def test_the_zone_band_and_the_resting_check_are_the_push_rule_on_recorded_frames(tmp_path: Path) -> None:
@@ -69,6 +69,13 @@ def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp
     assert features.shape[:2] == (3, horizon) and run.points is not None
     points = (features[..., :2 * len(ENTITIES)].reshape(3, horizon, len(ENTITIES), 2) + 1) / 2 * 32
     np.testing.assert_allclose(points.numpy(), run.points[:, 1:], atol=1e-4)
+    # what judge_windows reads from a replay is what imagined_states rolls without frames
+    assert run.heights is not None
+    from_replay = judge_features(model, torch.from_numpy(run.points[:, 1:]).float().flatten(0, 1),
+                                 torch.from_numpy(run.heights[:, 1:]).float().flatten(0, 1),
+                                 model._normalized_proprio(torch.from_numpy(run.imagined_proprio[:, 1:]).flatten(0, 1)),
+                                 torch.zeros(3 * horizon, dtype=torch.long))
+    np.testing.assert_allclose(from_replay.reshape(3, horizon, -1).numpy(), features.numpy(), atol=1e-4)
     assert np.abs(run.points[:, -1, :3] - run.points[:, 0, :3]).max() > 0.1  # the cubes did move
     np.testing.assert_allclose(head.numpy(), run.success_prob[:, 1:], atol=1e-5)
     np.testing.assert_array_equal(valid.numpy(), run.valid[:, 1:])
