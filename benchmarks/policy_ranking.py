@@ -14,6 +14,11 @@ another seed. Each policy is then evaluated in physics and in the world model
 when it exists. Prints one JSON line last. ``--seed 7`` (the fourth and fifth commands) redoes
 the tabletop-4 ranking with new demonstrations, checkpoints, world model, keyframes and
 evaluation episodes: a fresh test of a figure whose settings were chosen on the first.
+``--wm-policies`` adds other policies' own episodes to the world model's data: with another
+seed's checkpoints (the last command: seed 13's ranking, after the fifth command and
+``bc_suite.py --seed 13``, with seed 7's checkpoints), the model sees the failures and near
+misses of policies like those it ranks, none of them ranked. Its expert episodes shrink so
+that the data stays 500 episodes per task.
 
     python benchmarks/bc_suite.py --suite tabletop-4 --eval-episodes 0 --out runs/bench_bc
     python benchmarks/policy_ranking.py --demos runs/bench_bc/demos.h5 --policies runs/bench_bc/bc/policy \\
@@ -26,6 +31,9 @@ evaluation episodes: a fresh test of a figure whose settings were chosen on the 
     python benchmarks/policy_ranking.py --task PushCube-v0 --world-model runs/study/default/wm \\
         --keyframes runs/study/default/iid.h5 --policies runs/rank_suite/bc_*/policy runs/bench_bc/bc/policy \\
         --out runs/rank_push_rule --outcome rule
+    python benchmarks/policy_ranking.py --seed 13 --demos runs/bench_bc_s13/demos.h5 --bc-steps 100 200 400 1000 \\
+        2000 3000 --policies runs/bench_bc_s13/bc/policy --outcome rule --wm-episodes 325 \\
+        --wm-policies runs/rank_s7/bc_*/policy runs/bench_bc_s7/bc/policy --out runs/rank_s13_mixed
 """
 
 from __future__ import annotations
@@ -50,6 +58,27 @@ def expert_episodes(tasks: list[str], episodes: int, path: Path, seed: int) -> N
                          num_envs=50, seed=seed, progress=False)
 
 
+def policy_episodes(tasks: list[str], policies: list[Path], episodes: int, path: Path, seed: int) -> None:
+    """Each policy's own episodes of every task, executed as it is evaluated (its mode action),
+    merged into ``path`` (skipped when the file exists; one part file per policy is kept, so an
+    interrupted run resumes at the next policy)."""
+    from worldsim.data.collect import collect_episodes
+    from worldsim.data.merge import merge_episode_files
+    from worldsim.policies import load_policy
+
+    if path.exists():
+        return
+    parts = []
+    for k, policy_path in enumerate(policies):
+        part = path.with_name(f"{path.stem}_{k}.h5")
+        if not part.exists():
+            policy = load_policy(policy_path).eval()
+            collect_episodes(tasks, lambda task, policy=policy: policy, episodes, part, num_envs=episodes,
+                             seed=seed + 100 * k, deterministic=True, progress=False)
+        parts.append(part)
+    merge_episode_files(parts, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-model", type=Path, help="a trained world model (default: train one in --out)")
@@ -60,6 +89,11 @@ def main() -> None:
     parser.add_argument("--suite", default="tabletop-4")
     parser.add_argument("--task", nargs="*", default=[], help="rank on these tasks instead of the suite")
     parser.add_argument("--wm-episodes", type=int, default=500, help="expert episodes per task for the world model")
+    parser.add_argument("--wm-policies", type=Path, nargs="*", default=[],
+                        help="policies whose own episodes join the world model's data (another seed's "
+                             "checkpoints: failures and near misses of the kind ranked, without its policies)")
+    parser.add_argument("--wm-policy-episodes", type=int, default=25,
+                        help="episodes per --wm-policies policy and task")
     parser.add_argument("--wm-steps", type=int, default=4000)
     parser.add_argument("--keyframe-episodes", type=int, default=64)
     parser.add_argument("--episodes", type=int, default=100, help="real episodes per policy and task")
@@ -99,12 +133,21 @@ def main() -> None:
         start = time.time()
         expert_episodes(tasks, args.wm_episodes, args.out / "wm_data.h5", seed=args.seed)
         expert_episodes(tasks, args.keyframe_episodes, args.out / "keyframes.h5", seed=1000 + args.seed)
+        data = args.out / "wm_data.h5"
+        if args.wm_policies:
+            from worldsim.data.merge import merge_episode_files
+
+            policy_episodes(tasks, args.wm_policies, args.wm_policy_episodes, args.out / "wm_rollouts.h5",
+                            seed=2000 + args.seed)
+            data = args.out / "wm_data_mixed.h5"
+            if not data.exists():
+                merge_episode_files([args.out / "wm_data.h5", args.out / "wm_rollouts.h5"], data)
         seconds["collect"] = time.time() - start
         world_model, keyframes = args.out / "wm", args.out / "keyframes.h5"
         if not (world_model / "summary.json").exists():
             start = time.time()
             train_world_model(TrainWMConfig(
-                data=args.out / "wm_data.h5", out=world_model, steps=args.wm_steps, batch_size=32,
+                data=data, out=world_model, steps=args.wm_steps, batch_size=32,
                 val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500, seed=args.seed,
                 torch_threads=args.threads, device="cpu", progress=False, overwrite=True))
             seconds["train_wm"] = time.time() - start
@@ -132,6 +175,7 @@ def main() -> None:
         "tasks": tasks, "world_model": str(world_model), "outcome": model.config.outcome,
         "contact_gate": model.config.contact_gate,
         "keyframes": str(keyframes), "policies": len(policies), "seed": args.seed,
+        "wm_policies": [str(p) for p in args.wm_policies], "wm_policy_episodes": args.wm_policy_episodes,
         "real_episodes": args.episodes, "imagined_episodes": args.imagined_episodes,
         "over_policies": result["over_policies"], "over_policy_task_pairs": result["over_policy_task_pairs"],
         "per_task": result["per_task"], "mean_abs_error": result["mean_abs_error"],
