@@ -58,10 +58,11 @@ def expert_episodes(tasks: list[str], episodes: int, path: Path, seed: int) -> N
                          num_envs=50, seed=seed, progress=False)
 
 
-def policy_episodes(tasks: list[str], policies: list[Path], episodes: int, path: Path, seed: int) -> None:
+def policy_episodes(tasks: list[str], policies: list[Path], episodes: int, path: Path, seed: int,
+                    first: tuple[Path, ...] = ()) -> None:
     """Each policy's own episodes of every task, executed as it is evaluated (its mode action),
-    merged into ``path`` (skipped when the file exists; one part file per policy is kept, so an
-    interrupted run resumes at the next policy)."""
+    merged into ``path`` after the episodes of the files ``first`` (skipped when ``path`` exists;
+    one part file per policy is kept, so an interrupted run resumes at the next policy)."""
     from worldsim.data.collect import collect_episodes
     from worldsim.data.merge import merge_episode_files
     from worldsim.policies import load_policy
@@ -76,7 +77,7 @@ def policy_episodes(tasks: list[str], policies: list[Path], episodes: int, path:
             collect_episodes(tasks, lambda task, policy=policy: policy, episodes, part, num_envs=episodes,
                              seed=seed + 100 * k, deterministic=True, progress=False)
         parts.append(part)
-    merge_episode_files(parts, path)
+    merge_episode_files([*first, *parts], path)
 
 
 def main() -> None:
@@ -135,13 +136,9 @@ def main() -> None:
         expert_episodes(tasks, args.keyframe_episodes, args.out / "keyframes.h5", seed=1000 + args.seed)
         data = args.out / "wm_data.h5"
         if args.wm_policies:
-            from worldsim.data.merge import merge_episode_files
-
-            policy_episodes(tasks, args.wm_policies, args.wm_policy_episodes, args.out / "wm_rollouts.h5",
-                            seed=2000 + args.seed)
             data = args.out / "wm_data_mixed.h5"
-            if not data.exists():
-                merge_episode_files([args.out / "wm_data.h5", args.out / "wm_rollouts.h5"], data)
+            policy_episodes(tasks, args.wm_policies, args.wm_policy_episodes, data, seed=2000 + args.seed,
+                            first=(args.out / "wm_data.h5",))
         seconds["collect"] = time.time() - start
         world_model, keyframes = args.out / "wm", args.out / "keyframes.h5"
         if not (world_model / "summary.json").exists():

@@ -39,3 +39,9 @@ def test_other_policies_episodes_are_collected_per_policy_and_merged(tmp_path: P
     finished = parts[0].stat().st_mtime_ns
     policy_episodes(["PushCube-v0", "ReachCube-v0"], policies, 2, out, seed=5)  # resumes: merges again
     assert parts[0].stat().st_mtime_ns == finished and out.exists()
+    # the files given first (the expert data) lead the merged file, in one write
+    mixed = tmp_path / "mixed.h5"
+    policy_episodes(["PushCube-v0", "ReachCube-v0"], policies[1:], 2, mixed, seed=5, first=(parts[0],))
+    with EpisodeReader(mixed) as merged, EpisodeReader(parts[0]) as first:
+        assert len(merged.episode_info()) == 8
+        np.testing.assert_array_equal(merged[0].actions, first[0].actions)
