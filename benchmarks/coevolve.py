@@ -92,6 +92,9 @@ def main() -> None:
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
     parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
+    parser.add_argument("--imagined-frames", default="generated", choices=("generated", "rendered"),
+                        help="what the policy sees in imagination: the world model's frames, or the imagined "
+                             "state drawn by the scene's renderer")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
     # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:
     # lr 1e-4 in physics), and a baseline held to the other's settings would be a straw man.
@@ -139,7 +142,8 @@ def main() -> None:
                 rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward, lr=lr,
+                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward,
+                imagined_frames=args.imagined_frames, lr=lr,
                 kl_coef=args.kl_coef, dynamics_members=args.dynamics_members,
                 uncertainty_penalty=args.uncertainty_penalty, max_real_drop=args.max_real_drop,
                 test_episodes=args.test_episodes, torch_threads=args.threads, **VARIANTS[variant])
@@ -183,7 +187,8 @@ def main() -> None:
                "base_real_success": float(np.mean([np.mean(outcomes(r)[0]) for r in runs["coevolve"]])),
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
-                                                          "rl_env_steps", "rl_num_envs", "imagined_reward", "lr",
+                                                          "rl_env_steps", "rl_num_envs", "imagined_reward",
+                                                          "imagined_frames", "lr",
                                                           "kl_coef", "dynamics_members", "uncertainty_penalty",
                                                           "max_real_drop", "test_episodes",
                                                           "threads", "direct_rl_lr", "direct_rl_num_envs")}

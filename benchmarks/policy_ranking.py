@@ -101,6 +101,9 @@ def main() -> None:
     parser.add_argument("--imagined-episodes", type=int, default=64)
     parser.add_argument("--outcome", choices=("head", "rule"),
                         help="judge imagined success this way instead of as the world model was trained to")
+    parser.add_argument("--frames", choices=("generated", "rendered"), default="generated",
+                        help="what the policies see in imagination: the world model's frames, or the imagined "
+                             "state drawn by the scene's renderer")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the BC checkpoints, the world model's data and training, the keyframes "
@@ -160,8 +163,7 @@ def main() -> None:
     result = rank_policies(RankConfig(world_model=world_model, keyframes=keyframes, policies=tuple(policies),
                                       task=tuple(tasks), episodes=args.episodes,
                                       imagined_episodes=args.imagined_episodes, out=args.out, device="cpu",
-                                      seed=args.seed,
-                                      progress=False))
+                                      seed=args.seed, frames=args.frames, progress=False))
     seconds["rank"] = time.time() - start
 
     def rates(side: str) -> dict[str, dict[str, float]]:
@@ -170,7 +172,7 @@ def main() -> None:
 
     report("policy_ranking_" + args.out.name, {
         "tasks": tasks, "world_model": str(world_model), "outcome": model.config.outcome,
-        "contact_gate": model.config.contact_gate,
+        "contact_gate": model.config.contact_gate, "frames": args.frames,
         "keyframes": str(keyframes), "policies": len(policies), "seed": args.seed,
         "wm_policies": [str(p) for p in args.wm_policies], "wm_policy_episodes": args.wm_policy_episodes,
         "real_episodes": args.episodes, "imagined_episodes": args.imagined_episodes,

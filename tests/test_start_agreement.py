@@ -102,7 +102,8 @@ def test_bad_start_states_raise_before_anything_changes(make_vec):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """Keyframes with state, two untrained world models and two untrained pixel policies."""
+    """Keyframes with state, two untrained world models (and one with the object pathway) and two
+    untrained pixel policies."""
     root = tmp_path_factory.mktemp("starts")
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4,
                      root / "push.h5", num_envs=4, image_size=32, progress=False)
@@ -112,6 +113,9 @@ def files(tmp_path_factory):
                                     success_channels=8)).save_pretrained(root / f"wm{k}")
         TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
                               hidden_dim=32, feature_dim=32)).save_pretrained(root / f"policy{k}")
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8, object_pathway=True, object_hidden=32, outcome="rule")
+               ).save_pretrained(root / "pathway")
     shutil.copy(root / "push.h5", root / "pixels.h5")
     with h5py.File(root / "pixels.h5", "a") as f:  # as if recorded with obs_mode="pixels"
         for episode in f["data"].values():
@@ -122,8 +126,9 @@ def files(tmp_path_factory):
 def test_the_same_starts_run_in_imagination_and_in_physics(files, tmp_path):
     policy = TinyVLA.from_pretrained(files / "policy0").eval()
 
-    def compare(world_model, **kwargs):
-        imagination = Imagination(files / world_model, files / "push.h5", keyframe_ratio=0.5, horizon=6, device="cpu")
+    def compare(world_model, frames="generated", **kwargs):
+        imagination = Imagination(files / world_model, files / "push.h5", keyframe_ratio=0.5, horizon=6, device="cpu",
+                                  frames=frames)
         return compare_from_starts(policy, "PushCube-v0", imagination, starts=10, seed=4, progress=False, **kwargs)
 
     report = compare("wm0", out=tmp_path, videos=2)
@@ -146,6 +151,9 @@ def test_the_same_starts_run_in_imagination_and_in_physics(files, tmp_path):
     assert other["per_start"]["episode"] == starts["episode"] and other["per_start"]["step"] == starts["step"]
     assert other["per_start"]["real"] == starts["real"] and other["per_start"]["real_steps"] == starts["real_steps"]
     assert compare("wm0", deterministic=True)["ceiling"] is None
+    rendered = compare("pathway", frames="rendered")  # the policy sees the imagined state drawn by the scene
+    assert rendered["frames"] == "rendered" and report["frames"] == "generated"
+    assert rendered["per_start"]["episode"] == starts["episode"] and rendered["per_start"]["real"] == starts["real"]
     with pytest.raises(ValueError, match="holds no 'state' observations"):
         compare_from_starts(policy, "PushCube-v0", Imagination(files / "wm0", files / "pixels.h5", device="cpu"),
                             starts=2, progress=False)

@@ -21,7 +21,11 @@ inside the env, and the same info keys (``success``, ``episode_step``, ``failure
 What imagination cannot do, and what it does instead:
 
 - observations: only ``obs_mode="pixels"``; the 56-d ``state`` (cube poses, velocities) is not
-  imagined, so ``"state"`` and ``"pixels+state"`` are refused, as is the wrist camera;
+  imagined, so ``"state"`` and ``"pixels+state"`` are refused, as is the wrist camera. The
+  frames are the world model's own (``frames="generated"``), or, for a model with the object
+  pathway, the imagined gripper and objects drawn by the scene's renderer
+  (``frames="rendered"``, :mod:`~worldsim.world_models.scene_frames`: the frame a policy acts
+  on is then the very state its outcome is judged on, and no frame is denoised);
 - reward: ``reward_type="transition"`` (default) gives 1 on the step where the imagined
   verdict turns from 0 to 1 (WoVR), else 0; ``"sparse"`` gives 1 on every step whose new frame
   is judged a success, as the physics env's sparse reward does. The verdict is the success
@@ -81,6 +85,7 @@ from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
 from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import Rollout, WorldModel
+from worldsim.world_models.scene_frames import scene_frames
 
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))
 
@@ -112,6 +117,9 @@ class ImaginedVectorEnv(BatchedEnv):
         success_threshold: success probability at or above which a frame is a success
             (default: the threshold ``train-wm`` calibrated and saved with the model).
         sampling_steps: denoising steps per frame (default: the model's).
+        frames: ``"generated"`` (default: the model draws each frame) or ``"rendered"`` (the scene's
+            renderer draws the imagined state; a model with the object pathway and keyframes with
+            ``state`` only).
         uncertainty_penalty: reward units taken off per centimetre of the dynamics ensemble's
             disagreement on each step (0: none; > 0 needs a model with ``dynamics_members`` > 1).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
@@ -141,6 +149,7 @@ class ImaginedVectorEnv(BatchedEnv):
         terminate_on_success: bool = True,
         success_threshold: float | None = None,
         sampling_steps: int | None = None,
+        frames: str = "generated",
         uncertainty_penalty: float = 0.0,
         render_mode: str | None = None,
         device: str | torch.device = "auto",
@@ -206,6 +215,7 @@ class ImaginedVectorEnv(BatchedEnv):
         if len(self._bank_episodes) == 0:
             raise ValueError(f"keyframes={str(self.bank.path)!r} holds no episodes of {self.task.name} "
                              f"(it has {', '.join(self.bank.tasks)})")
+        self.scene_frames = scene_frames(self.model, self.bank, frames, self.num_envs)
         rule = keyframe_rule if keyframe_rule is None or isinstance(keyframe_rule, KeyframeRule) \
             else KeyframeRule(**keyframe_rule)
         self.keyframe_rule = rule or KeyframeRule()
@@ -230,6 +240,10 @@ class ImaginedVectorEnv(BatchedEnv):
         self._generator = torch.Generator(self.device)
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
 
+    def close_extras(self, **kwargs: Any) -> None:
+        if self.scene_frames is not None:
+            self.scene_frames.close()
+
     # ------------------------------------------------------------------ backend hooks
     def _seed_backend(self, seed: int) -> None:
         self._generator.manual_seed(int(self.np_random.integers(2**62)))
@@ -249,6 +263,9 @@ class ImaginedVectorEnv(BatchedEnv):
             torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
             torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows)))
         self._frames[index] = bank.images[rows[:, -1]]
+        if self.scene_frames is not None:
+            assert bank.state is not None  # checked in __init__
+            self.scene_frames.start(index, bank.state[rows[:, -1]])
         self.start_episode[index] = episodes
         self._success[index] = bank.success[rows[:, -1]]
         self._failed[index] = False
@@ -325,9 +342,14 @@ class ImaginedVectorEnv(BatchedEnv):
         rows = slice(None) if every else torch.as_tensor(index, device=self.device)
         action = torch.from_numpy(actions[index]).to(self.device)
         rollout = self._rollout.rows(rows)
-        pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator)
+        draw = self.scene_frames is None
+        pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator, draw=draw)
         self._rollout.put(rows, rollout.advance(pred))
-        self._frames[index] = latents_to_frames(pred.latent, self.model.config.patch).cpu().numpy()
+        if pred.latent is not None:
+            self._frames[index] = latents_to_frames(pred.latent, self.model.config.patch).cpu().numpy()
+        else:
+            assert self.scene_frames is not None and pred.points is not None and pred.heights is not None
+            self._frames[index] = self.scene_frames.draw(index, pred.proprio, pred.points, pred.heights)
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob
         self._success[index] = prob >= self.success_threshold

@@ -10,7 +10,8 @@ import torch
 
 @dataclass
 class Prediction:
-    """One imagined step for a batch: the next latent frame ``(B, 3p^2, h, w)``, the next
+    """One imagined step for a batch: the next latent frame ``(B, 3p^2, h, w)`` (None when the
+    step was not drawn: ``WorldModel.predict(draw=False)``), the next
     proprio ``(B, 4)`` (raw units), the success probability of the new frame ``(B,)`` (1 or 0
     with ``outcome="rule"``: the task's rule) and, with the pathway, the objects' next image
     positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
@@ -18,7 +19,7 @@ class Prediction:
     never); with a dynamics ensemble, its members' ``disagreement`` ``(B,)`` (metres,
     :func:`~worldsim.world_models.ensemble.spread`)."""
 
-    latent: torch.Tensor
+    latent: torch.Tensor | None
     proprio: torch.Tensor
     success_prob: torch.Tensor
     points: torch.Tensor | None = None
@@ -42,11 +43,13 @@ class Rollout:
     heights: torch.Tensor | None = None
 
     def advance(self, pred: Prediction) -> Rollout:
-        """The windows one step on: the prediction joins the context, the oldest step leaves."""
+        """The windows one step on: the prediction joins the context, the oldest step leaves (the
+        frames stay as they were when the step was not drawn)."""
         def roll(window: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tensor | None:
             return None if window is None or new is None else torch.cat([window[:, 1:], new[:, None]], dim=1)
 
-        context, proprio = roll(self.context, pred.latent), roll(self.proprio, pred.proprio)
+        context = self.context if pred.latent is None else roll(self.context, pred.latent)
+        proprio = roll(self.proprio, pred.proprio)
         assert context is not None and proprio is not None  # always carried
         return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights))
 

@@ -413,24 +413,25 @@ class WorldModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
-                generator: torch.Generator | None = None) -> Prediction:
-        """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks
-        ``(B,)``; :meth:`Rollout.advance` takes the prediction into the rollout."""
-        steps = self.config.sampling_steps if steps is None else steps
-        context, proprio = rollout.context, rollout.proprio
-        level = torch.zeros(len(context), device=context.device)
-        own = self._step_dynamics(rollout, action, task)
-        norm, points, heights = own
+                generator: torch.Generator | None = None, draw: bool = True) -> Prediction:
+        """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks ``(B,)``
+        (:meth:`Rollout.advance` takes it in); ``draw=False`` leaves the frame out (``latent`` None:
+        the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`)."""
+        norm, points, heights = own = self._step_dynamics(rollout, action, task)
         disagreement = self._disagreement(rollout, action, task, own) if len(self.ensemble) else None
-        cond = self.conditioning(action, proprio, norm, level, task)
-        inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
-        change = self.denoiser.sample(inputs, cond, steps, generator)
-        anchor = context[:, -1]
-        next_proprio = norm * self.proprio_std + self.proprio_mean
-        if self.config.carry_objects and rollout.points is not None and points is not None:
-            anchor = self._carried(anchor, rollout.points[:, -1], points)
-        latent = (anchor + change).clamp(-1.0, 1.0)
+        next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
+        if draw:
+            context, proprio = rollout.context, rollout.proprio
+            cond = self.conditioning(action, proprio, norm, torch.zeros(len(context), device=context.device), task)
+            inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
+            change = self.denoiser.sample(inputs, cond, steps or self.config.sampling_steps, generator)
+            anchor = context[:, -1]
+            if self.config.carry_objects and rollout.points is not None and points is not None:
+                anchor = self._carried(anchor, rollout.points[:, -1], points)
+            latent = (anchor + change).clamp(-1.0, 1.0)
         if self.rules is None or points is None or heights is None:
+            if latent is None:
+                raise ValueError("draw=False needs the object pathway: without it success is judged on the frame")
             return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)),
                               disagreement=disagreement)
         # judged where the pathway put the objects, as the frame was drawn there
@@ -482,9 +483,8 @@ class WorldModel(nn.Module):
         return model.to(device).eval()
 
     def with_dynamics_members(self, members: int) -> WorldModel:
-        """This model with ``members`` dynamics members (``dynamics_members``): its own weights,
-        the ensemble's first members kept, new ones freshly initialised, the rest dropped. What
-        it imagines is unchanged: the model's own member draws the frames."""
+        """This model with ``members`` dynamics members: its own weights, the ensemble's first members
+        kept, new ones freshly initialised, the rest dropped (the model's own member still imagines)."""
         model = WorldModel(dataclasses.replace(self.config, dynamics_members=members)).to(self.device)
         kept = {name: value for name, value in self.state_dict().items()
                 if not name.startswith("ensemble.") or int(name.split(".")[1]) < members - 1}

@@ -17,6 +17,7 @@ from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
+from worldsim.world_models.scene_frames import scene_frames
 
 
 @dataclass
@@ -55,15 +56,19 @@ class OpenLoop:
 @torch.no_grad()
 def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int, *,
               sampling_steps: int | None = None, generator: torch.Generator | None = None,
-              batch_size: int = 64, policy: Policy | None = None) -> OpenLoop:
+              batch_size: int = 64, policy: Policy | None = None, frames: str = "generated") -> OpenLoop:
     """Replay the recorded actions of bank episodes ``episodes`` from steps ``starts`` for
     ``horizon`` steps (past an episode's end the last action repeats and ``valid`` is False).
 
     With a ``policy`` (one that reads pixels), the policy acts instead, on the imagined
     observations (``image``, ``proprio``, ``instruction``; its chunks are served by a
     :class:`~worldsim.policies.runner.ChunkQueue`); ``real`` still shows the recorded episode
-    from the same start, for reference, and every step is ``valid``."""
+    from the same start, for reference, and every step is ``valid``. ``frames="rendered"``
+    (a model with the object pathway, a bank with ``state``): the imagined frames are the imagined
+    states drawn by the scene's renderer (:mod:`~worldsim.world_models.scene_frames`), as the
+    imagined env's ``frames="rendered"`` shows them, and no frame is denoised."""
     cfg = model.config
+    scene = scene_frames(model, bank, frames, min(batch_size, len(episodes)))
     device = model.device
     n, h = len(episodes), int(horizon)
     proprio_size = bank.proprio.shape[1]
@@ -84,6 +89,9 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         out.real[rows], out.valid[rows] = bank.images[real_rows], valid
         out.success[rows], out.real_proprio[rows] = bank.success[real_rows], bank.proprio[real_rows]
         out.imagined[rows, 0] = bank.images[real_rows[:, 0]]
+        if scene is not None:
+            assert bank.state is not None  # checked by scene_frames
+            scene.start(np.arange(len(j)), bank.state[real_rows[:, 0]])
         out.imagined_proprio[rows, 0] = bank.proprio[real_rows[:, 0]]
         out.success_prob[rows, 0] = model.success_prob(rollout.context[:, -1], task,
                                                        rollout.proprio[:, -1]).cpu().numpy()
@@ -103,9 +111,13 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 obs = {"image": out.imagined[rows, k], "proprio": rollout.proprio[:, -1].cpu().numpy(),
                        "instruction": tuple(bank.infos[e].instruction for e in j)}
                 action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(device)
-            pred = model.predict(rollout, action, task, sampling_steps, generator)
+            pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None)
             rollout = rollout.advance(pred)
-            out.imagined[rows, k + 1] = latents_to_frames(pred.latent, cfg.patch).cpu().numpy()
+            if pred.latent is not None:
+                out.imagined[rows, k + 1] = latents_to_frames(pred.latent, cfg.patch).cpu().numpy()
+            else:
+                assert scene is not None and pred.points is not None and pred.heights is not None
+                out.imagined[rows, k + 1] = scene.draw(np.arange(len(j)), pred.proprio, pred.points, pred.heights)
             out.success_prob[rows, k + 1] = pred.success_prob.cpu().numpy()
             out.imagined_proprio[rows, k + 1] = pred.proprio.cpu().numpy()
             if out.points is not None and out.heights is not None and pred.points is not None \
@@ -115,6 +127,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 if out.disagreement is None:
                     out.disagreement = np.zeros((n, h + 1), np.float32)
                 out.disagreement[rows, k + 1] = pred.disagreement.cpu().numpy()
+    if scene is not None:
+        scene.close()
     return out
 
 

@@ -55,6 +55,9 @@ class EvalWMArgs:
     model's, calibrated by train-wm)."""
     sampling_steps: int | None = None
     """Denoising steps per frame (default: the model's)."""
+    frames: Literal["generated", "rendered"] = "generated"
+    """Imagined frames: the world model's, or its imagined state drawn by the scene's renderer (a
+    model with the object pathway, data with state; worldsim.world_models.scene_frames)."""
     seed: int = 0
     """Seed of the diffusion noise and of the keyframe choice."""
     physics_ceiling: bool = True
@@ -82,7 +85,7 @@ def eval_wm(args: EvalWMArgs) -> None:
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
                                   near_miss_m=args.near_miss, horizon=args.horizon,
                                   success_threshold=args.success_threshold,
-                                  sampling_steps=args.sampling_steps, seed=args.seed,
+                                  sampling_steps=args.sampling_steps, frames=args.frames, seed=args.seed,
                                   physics_ceiling=args.physics_ceiling, out=out, videos=args.videos)
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "
@@ -135,6 +138,9 @@ class ImagineArgs:
     """Imagined steps per episode (default: the longest episode of the selection)."""
     sampling_steps: int | None = None
     """Denoising steps per frame (default: the model's)."""
+    frames: Literal["generated", "rendered"] = "generated"
+    """Imagined frames: the world model's, or its imagined state drawn by the scene's renderer (a
+    model with the object pathway, data with state; worldsim.world_models.scene_frames)."""
     seed: int = 0
     """Seed of the diffusion noise."""
     torch_threads: int | None = None
@@ -155,6 +161,6 @@ def imagine(args: ImagineArgs) -> None:
         torch.set_num_threads(args.torch_threads)
     result = imagine_episodes(args.world_model, args.data, args.out, policy=args.policy,
                               episodes=args.episodes, horizon=args.horizon,
-                              sampling_steps=args.sampling_steps, seed=args.seed)
+                              sampling_steps=args.sampling_steps, frames=args.frames, seed=args.seed)
     Console().print(f"{result.episodes} episodes, imagined success {result.imagined_success:.0%} "
                     f"(recorded: {result.recorded_success:.0%}) -> {result.path}")

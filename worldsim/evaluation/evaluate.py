@@ -36,20 +36,23 @@ class Imagination:
     """Where an evaluation in imagination happens: a world model (folder, or a loaded
     :class:`~worldsim.world_models.WorldModel`) and the episode file whose real states start the
     imagined episodes. Episodes start at real episode starts unless ``keyframe_ratio`` > 0;
-    ``horizon`` caps the imagined steps (None: the task's time limit)."""
+    ``horizon`` caps the imagined steps (None: the task's time limit); ``frames`` says who draws
+    what the policy sees (``"generated"``: the world model; ``"rendered"``: the scene's renderer,
+    from the imagined state; see :mod:`~worldsim.world_models.scene_frames`)."""
 
     world_model: Any
     keyframes: str | Path
     keyframe_ratio: float = 0.0
     horizon: int | None = None
     device: str = "auto"
+    frames: str = "generated"
 
     def env_kwargs(self) -> dict[str, Any]:
         """The imagined env's arguments (``make_task_envs(task, n, imagination=...)``)."""
         schedule = {"reset_schedule": "keyframe", "keyframe_rule": {"ratio": self.keyframe_ratio}} \
             if self.keyframe_ratio > 0 else {"reset_schedule": "synchronous"}
         return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
-                "device": self.device, **schedule}
+                "device": self.device, "frames": self.frames, **schedule}
 
 
 def wilson_interval(successes: int, episodes: int, confidence: float = 0.95) -> tuple[float, float]:

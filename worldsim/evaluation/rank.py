@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -35,11 +35,12 @@ def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
 def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, episodes: int,
                                imagined_episodes: int, world_model: str | Path | None,
                                keyframes: str | Path | None, seed: int = 0, device: Device = "auto",
-                               progress: bool = True, real: dict[str, Any] | None = None) -> dict[str, Any]:
+                               progress: bool = True, real: dict[str, Any] | None = None,
+                               frames: str = "generated") -> dict[str, Any]:
     """Success of one policy per task: ``real`` in physics (deterministic, seed ``seed + 10000``,
     the RL trainers' evaluation protocol; pass an existing result to skip it) and ``imagined`` in
     ``world_model`` from the real episode starts of ``keyframes`` (seed ``seed + 20000``; left
-    out without a world model)."""
+    out without a world model), on ``frames`` (:class:`~worldsim.evaluation.evaluate.Imagination`)."""
     from worldsim.evaluation.evaluate import Imagination, evaluate_policy
     from worldsim.policies import load_policy
     from worldsim.training.rl import evaluate
@@ -51,8 +52,9 @@ def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, epi
     if world_model is not None:
         if keyframes is None:
             raise ValueError("imagined evaluation needs keyframes: the recorded episodes it starts from")
+        imagination = Imagination(world_model, keyframes, device=device, frames=frames)
         dream = evaluate_policy(policy, tasks, imagined_episodes, num_envs=32, seed=seed + 20_000,
-                                progress=progress, imagination=Imagination(world_model, keyframes, device=device))
+                                progress=progress, imagination=imagination)
         result["imagined"] = per_task_summary(dream.to_json())
     return result
 
@@ -98,6 +100,9 @@ class RankConfig:
     """Seed of the evaluations (every policy sees the same real and imagined starts)."""
     device: Device = "auto"
     """Where the world model runs (auto: CUDA when available)."""
+    frames: Literal["generated", "rendered"] = "generated"
+    """What the policies see in imagination: the world model's frames, or the imagined state drawn
+    by the scene's renderer (a model with the object pathway; see worldsim.world_models.scene_frames)."""
     progress: bool = True
     """Show progress bars."""
 
@@ -127,13 +132,14 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
     rows = [evaluate_real_and_imagined(p, tasks, episodes=config.episodes,
                                        imagined_episodes=config.imagined_episodes,
                                        world_model=config.world_model, keyframes=config.keyframes,
-                                       seed=config.seed, device=config.device, progress=config.progress)
+                                       seed=config.seed, device=config.device, progress=config.progress,
+                                       frames=config.frames)
             for p in config.policies]
     real = np.array([r["real"]["success_rate"] for r in rows])
     imagined = np.array([r["imagined"]["success_rate"] for r in rows])
     pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
              for r in rows for t in tasks]
-    result = {"tasks": tasks, "world_model": str(config.world_model), "policies": rows,
+    result = {"tasks": tasks, "world_model": str(config.world_model), "frames": config.frames, "policies": rows,
               "over_policies": rank_agreement(real, imagined),
               "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
               "per_task": {t: rank_agreement([r["real"]["per_task"][t]["success_rate"] for r in rows],

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -64,6 +64,9 @@ class StartAgreementConfig:
     """Share of the starts at mid-episode keyframes rather than episode starts (train-rl's default)."""
     horizon: int | None = 40
     """Steps per episode: train-rl's --imagined-horizon (coevolve's default, 40; None: the task's time limit)."""
+    frames: Literal["generated", "rendered"] = "generated"
+    """What the policy sees in imagination: the world model's frames, or the imagined state drawn by
+    the scene's renderer (a model with the object pathway; worldsim.world_models.scene_frames)."""
     deterministic: bool = False
     """Take the policy's mean action (RL samples; then the ceiling is not measured)."""
     seed: int = 0
@@ -94,7 +97,7 @@ def run_start_agreement(config: StartAgreementConfig) -> dict[str, Any]:
     device = resolve_device(config.device)
     policy = load_policy(config.policy, device=device).eval()
     imagination = Imagination(config.world_model, config.keyframes, keyframe_ratio=config.keyframe_ratio,
-                              horizon=config.horizon, device=str(device))
+                              horizon=config.horizon, device=str(device), frames=config.frames)
     report = compare_from_starts(policy, get_task(config.task).name, imagination, starts=config.starts,
                                  seed=config.seed, deterministic=config.deterministic, videos=config.videos,
                                  out=config.out, progress=config.progress)
@@ -217,6 +220,7 @@ def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, 
     real = physics[0].success
     kind = np.where(step > 0, "keyframe", "episode_start")
     report = {"task": task, "world_model": str(imagination.world_model), "keyframes": str(imagination.keyframes),
+              "frames": imagination.frames,
               "keyframe_ratio": imagination.keyframe_ratio, "horizon": horizon, "seed": seed,
               "deterministic": deterministic, **rates(imagined.success, real),
               "ceiling": None if deterministic else agreement(physics[1].success, real),

@@ -102,6 +102,9 @@ class CoevolveConfig:
     imagined_reward: ImaginedReward = "transition"
     """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
     sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
+    imagined_frames: Literal["generated", "rendered"] = "generated"
+    """What the policy sees in imagination, in RL and in the imagined evaluations: the world model's
+    frames, or the imagined state drawn by the scene's renderer (a model with the object pathway)."""
     kl_coef: float = 0.0
     """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
     uncertainty_penalty: float = 0.0
@@ -250,7 +253,7 @@ def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path |
     result = evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
                                         imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
                                         keyframes=keyframes, seed=config.seed, device=config.device,
-                                        progress=config.progress, real=real)
+                                        progress=config.progress, real=real, frames=config.imagined_frames)
     imagined = result.get("imagined")
     console.print(f"{policy_path}: real success {100 * result['real']['success_rate']:.1f}% of "
                   f"{result['real']['episodes']} episodes"
@@ -274,7 +277,8 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     if world_model is not None:
         common |= {"world_model": str(world_model), "keyframes": str(keyframes),
                    "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon,
-                   "imagined_reward": config.imagined_reward, "uncertainty_penalty": config.uncertainty_penalty}
+                   "imagined_reward": config.imagined_reward, "uncertainty_penalty": config.uncertainty_penalty,
+                   "imagined_frames": config.imagined_frames}
     if config.algo == "grpo":
         summary = train_grpo(GRPOConfig(group_size=config.group_size, kl_coef=config.kl_coef, **common))
     else:
@@ -448,12 +452,13 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "test": test,
                "ablation": {"frozen_world_model": config.frozen_world_model,
-                            "keyframe_ratio": config.keyframe_ratio, "imagined_reward": config.imagined_reward},
+                            "keyframe_ratio": config.keyframe_ratio, "imagined_reward": config.imagined_reward,
+                            "imagined_frames": config.imagined_frames},
                "wall_clock_s": seconds}
     videos = []
     if world_model is not None and config.videos:
         videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
-                                     config.out / "videos")
+                                     config.out / "videos", config.imagined_frames)
     results["videos"] = [str(v) for v in videos]
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")

@@ -182,6 +182,9 @@ class RLRunConfig:
     """Imagination: the imagined env's reward_type: transition (1 when the imagined verdict turns
     to success), sparse, or dense (physics' shaped reward on the imagined gripper and objects; a
     world model with the object pathway). Physics always trains on its dense reward."""
+    imagined_frames: Literal["generated", "rendered"] = "generated"
+    """Imagination: what the policy sees: the world model's frames, or the imagined state drawn by
+    the scene's renderer (a world model with the object pathway; worldsim.world_models.scene_frames)."""
     uncertainty_penalty: float = 0.0
     """Imagination: reward units taken off per centimetre of the world model's dynamics-ensemble
     disagreement on each step (MOPO; needs a model with dynamics_members > 1; 0: none)."""
@@ -330,7 +333,8 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
     if config.imagined:
         imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
                        "horizon": config.imagined_horizon, "reward_type": config.imagined_reward,
-                       "uncertainty_penalty": config.uncertainty_penalty, "device": config.device}
+                       "uncertainty_penalty": config.uncertainty_penalty, "device": config.device,
+                       "frames": config.imagined_frames}
         if config.keyframe_ratio is not None:
             imagination["keyframe_rule"] = {"ratio": config.keyframe_ratio}
     envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
