@@ -26,6 +26,7 @@ default sets, so those figures are tuned; a shifted set tests them.
     python benchmarks/wm_contact_study.py --threads 2 --outcome head --out runs/study/h16u1  # the defaults now
     python benchmarks/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
+    python benchmarks/wm_contact_study.py --evaluate-only --frames rendered --out runs/study/h16u1_s1
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def main() -> None:
                              "settings were chosen on the default sets")
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead"),
                         help="torch.compile the training step's losses (train-wm --compile; for a GPU)")
+    parser.add_argument("--frames", choices=("generated", "rendered"), default="generated",
+                        help="who draws the imagined frames the image figures read: the world model, or the "
+                             "scene's renderer from its imagined state (results and eval folders get _rendered)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the model an earlier run left in --out (after an evaluation change)")
     parser.add_argument("--out", type=Path, required=True)
@@ -93,6 +97,7 @@ def main() -> None:
     held_out = {"iid": (1000 + args.held_out_seed, 0.3, 0.2), "noisier": (2000 + args.held_out_seed, 0.6, 0.3)}
     # a shifted test lives beside the default sets in --out, so one model is scored on both
     shifted = f"_seed{args.held_out_seed}" if args.held_out_seed else ""
+    drawn = "" if args.frames == "generated" else f"_{args.frames}"
     for name, count, seed, noise, epsilon in (("train", args.episodes, 0, 0.3, 0.2),
                                               *((n, args.val_episodes, *v) for n, v in held_out.items())):
         path = args.out / f"{name}{shifted if name in held_out else ''}.h5"
@@ -121,8 +126,8 @@ def main() -> None:
     model = WorldModel.from_pretrained(args.out / "wm", device=resolve_device(args.device))
     sets = {}
     for name in held_out:
-        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True,
-                                        out=args.out / f"eval_{name}{shifted}", progress=False)
+        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True, frames=args.frames,
+                                        out=args.out / f"eval_{name}{shifted}{drawn}", progress=False)
         contact = fidelity["object_error_after_contact"]
         sets[name] = {
             "held_out": fidelity["held_out"], "psnr_at_8": fidelity["psnr_at_8"],
@@ -141,7 +146,8 @@ def main() -> None:
                                                         "pathway_recorded_gripper_cm" in contact else None),
             "detector_floor_cm": contact["real_cm"] if contact else None}
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
-    report(f"wm_contact_study_{args.out.name}{shifted}", {
+    report(f"wm_contact_study_{args.out.name}{shifted}{drawn}", {
+        "frames": args.frames,
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
         "object_pathway": model.config.object_pathway, "object_relations": model.config.object_relations,
         "carry_objects": model.config.carry_objects, "dynamics_horizon": model.config.dynamics_horizon,
