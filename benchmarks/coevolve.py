@@ -93,8 +93,9 @@ def main() -> None:
     parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
     parser.add_argument("--imagined-frames", default="generated", choices=("generated", "rendered"),
-                        help="what the policy sees in imagination: the world model's frames, or the imagined "
-                             "state drawn by the scene's renderer")
+                        help="what the policy sees in imagination: the world model's frames (the setting of "
+                             "the runs before the option; `worldsim coevolve` defaults to rendered), or the "
+                             "imagined state drawn by the scene's renderer")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
     # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:
     # lr 1e-4 in physics), and a baseline held to the other's settings would be a straw man.

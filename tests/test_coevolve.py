@@ -56,6 +56,16 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     (run / "state.json").write_text(json.dumps(state))
     again = coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
     assert again["rounds"] == results["rounds"] and again["test"] == results["test"]
+    assert state["config"]["imagined_frames"] == "rendered"  # the default: the imagined state, drawn
+    # ... except for a run recorded before the setting existed: those saw the generated frames
+    del state["config"]["imagined_frames"]
+    (run / "state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="settings changed since it started \\(imagined_frames"):
+        coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
+    assert coevolve(tiny(base_policy, run, resume=True, test_episodes=3, imagined_frames="generated"))["rounds"] \
+        == results["rounds"]
+    state["config"]["imagined_frames"] = "rendered"
+    (run / "state.json").write_text(json.dumps(state))
     # ... and reports the whole run's time, not the few seconds the resumed call took
     stage_seconds = sum(stage["seconds"] for stage in state["stages"].values())
     assert again["wall_clock_s"] == results["wall_clock_s"] == pytest.approx(stage_seconds, abs=0.1)

@@ -102,9 +102,10 @@ class CoevolveConfig:
     imagined_reward: ImaginedReward = "transition"
     """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
     sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
-    imagined_frames: Literal["generated", "rendered"] = "generated"
-    """What the policy sees in imagination, in RL and in the imagined evaluations: the world model's
-    frames, or the imagined state drawn by the scene's renderer (a model with the object pathway)."""
+    imagined_frames: Literal["generated", "rendered"] = "rendered"
+    """What the policy sees in imagination, in RL and in the imagined evaluations: the imagined state
+    drawn by the scene's renderer (a model with the object pathway, which the presets train on this
+    pipeline's data), or the world model's own generated frames."""
     kl_coef: float = 0.0
     """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
     uncertainty_penalty: float = 0.0
@@ -318,6 +319,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     defaults = {f.name: f.default for f in fields(CoevolveConfig) if f.default is not MISSING}
+    defaults["imagined_frames"] = "generated"  # what a run recorded before the setting existed saw
     stages = Stages(out, to_jsonable(config), config.resume, to_jsonable(defaults))
     r0 = out / "round_0"
     if config.round0_from is not None:
