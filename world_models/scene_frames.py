@@ -15,9 +15,9 @@ and 41% (50% real). The dynamics and the verdict are the same in both: what diff
 the policy reads off the frame (README, "Frames the policy can read").
 
 What is not imagined is not drawn: a cube keeps the orientation it had at the episode's real
-start (the pathway imagines positions, not yaw), and the arm is not in the scene anyway. The
-renderer needs the task's scene, so this is for worlds that have one: ranking checkpoints and
-training policies of this project's tasks; a model of a real robot has only its frames.
+start (the pathway imagines positions, not yaw). The renderer needs the task's scene, so this is
+for worlds that have one: ranking checkpoints and training policies of this project's tasks; a
+model of a real robot has only its frames.
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ class SceneFrames:
     def __init__(self, rules: TaskRules, image_size: int, num_envs: int) -> None:
         self.rules = rules
         self.renderer = BatchRenderer(rules.scene.model, image_size, image_size)
-        self._orientation = {c: rules.scene.cube(c) for c in CUBES}
+        self._cubes = [rules.scene.cube(c) for c in CUBES]  # each cube's qpos slice
         self._quaternions = np.zeros((num_envs, len(CUBES), 4))
         self._quaternions[..., 0] = 1.0
 
     def start(self, index: np.ndarray, state: np.ndarray) -> None:
         """Envs ``index`` start from the recorded ``state`` rows ``(len(index), STATE_DIM)``."""
         qpos = qpos_from_state(self.rules.scene, state)
-        for k, cube in enumerate(self._orientation.values()):
+        for k, cube in enumerate(self._cubes):
             self._quaternions[index, k] = qpos[:, cube.start + 3:cube.stop]
 
     def draw(self, index: np.ndarray, proprio: torch.Tensor, points: torch.Tensor, heights: torch.Tensor
@@ -59,7 +59,7 @@ class SceneFrames:
         """The frames of envs ``index`` at raw ``proprio`` ``(n, 4)``, object ``points``
         ``(n, E, 2)`` (pixels) and ``heights`` ``(n, E)`` (metres)."""
         qpos = self.rules.qpos(proprio, points, heights).double().cpu().numpy()
-        for k, cube in enumerate(self._orientation.values()):
+        for k, cube in enumerate(self._cubes):
             qpos[:, cube.start + 3:cube.stop] = self._quaternions[index, k]
         return self.renderer.render(qpos, IMAGE_CAMERA)
 
