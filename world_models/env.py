@@ -83,9 +83,8 @@ from worldsim.envs.tasks import TaskSpec
 from worldsim.runtime.device import resolve_device
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
-from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import Rollout, WorldModel
-from worldsim.world_models.scene_frames import scene_frames
+from worldsim.world_models.scene_frames import scene_frames, step_frames
 
 RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"))
 
@@ -345,11 +344,7 @@ class ImaginedVectorEnv(BatchedEnv):
         draw = self.scene_frames is None
         pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator, draw=draw)
         self._rollout.put(rows, rollout.advance(pred))
-        if pred.latent is not None:
-            self._frames[index] = latents_to_frames(pred.latent, self.model.config.patch).cpu().numpy()
-        else:
-            assert self.scene_frames is not None and pred.points is not None and pred.heights is not None
-            self._frames[index] = self.scene_frames.draw(index, pred.proprio, pred.points, pred.heights)
+        self._frames[index] = step_frames(pred, self.model.config.patch, self.scene_frames, index)
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob
         self._success[index] = prob >= self.success_threshold

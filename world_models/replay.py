@@ -15,9 +15,8 @@ import torch
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.scene_frames import scene_frames
+from worldsim.world_models.scene_frames import scene_frames, step_frames
 
 
 @dataclass
@@ -113,11 +112,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(device)
             pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None)
             rollout = rollout.advance(pred)
-            if pred.latent is not None:
-                out.imagined[rows, k + 1] = latents_to_frames(pred.latent, cfg.patch).cpu().numpy()
-            else:
-                assert scene is not None and pred.points is not None and pred.heights is not None
-                out.imagined[rows, k + 1] = scene.draw(np.arange(len(j)), pred.proprio, pred.points, pred.heights)
+            out.imagined[rows, k + 1] = step_frames(pred, cfg.patch, scene, np.arange(len(j)))
             out.success_prob[rows, k + 1] = pred.success_prob.cpu().numpy()
             out.imagined_proprio[rows, k + 1] = pred.proprio.cpu().numpy()
             if out.points is not None and out.heights is not None and pred.points is not None \

@@ -29,6 +29,8 @@ from worldsim.envs.observations import qpos_from_state
 from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.scene import CUBES
 from worldsim.world_models.data import IMAGE_CAMERA, EpisodeBank
+from worldsim.world_models.imagined_step import Prediction
+from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.outcome import TaskRules
 
@@ -83,3 +85,12 @@ def scene_frames(model: WorldModel, bank: EpisodeBank, frames: str, num_envs: in
         raise ValueError(f"frames='rendered' keeps the cubes' recorded orientations, and {str(bank.path)!r} "
                          "holds no 'state' observations (record with obs_mode='pixels+state')")
     return SceneFrames(model.rules, model.config.image_size, num_envs)
+
+
+def step_frames(pred: Prediction, patch: int, scene: SceneFrames | None, index: np.ndarray) -> np.ndarray:
+    """The frames ``(len(index), H, W, 3)`` uint8 of one imagined step of envs ``index``: the
+    model's latent decoded, or, for an undrawn step, the imagined state drawn by ``scene``."""
+    if pred.latent is not None:
+        return latents_to_frames(pred.latent, patch).cpu().numpy()
+    assert scene is not None and pred.points is not None and pred.heights is not None
+    return scene.draw(index, pred.proprio, pred.points, pred.heights)
