@@ -22,7 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.train import TrainWMConfig, build_model, draw, generators, state_windows
+from worldsim.world_models.train import TrainWMConfig, build_model, generators
+from worldsim.world_models.train_step import draw, state_windows
 
 VIEWS = {"view", "_unsafe_view", "expand", "slice", "select", "t", "transpose", "permute", "unsqueeze", "squeeze",
          "as_strided", "alias", "detach", "reshape", "unflatten", "flatten", "split", "chunk", "unbind", "narrow",
@@ -61,7 +62,8 @@ def step_operations(config: TrainWMConfig) -> dict[str, Any]:
     windows, noise = generators(0, device)
     parts: dict[str, int] = {}
     with OperationCounter() as counter:
-        loss, _ = model.loss(draw(bank, model, config, task_ids, windows, device), noise)
+        loss, _ = model.loss(draw(bank, model, config.batch_size, config.success_fraction, task_ids, windows, device),
+                             noise)
     parts["frame forward"] = counter.total
     with OperationCounter() as counter:
         loss.backward()

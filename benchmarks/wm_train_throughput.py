@@ -8,7 +8,8 @@ mean of NVML's busy share of the GPU over the same span and the peak memory torc
 Issue 17 asks for a GPU at least 80% busy; before the training step stopped reading values
 back from the device, the ``base`` preset at batch 128 kept an H200 20% busy (4.7 steps/s).
 ``--compile`` trains with ``train-wm --compile``: give ``--seconds`` room for the compilation
-(2-3 minutes for ``base``) and a smaller ``--skip``; ``--tag`` names the result file.
+(2-3 minutes for ``base``) and a smaller ``--skip``; ``--cuda-graph`` with ``train-wm
+--cuda-graph`` (the whole step recorded as one CUDA graph); ``--tag`` names the result file.
 
     python benchmarks/wm_train_throughput.py --data runs/study/default/train.h5 --config base \\
         --device cuda --batch-sizes 128 512 --seconds 60
@@ -43,6 +44,11 @@ def main() -> None:
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead",
                                                              "max-autotune-no-cudagraphs"),
                         help="torch.compile the step's losses (train-wm --compile)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="record the whole step as one CUDA graph (train-wm --cuda-graph)")
+    parser.add_argument("--profile", type=int, default=0,
+                        help="trace this many steps after the first ten (train-wm --profile): the row gets the "
+                             "trace's device-busy share and idle gaps")
     parser.add_argument("--dynamics-horizon", type=int, default=None,
                         help="steps the proprio head and object pathway roll out on their own (default: 16)")
     parser.add_argument("--dynamics-updates", type=int, default=TrainWMConfig.dynamics_updates,
@@ -61,9 +67,11 @@ def main() -> None:
             summary = train_world_model(TrainWMConfig(
                 data=args.data, out=Path(out), config=args.config, steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
-                compile=args.compile, dynamics_horizon=args.dynamics_horizon,
-                dynamics_updates=args.dynamics_updates, progress=False))
+                compile=args.compile, cuda_graph=args.cuda_graph, dynamics_horizon=args.dynamics_horizon,
+                dynamics_updates=args.dynamics_updates, profile=args.profile, progress=False))
             metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
+            traced = Path(out) / "profile" / "summary.json"
+            profile = json.loads(traced.read_text()) if traced.exists() else None
             logged = [r for r in map(json.loads, metrics.read_text().splitlines() if metrics.exists() else [])
                       if "train/loss" in r and r["step"] >= args.skip]
         if len(logged) < 2:
@@ -77,10 +85,11 @@ def main() -> None:
                      "gpu_busy_percent": busy.percent(since=start + first["time"]),
                      "peak_memory_gib": (round(torch.cuda.max_memory_allocated() / 2**30, 1)
                                          if device.type == "cuda" else None),
-                     "parameters": summary["parameters"]})
+                     "parameters": summary["parameters"], "profile": profile})
         print(json.dumps(rows[-1]))
     name = "wm_train_throughput" + (f"_{args.tag}" if args.tag else "")
-    report(name, {"config": args.config, "device": str(device), "compile": args.compile, "data": str(args.data),
+    report(name, {"config": args.config, "device": str(device), "compile": args.compile,
+                  "cuda_graph": args.cuda_graph, "data": str(args.data),
                   "dynamics_horizon": args.dynamics_horizon, "dynamics_updates": args.dynamics_updates,
                   "seconds_per_batch_size": args.seconds, "rows": rows})
 

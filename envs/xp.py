@@ -12,6 +12,7 @@ from __future__ import annotations
 from numbers import Number
 from typing import Any, TypeAlias
 
+import numpy as np
 from array_api_compat import array_namespace, device
 
 Array: TypeAlias = Any
@@ -25,8 +26,21 @@ def namespace(*arrays: Any) -> Any:
 
 
 def constant(value: Any, like: Any) -> Any:
-    """``value`` (a number or numpy array) as an array of ``like``'s library, dtype and device."""
-    return namespace(like).asarray(value, dtype=like.dtype, device=device(like))
+    """``value`` (a number or numpy array) as an array of ``like``'s library, dtype and device.
+    On an accelerator each distinct constant is copied there once and the copy is kept (treat it
+    as read-only): a copy from the host in every call would make the host wait for the device,
+    and could not be recorded in a CUDA graph (``train-wm --cuda-graph``)."""
+    where = device(like)
+    if getattr(where, "type", "cpu") == "cpu":
+        return namespace(like).asarray(value, dtype=like.dtype, device=where)
+    array = np.asarray(value)
+    key = (array.dtype.str, array.shape, array.tobytes(), str(like.dtype), str(where))
+    if key not in _ON_DEVICE:
+        _ON_DEVICE[key] = namespace(like).asarray(array, dtype=like.dtype, device=where)
+    return _ON_DEVICE[key]
+
+
+_ON_DEVICE: dict[tuple[Any, ...], Any] = {}  # constant()'s copies on accelerators
 
 
 def column(value: Any, like: Any) -> Any:

@@ -70,3 +70,18 @@ def test_missing_mujoco_warp_gives_an_install_hint(monkeypatch):
                         lambda name, *a: None if name == "mujoco_warp" else real(name, *a))
     with pytest.raises(ImportError, match=r'mujoco_warp not installed\): pip install "worldsim\[warp\]"'):
         gym.make_vec("worldsim/ReachCube-v0", num_envs=2, backend="warp", device="cpu")
+
+
+def test_constants_are_copied_to_an_accelerator_once_and_kept():
+    """A copy from the host in every call would wait for the device and could not be recorded in a
+    CUDA graph; the meta device stands in for a GPU here."""
+    from worldsim.envs.xp import constant
+
+    like = torch.zeros(2, device="meta")
+    first = constant(np.array([1.0, 2.0]), like)
+    assert first.device.type == "meta" and first.dtype == torch.float32
+    assert constant(np.array([1.0, 2.0]), like) is first  # an equal array, not only the same object
+    assert constant(np.array([1.0, 3.0]), like) is not first
+    assert constant(np.array([1.0, 2.0]), like.double()) is not first
+    on_cpu = torch.zeros(2)
+    assert constant(np.array([1.0, 2.0]), on_cpu) is not constant(np.array([1.0, 2.0]), on_cpu)  # the CPU's are fresh

@@ -353,13 +353,13 @@ def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(
     """On a GPU the first validation used to pass a CPU generator with CUDA tensors: every loss
     call now gets a generator on its batch's device (checked here on the CPU path)."""
     seen = []
-    real_loss = WorldModel.loss
+    real_noise = WorldModel.training_noise
 
-    def spy(self, batch, generator=None, success_weight=1.0):
+    def spy(self, batch, generator=None):
         seen.append((generator.device, batch["target"].device))
-        return real_loss(self, batch, generator, success_weight)
+        return real_noise(self, batch, generator)
 
-    monkeypatch.setattr(WorldModel, "loss", spy)
+    monkeypatch.setattr(WorldModel, "training_noise", spy)
     train_world_model(config(episodes, tmp_path / "run", steps=4, val_every=2, video_every=0))
     assert len(seen) == 4 + 3 * 4  # 4 training steps; validation at steps 2 and 4, and at the end
     assert all(g == d for g, d in seen)
@@ -368,13 +368,13 @@ def test_training_and_validation_draw_noise_with_a_generator_on_the_data_device(
 def test_a_non_finite_loss_stops_training_before_anything_is_saved(episodes, tmp_path, monkeypatch):
     """The step reads no value back from the device; the NaN check runs every 25 steps and
     before each checkpoint, so a diverged run ends with a clear error and saves no NaN weights."""
-    real_loss = WorldModel.loss
+    real_loss = WorldModel.frame_loss
 
-    def diverging(self, batch, generator=None, success_weight=1.0):
-        loss, terms = real_loss(self, batch, generator, success_weight)
+    def diverging(self, batch, noise, success_weight=1.0):
+        loss, terms = real_loss(self, batch, noise, success_weight)
         return loss * float("nan"), terms
 
-    monkeypatch.setattr(WorldModel, "loss", diverging)
+    monkeypatch.setattr(WorldModel, "frame_loss", diverging)
     with pytest.raises(FloatingPointError, match="non-finite by step 3; lower --lr"):
         train_world_model(config(episodes, tmp_path / "run", steps=30, checkpoint_every=3, val_every=100,
                                  video_every=0))

@@ -180,7 +180,7 @@ def test_proprio_rollout_feeds_the_head_its_own_predictions():
     """A head that adds 0.1 (normalised) to the commanded TCP x each step, rolled out 3 steps
     against recorded proprio that does the same, is exact only if each step starts from its own
     last prediction; past an episode's end nothing counts."""
-    from worldsim.world_models.model import commanded_proprio
+    from worldsim.world_models.ensemble import commanded_proprio
 
     model = WorldModel(WorldModelConfig(**SMALL))
     with torch.no_grad():

@@ -18,9 +18,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from worldsim.envs.scene import commanded_gripper
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.layers import mlp
 from worldsim.world_models.objects import ObjectDynamics
+
+
+def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Where ``action`` ``(B, 4)`` sends the gripper from raw ``proprio`` ``(B, 4)``: the
+    position servos' TCP target and finger gap (:func:`worldsim.envs.scene.commanded_gripper`)."""
+    tcp, gap = commanded_gripper(proprio[:, :3], action)
+    return torch.cat([tcp, gap[:, None]], dim=1)
 
 
 def proprio_head(config: WorldModelConfig) -> nn.Sequential:

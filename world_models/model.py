@@ -32,9 +32,8 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   MLP's correction from the context proprio, the action and the task (the servos lag; cubes
   stop the fingers); its prediction conditions the frame (training feeds the real next
   proprio: teacher forcing). The head itself learns, like the object pathway, on its own large
-  batches of state windows rolled out on its own predictions (:meth:`WorldModel.dynamics_loss`):
-  trained one step at a time in the frame model's batches, it drifted 0.9 cm from the real TCP
-  in 16 open-loop steps after contact (PushCube), 0.7 cm trained on 8-step rollouts.
+  batches of state windows rolled out on its own predictions (:meth:`WorldModel.dynamics_loss`;
+  trained one step at a time in the frame model's batches it drifted 0.9 cm in 16 steps).
 - **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
   full-resolution) frame, and an MLP on the keypoints, the proprio and the task gives the
   success logit (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
@@ -69,7 +68,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.envs.scene import commanded_gripper
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
@@ -82,7 +80,7 @@ from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
-from worldsim.world_models.ensemble import DynamicsMember, bootstrap, proprio_head, spread
+from worldsim.world_models.ensemble import DynamicsMember, bootstrap, commanded_proprio, proprio_head, spread
 from worldsim.world_models.imagined_step import Prediction, Rollout
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import masked_step_mean, mlp, randn
@@ -102,13 +100,6 @@ MODEL_TYPE = "worldsim-world-model"
 MODEL_DIR = "world_model"  # a train-wm run folder's model
 CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
 DYNAMICS_PARTS = ("all", "ensemble")  # what WorldModel.dynamics_loss trains: every member, or the ensemble's alone
-
-
-def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-    """Where ``action`` ``(B, 4)`` sends the gripper from raw ``proprio`` ``(B, 4)``: the
-    position servos' TCP target and finger gap (:func:`worldsim.envs.scene.commanded_gripper`)."""
-    tcp, gap = commanded_gripper(proprio[:, :3], action)
-    return torch.cat([tcp, gap[:, None]], dim=1)
 
 
 class WorldModel(nn.Module):
@@ -175,12 +166,11 @@ class WorldModel(nn.Module):
     def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor,
                      member: DynamicsMember | None = None) -> torch.Tensor:
         """The next proprio in normalised units: what the action commands (the position servos'
-        targets, :func:`commanded_proprio`) plus the head's correction (the servos lag, and a
-        cube or the table stops the fingers); with ``member``, that ensemble member's head's
-        correction rather than the model's own. Learning only the correction keeps the imagined
-        gripper from drifting off the real one: measured on PushCube, the commanded target alone
-        is 2.5 mm from where the TCP gets to in a step (median), where a head predicting the whole
-        change drifted 3.5 cm in 16 steps."""
+        targets, :func:`~worldsim.world_models.ensemble.commanded_proprio`) plus the head's
+        correction (the servos lag, and a cube or the table stops the fingers); with ``member``,
+        that ensemble member's head's. Learning only the correction keeps the imagined gripper on
+        the real one (PushCube: the commanded target alone is 2.5 mm from where the TCP gets in a
+        step, median; a head predicting the whole change drifted 3.5 cm in 16 steps)."""
         norm = self._normalized_proprio(proprio)
         commanded = self._normalized_proprio(commanded_proprio(proprio[:, -1], action))
         head = self.proprio_head if member is None else member.proprio_head
@@ -330,22 +320,33 @@ class WorldModel(nn.Module):
 
     def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None,
                       part: str = "all") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The low-dimensional dynamics' loss on state ``windows`` and its named terms: the
-        proprio head's :meth:`proprio_rollout_loss` (``proprio``) plus, with the object
-        pathway, :func:`~worldsim.world_models.objects.rollout_loss` (``objects``; the windows
-        need the objects, from data with ``state``); with an ensemble, the same for each member
-        on its own bootstrap resample of the windows (``ensemble_proprio``, ``ensemble_objects``:
-        the members' means). ``part="ensemble"`` leaves the model's own out. The terms are
-        detached 0-d tensors, as in :meth:`loss`."""
-        losses: dict[str, list[torch.Tensor]] = {}
+        """The low-dimensional dynamics' loss on state ``windows`` and its named terms: the proprio
+        head's :meth:`proprio_rollout_loss` (``proprio``) plus, with the object pathway,
+        :func:`~worldsim.world_models.objects.rollout_loss` (``objects``; the windows need the
+        objects, from data with ``state``); with an ensemble, the same for each member on its own
+        bootstrap resample (``ensemble_proprio``, ``ensemble_objects``: the members' means).
+        ``part="ensemble"`` leaves the model's own out. The terms are detached 0-d tensors, as in
+        :meth:`loss`. Draws (:meth:`dynamics_noise`), then :meth:`dynamics_terms`."""
+        return self.dynamics_terms(self.dynamics_noise(windows, generator, part), part)
+
+    def dynamics_noise(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None,
+                       part: str = "all") -> list[tuple[dict[str, torch.Tensor], torch.Tensor | None]]:
+        """The random draws of one :meth:`dynamics_loss`: per member of ``part``, its windows (an
+        ensemble member's bootstrap resample) and, with the pathway, its keypoint noise."""
+        draws = []
         for member in self.dynamics_members(part):
             drawn = windows if member is None else bootstrap(windows, generator)
-            objects = self.objects if member is None else member.objects
-            noise = (randn(drawn["points"].shape, generator, drawn["points"])
-                     if objects is not None and "points" in drawn else None)
-            prefix = "" if member is None else "ensemble_"
+            pathway = "points" in drawn and (self.objects if member is None else member.objects) is not None
+            draws.append((drawn, randn(drawn["points"].shape, generator, drawn["points"]) if pathway else None))
+        return draws
+
+    def dynamics_terms(self, draws: list[tuple[dict[str, torch.Tensor], torch.Tensor | None]],
+                       part: str = "all") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`dynamics_loss` with its draws given (:meth:`dynamics_noise`): tensors alone."""
+        losses: dict[str, list[torch.Tensor]] = {}
+        for member, (drawn, noise) in zip(self.dynamics_members(part), draws, strict=True):
             for name, value in self.member_loss(drawn, noise, member).items():
-                losses.setdefault(prefix + name, []).append(value)
+                losses.setdefault(("" if member is None else "ensemble_") + name, []).append(value)
         total = torch.stack([loss for values in losses.values() for loss in values]).sum()
         return total, {name: torch.stack(values).mean().detach() for name, values in losses.items()}
 
@@ -446,11 +447,10 @@ class WorldModel(nn.Module):
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
                      next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step of the object pathway alone, given the gripper's motion: context positions
-        ``(B, C, E, 2)`` and heights ``(B, C, E)``, raw context proprio ``(B, C, 4)``, the raw
-        proprio the step reaches ``(B, 4)``, ``action`` and ``task`` -> the objects' next
-        positions and heights. :meth:`predict` takes the gripper's motion from its own proprio
-        head; fed the recorded motion, this says how far the pathway follows the real pushes."""
+        """One step of the object pathway alone, given the gripper's motion (context positions
+        ``(B, C, E, 2)``, heights ``(B, C, E)``, raw context proprio ``(B, C, 4)``, the raw proprio
+        reached ``(B, 4)``): the objects' next positions and heights. Fed the recorded motion, it
+        says how far the pathway follows the real pushes (:meth:`predict` uses its own head's)."""
         if self.objects is None:
             raise ValueError("this world model has no object pathway (config.object_pathway is False)")
         return self.objects(points, heights, self._normalized_proprio(proprio),

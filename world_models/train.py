@@ -52,12 +52,21 @@ from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.device import Device
-from worldsim.runtime.distributed import average_gradients, broadcast_module
+from worldsim.runtime.distributed import broadcast_module
 from worldsim.runtime.run import TrainingRun, check_run_settings
 from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import PRESETS, preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import MODEL_DIR, WorldModel
+from worldsim.world_models.train_step import (
+    StepGraph,
+    copied,
+    draw,
+    draw_step,
+    prepare_optimizer,
+    state_windows,
+    take_step,
+)
 
 WARMUP_STEPS = 100
 # how often (steps) the losses are read back from the device: logged, and checked for NaN
@@ -158,6 +167,11 @@ class TrainWMConfig:
     """``torch.compile`` the step's losses (forward and backward) in this mode: on a GPU, where
     the uncompiled step is bound by launching its ~6,000 operations one by one, they run as fused
     kernels (``reduce-overhead`` also replays them as CUDA graphs). The first steps compile."""
+    cuda_graph: bool = False
+    """Record the whole training step once as a CUDA graph and replay it (a CUDA device, one
+    process): the host then launches one graph per step instead of its ~6,000 operations, so a
+    GPU is not left waiting on Python. Combines with ``compile="default"``, not with
+    ``reduce-overhead`` (which records each loss as a graph of its own)."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""
     progress: bool = True
@@ -188,6 +202,9 @@ class TrainWMConfig:
             raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr={self.lr!r} must be a positive number")
+        if self.cuda_graph and self.compile == "reduce-overhead":
+            raise ValueError("cuda_graph=True records the whole step as one CUDA graph; compile='reduce-overhead' "
+                             "records each loss as its own: give compile='default' (fused kernels) or 'off' with it")
         check_run_settings(self)
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
@@ -274,16 +291,18 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     task_ids = {t: model.task_index(t) for t in train.tasks}
     dynamics = {id(p) for p in model.dynamics_parameters()}
     frame_parameters = [p for p in model.parameters() if id(p) not in dynamics]
+    if config.cuda_graph and (device.type != "cuda" or run.dist.world_size > 1):
+        raise ValueError(f"cuda_graph=True records the step on one CUDA device; this run has {run.dist.world_size} "
+                         f"process(es) on {device.type}")
     # fused on a GPU: a few kernels per step for all parameters instead of ~900 (launches, not
     # arithmetic, bound the step there)
     fused = device.type == "cuda"
     optimizer = torch.optim.AdamW(frame_parameters, lr=config.lr, weight_decay=config.weight_decay, fused=fused)
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, config.steps))
     # the proprio head and the pathway learn on their own state windows with their own optimiser,
     # on the same schedule per training step
     dynamics_optimizer = torch.optim.AdamW(model.dynamics_parameters(), lr=config.lr,
                                            weight_decay=config.weight_decay, fused=fused)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, config.steps))
     dynamics_schedule = torch.optim.lr_scheduler.LambdaLR(dynamics_optimizer, lambda s: warmup_cosine(s, config.steps))
     step = 0
     state = run.restore({**to_jsonable(config), "model": to_jsonable(model.config)}, RESUME_FIELDS)
@@ -294,6 +313,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         dynamics_optimizer.load_state_dict(state["dynamics_optimizer"])
         dynamics_schedule.load_state_dict(state["dynamics_schedule"])
         step = state["step"]
+    prepare_optimizer(optimizer, device, config.cuda_graph)
+    prepare_optimizer(dynamics_optimizer, device, config.cuda_graph)
     broadcast_module(model, run.dist)
     run.start(config.steps, done=step)
 
@@ -312,8 +333,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         windows, noise = generators(config.seed + 1, device)
         losses, dynamics_terms = [], []
         for _ in range(4):
-            losses.append(model.loss(draw(val, model, config, task_ids, windows, device), noise,
-                                     config.success_weight)[0].item())
+            batch = draw(val, model, config.batch_size, config.success_fraction, task_ids, windows, device)
+            losses.append(model.loss(batch, noise, config.success_weight)[0].item())
             terms = model.dynamics_loss(state_windows(val, model, task_ids, windows, device), noise)[1]
             dynamics_terms.append({name: value.item() for name, value in terms.items()})
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
@@ -332,9 +353,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         model.train()
 
     # 3-4. optimise. Nothing in a step reads a value back from the device, so the host can queue
-    # steps ahead of a GPU and a step could be captured whole (a CUDA graph): the losses are
-    # logged, and checked for NaN, every FINITE_CHECK_EVERY steps and before saving. (On an H200
-    # the `base` step is bound by the ~6,000 operations it launches, not by such reads: README.)
+    # steps ahead of a GPU, and the step can be recorded whole as a CUDA graph (train_step.py):
+    # the losses are logged, and checked for NaN, every FINITE_CHECK_EVERY steps and before saving.
     model.train()
     train_loss = torch.tensor(float("nan"))
     unstable = torch.zeros((), dtype=torch.bool, device=device)
@@ -344,29 +364,24 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             raise FloatingPointError(f"the world-model loss became non-finite by step {step}; lower --lr")
 
     part = "ensemble" if config.ensemble_only else "all"
+
+    def update(draws: dict[str, Any]) -> dict[str, torch.Tensor]:
+        return take_step(model, optimizer, dynamics_optimizer, draws, config.success_weight, run.dist, part)
+
+    take = StepGraph(update) if config.cuda_graph else update
     while run.keep_going(step):
         windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
-        logs: dict[str, Any] = {}
+        logs = take(draw_step(model, train, config.batch_size, config.success_fraction, config.dynamics_updates,
+                              task_ids, windows, noise, device, part))
         if not config.ensemble_only:
-            loss, logs = model.loss(draw(train, model, config, task_ids, windows, device), noise,
-                                    config.success_weight)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            average_gradients(model, run.dist)
-            logs["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
             schedule.step()
-        dynamics_logs = train_dynamics(model, train, dynamics_optimizer, config.dynamics_updates, task_ids, windows,
-                                       noise, run, device, part)
         dynamics_schedule.step()
         step += 1
-        dynamics_total = torch.stack(list(dynamics_logs.values())).sum()
-        train_loss = dynamics_total if config.ensemble_only else loss.detach()  # the members' loss is the run's
-        unstable |= ~(torch.isfinite(train_loss) & torch.isfinite(dynamics_total))
+        train_loss = logs["loss"]
+        unstable |= ~torch.isfinite(torch.stack(list(logs.values()))).all()
         if step % FINITE_CHECK_EVERY == 0 or step % config.checkpoint_every == 0:
             check_finite()
-        run.log_train(step, {"loss": train_loss, **logs, **dynamics_logs, "lr": dynamics_schedule.get_last_lr()[0]},
-                      every=FINITE_CHECK_EVERY)
+        run.log_train(step, {**logs, "lr": dynamics_schedule.get_last_lr()[0]}, every=FINITE_CHECK_EVERY)
         if run.is_main and val is not None and (step % config.val_every == 0 or step == config.steps):
             run.log(step, validate())
         if run.is_main and config.video_every and step % config.video_every == 0:
@@ -440,51 +455,6 @@ def graph_safe(compiled: Callable[..., Any]) -> Callable[..., Any]:
         return copied(compiled(*args))
 
     return call
-
-
-def copied(value: Any) -> Any:
-    """A copy of the tensors in ``value`` (a tensor, or dicts and tuples of them), still attached
-    to the graph."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, dict):
-        return {name: copied(v) for name, v in value.items()}
-    return tuple(copied(v) for v in value)
-
-
-def draw(bank: EpisodeBank, model: WorldModel, config: TrainWMConfig, task_ids: dict[str, int],
-         generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
-    """One training batch of ``bank``."""
-    cfg = model.config
-    return bank.sample(config.batch_size, cfg.context, cfg.patch, task_ids, generator, config.success_fraction, device)
-
-
-def state_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int], generator: torch.Generator,
-                  device: torch.device) -> dict[str, torch.Tensor]:
-    """One batch of the low-dimensional dynamics' state windows of ``bank``."""
-    cfg = model.config
-    return bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon, task_ids, generator, device)
-
-
-def train_dynamics(model: WorldModel, bank: EpisodeBank, optimizer: torch.optim.Optimizer, updates: int,
-                   task_ids: dict[str, int], generator: torch.Generator, noise: torch.Generator, run: TrainingRun,
-                   device: torch.device, part: str = "all") -> dict[str, torch.Tensor]:
-    """``updates`` optimiser steps of the proprio heads and the object pathways (``part``: every
-    dynamics member, or the ensemble's alone) on fresh state windows of ``bank`` (gradients
-    averaged across ranks); returns the mean of each loss term (0-d tensors, left on the device
-    for the caller to read when it logs)."""
-    parameters = model.dynamics_parameters(part)
-    logs: list[dict[str, torch.Tensor]] = []
-    for _ in range(updates):
-        loss, terms = model.dynamics_loss(state_windows(bank, model, task_ids, generator, device), noise, part)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        average_gradients(parameters, run.dist)
-        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-        optimizer.step()
-        logs.append(terms)
-    optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging
-    return {name: torch.stack([terms[name] for terms in logs]).mean() for name in logs[0]}
 
 
 def warmup_cosine(step: int, steps: int) -> float:
