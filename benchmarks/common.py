@@ -63,8 +63,8 @@ def noisy_expert(task: str, noise: float, grasp_noise: float, epsilon: float = 0
 class GpuBusy:
     """The share of time a CUDA GPU was running kernels while a block ran: a thread reads
     ``torch.cuda.utilization()`` (NVML's share of the last sample period with a kernel running)
-    every ``every`` seconds, with its ``time.perf_counter()``. :meth:`percent` is their mean,
-    ``None`` without CUDA; a GPU starved by host-side work reads low however fast its kernels are."""
+    every ``every`` seconds, with its ``time.time()``. :meth:`percent` is their mean, ``None``
+    without CUDA; a GPU starved by host-side work reads low however fast its kernels are."""
 
     def __init__(self, every: float = 0.25) -> None:
         import threading
@@ -83,7 +83,7 @@ class GpuBusy:
         import torch
 
         while not self._stop.wait(self.every):
-            self.samples.append((time.perf_counter(), int(torch.cuda.utilization())))
+            self.samples.append((time.time(), int(torch.cuda.utilization())))
 
     def __enter__(self) -> GpuBusy:
         if self._cuda:
@@ -95,7 +95,7 @@ class GpuBusy:
             self._stop.set()
             self._thread.join()
 
-    def percent(self, since: float = float("-inf")) -> float | None:
-        """The mean reading taken after ``since`` (a ``time.perf_counter()``)."""
-        readings = [r for t, r in self.samples if t > since]
+    def percent(self, since: float = float("-inf"), until: float = float("inf")) -> float | None:
+        """The mean reading taken between ``since`` and ``until`` (``time.time()`` stamps)."""
+        readings = [r for t, r in self.samples if since < t <= until]
         return round(sum(readings) / len(readings), 1) if readings else None

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -63,7 +62,6 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         with tempfile.TemporaryDirectory() as out, GpuBusy() as busy:
-            start = time.perf_counter()
             summary = train_world_model(TrainWMConfig(
                 data=args.data, out=Path(out), config=args.config, steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
@@ -74,6 +72,9 @@ def main() -> None:
             profile = json.loads(traced.read_text()) if traced.exists() else None
             logged = [r for r in map(json.loads, metrics.read_text().splitlines() if metrics.exists() else [])
                       if "train/loss" in r and r["step"] >= args.skip]
+            # the metrics' times count from the run's clock, which starts as config.json is written:
+            # the GPU's busy share is read over the rated steps alone, not the set-up or the end
+            clock = (Path(out) / "config.json").stat().st_mtime
         if len(logged) < 2:
             parser.error(f"batch {batch_size}: fewer than two logged steps after --skip {args.skip} in "
                          f"{args.seconds} s; give more --seconds")
@@ -82,7 +83,7 @@ def main() -> None:
         rows.append({"batch_size": batch_size, "steps": summary["steps"], "steps_per_s": round(steps_per_s, 2),
                      "seconds_to_first_rated_step": round(first["time"], 1), "first_rated_loss": first["train/loss"],
                      "windows_per_s": round(steps_per_s * batch_size),
-                     "gpu_busy_percent": busy.percent(since=start + first["time"]),
+                     "gpu_busy_percent": busy.percent(since=clock + first["time"], until=clock + last["time"]),
                      "peak_memory_gib": (round(torch.cuda.max_memory_allocated() / 2**30, 1)
                                          if device.type == "cuda" else None),
                      "parameters": summary["parameters"], "profile": profile})

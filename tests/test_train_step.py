@@ -94,7 +94,7 @@ def test_an_ensemble_only_step_leaves_the_model_as_it_was(episodes, tmp_path):
     assert changed and all(name.startswith("ensemble.") for name in changed)
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)` before")
+@pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before")
 def test_a_recorded_steps_optimiser_reads_the_schedules_rate_from_one_tensor():
     """A number would be recorded into the graph as it was: the rate must be a tensor that the
     schedule writes in place, and a resumed run may switch back."""
