@@ -13,6 +13,8 @@
 #   mjx           MJX env on JAX's GPU backend
 #   train_wm      worldsim train-wm, 200 steps, --device cuda (on 32 collected episodes)
 #   train_wm_graphs  the same with --compile reduce-overhead (its losses compiled and replayed as CUDA graphs)
+#   train_wm_cuda_graph  the same with --cuda-graph (the whole step recorded as one CUDA graph), and the
+#                 CUDA tests of tests/test_train_step.py (a recorded step ends where eager steps end)
 #   imagined      the imagined env on cuda, stepped with CUDA tensors
 #   ppo_state     PPO, 2 iterations, backend warp on cuda, state MLP
 #   ppo_pixels    PPO, 2 iterations, backend warp on cuda, a TinyVLA from 64x64 pixels
@@ -119,6 +121,13 @@ check train_wm_graphs bash -c '
   python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm_graphs/metrics.jsonl\")]; \
 print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
 
+check train_wm_cuda_graph bash -c '
+  python -m pytest -q -p no:cacheprovider tests/test_train_step.py &&
+  worldsim train-wm --data "$WORK/push.h5" --config tiny --steps 200 --device cuda --video-every 0 --val-every 100 \
+    --cuda-graph --out "$WORK/wm_cuda_graph" --no-progress &&
+  python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm_cuda_graph/metrics.jsonl\")]; \
+print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
+
 check imagined python - <<'EOF'
 import json, os, time
 import torch, gymnasium as gym, worldsim
@@ -166,7 +175,8 @@ python - "$WORK" <<'EOF'
 import json, sys
 from pathlib import Path
 work = Path(sys.argv[1])
-order = ["warp_env", "throughput", "mjx", "train_wm", "train_wm_graphs", "imagined", "ppo_state", "ppo_pixels"]
+order = ["warp_env", "throughput", "mjx", "train_wm", "train_wm_graphs", "train_wm_cuda_graph", "imagined", "ppo_state",
+         "ppo_pixels"]
 checks = {r["name"]: r for r in (json.loads((work / f"{n}.result").read_text()) for n in order)}
 ran = [c for c in checks.values() if c["status"] != "skipped"]
 print(json.dumps({"gpu_check": checks, "all_pass": all(c["status"] == "pass" for c in ran), "work": str(work)}))
