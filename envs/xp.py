@@ -25,6 +25,9 @@ def namespace(*arrays: Any) -> Any:
     return array_namespace(*arrays)
 
 
+_ON_DEVICE: dict[tuple[Any, ...], Any] = {}  # constant()'s copies on accelerators
+
+
 def constant(value: Any, like: Any) -> Any:
     """``value`` (a number or numpy array) as an array of ``like``'s library, dtype and device.
     On an accelerator each distinct constant is copied there once and the copy is kept (treat it
@@ -38,9 +41,6 @@ def constant(value: Any, like: Any) -> Any:
     if key not in _ON_DEVICE:
         _ON_DEVICE[key] = namespace(like).asarray(array, dtype=like.dtype, device=where)
     return _ON_DEVICE[key]
-
-
-_ON_DEVICE: dict[tuple[Any, ...], Any] = {}  # constant()'s copies on accelerators
 
 
 def column(value: Any, like: Any) -> Any:
