@@ -28,7 +28,7 @@ from worldsim.data.reader import EpisodeReader
 from worldsim.runtime.distributed import init_distributed
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.train import TrainWMConfig, build_model, generators
-from worldsim.world_models.train_step import StepGraph, draw_step, prepare_optimizer, take_step
+from worldsim.world_models.train_step import StepGraph, draw_step, optimisers, prepare_optimizer, take_step
 
 WARMUP = 10  # steps left out of the medians: the graph's warm-up and recording among them
 
@@ -40,9 +40,7 @@ def step_times(bank: EpisodeBank, data: Path, preset: str, batch_size: int, step
     model = build_model(TrainWMConfig(data=data, out=Path("unused"), config=preset, batch_size=batch_size,
                                       device="cuda"), bank).to(device)
     ids = {t: model.task_index(t) for t in bank.tasks}
-    own = {id(p) for p in model.dynamics_parameters()}
-    frames = torch.optim.AdamW([p for p in model.parameters() if id(p) not in own], lr=1e-3, fused=True)
-    dynamics = torch.optim.AdamW(model.dynamics_parameters(), lr=1e-3, fused=True)
+    frames, dynamics = optimisers(model)
     prepare_optimizer(frames, device, recorded=True)
     prepare_optimizer(dynamics, device, recorded=True)
     dist = init_distributed("cuda")

@@ -32,6 +32,7 @@ from worldsim.world_models.config import preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.train import compile_losses, generators
+from worldsim.world_models.train_step import optimisers
 
 
 def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: int, warmup: int) -> dict[str, float]:
@@ -46,9 +47,7 @@ def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: in
         compile_losses(model, compile_mode)
     ids = {t: model.task_index(t) for t in bank.tasks}
     cpu = torch.device("cpu")
-    owned = {id(p) for p in model.dynamics_parameters()}
-    frame_optimizer = torch.optim.AdamW([p for p in model.parameters() if id(p) not in owned])
-    dynamics_optimizer = torch.optim.AdamW(model.dynamics_parameters())
+    frame_optimizer, dynamics_optimizer = optimisers(model)
     seconds: dict[str, float] = defaultdict(float)
     first = 0.0
     marks: list[tuple[str, float]] = []

@@ -12,7 +12,15 @@ from worldsim.runtime.distributed import init_distributed
 from worldsim.world_models import WorldModel
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.train import TrainWMConfig, build_model, generators, train_world_model, warmup_cosine
-from worldsim.world_models.train_step import StepGraph, copied, draw_step, prepare_optimizer, take_step, tensors
+from worldsim.world_models.train_step import (
+    StepGraph,
+    copied,
+    draw_step,
+    optimisers,
+    prepare_optimizer,
+    take_step,
+    tensors,
+)
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="records a CUDA graph: needs a CUDA GPU")
 
@@ -37,12 +45,6 @@ def setup(episodes, tmp_path, device="cpu", dynamics_members=None):
     model = build_model(cfg, bank).to(device)
     ids = {t: model.task_index(t) for t in bank.tasks}
     return cfg, bank, model, ids
-
-
-def optimisers(model):
-    own = {id(p) for p in model.dynamics_parameters()}
-    return (torch.optim.AdamW([p for p in model.parameters() if id(p) not in own]),
-            torch.optim.AdamW(model.dynamics_parameters()))
 
 
 def test_the_draws_are_those_of_one_eager_step_in_its_order(episodes, tmp_path):

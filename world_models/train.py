@@ -63,6 +63,7 @@ from worldsim.world_models.train_step import (
     copied,
     draw,
     draw_step,
+    optimisers,
     prepare_optimizer,
     state_windows,
     take_step,
@@ -289,19 +290,10 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     if config.compile != "off":
         compile_losses(model, config.compile)
     task_ids = {t: model.task_index(t) for t in train.tasks}
-    dynamics = {id(p) for p in model.dynamics_parameters()}
-    frame_parameters = [p for p in model.parameters() if id(p) not in dynamics]
     if config.cuda_graph and (device.type != "cuda" or run.dist.world_size > 1):
         raise ValueError(f"cuda_graph=True records the step on one CUDA device; this run has {run.dist.world_size} "
                          f"process(es) on {device.type}")
-    # fused on a GPU: a few kernels per step for all parameters instead of ~900 (launches, not
-    # arithmetic, bound the step there)
-    fused = device.type == "cuda"
-    optimizer = torch.optim.AdamW(frame_parameters, lr=config.lr, weight_decay=config.weight_decay, fused=fused)
-    # the proprio head and the pathway learn on their own state windows with their own optimiser,
-    # on the same schedule per training step
-    dynamics_optimizer = torch.optim.AdamW(model.dynamics_parameters(), lr=config.lr,
-                                           weight_decay=config.weight_decay, fused=fused)
+    optimizer, dynamics_optimizer = optimisers(model, config.lr, config.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, config.steps))
     dynamics_schedule = torch.optim.lr_scheduler.LambdaLR(dynamics_optimizer, lambda s: warmup_cosine(s, config.steps))
     step = 0

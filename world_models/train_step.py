@@ -98,6 +98,20 @@ def take_step(model: WorldModel, frame_optimizer: torch.optim.Optimizer, dynamic
     return logs | dynamics
 
 
+def optimisers(model: WorldModel, lr: float = 1e-3, weight_decay: float = 1e-5
+               ) -> tuple[torch.optim.AdamW, torch.optim.AdamW]:
+    """The frame model's AdamW and the low-dimensional dynamics' own (the proprio head and the
+    pathway learn on their own state windows, on the same schedule per step), on the model's
+    device: fused on a GPU, a few kernels per step for all parameters instead of ~900 (launches,
+    not arithmetic, bound the step there). For a recorded step, :func:`prepare_optimizer` them."""
+    dynamics = model.dynamics_parameters()
+    owned = {id(p) for p in dynamics}
+    fused = model.device.type == "cuda"
+    return (torch.optim.AdamW([p for p in model.parameters() if id(p) not in owned], lr=lr,
+                              weight_decay=weight_decay, fused=fused),
+            torch.optim.AdamW(dynamics, lr=lr, weight_decay=weight_decay, fused=fused))
+
+
 def prepare_optimizer(optimizer: torch.optim.Optimizer, device: torch.device, recorded: bool) -> None:
     """Set ``optimizer`` up, in place, for a step taken eagerly or (``recorded``) replayed as a
     CUDA graph: then capturable, and its learning rate a 0-d tensor on ``device`` (a schedule
