@@ -18,12 +18,17 @@ and its last 8, 16 and 40 steps) exactly (a check: 100%) and with the red cube s
 is reported with its 95% Wilson interval. ``closed_loop_agreement`` asks the same of the policy
 itself run again from the perturbed start (the expert's moves with the same noise and random
 actions, now seeing where the cube is): how reproducible an outcome is when the actions react, as
-a policy's do in imagination. ``--data`` takes episode files (the world-model study's held-out
+a policy's do in imagination. ``majority_agreement`` bounds every predictor, not only a single
+replay: a model that knows the start only to within a shift can do no better than the outcome
+most of the starts that far off lead to, and the majority of ``--votes`` replays, each shifted its
+own random way, is that best guess; agreement rises only where a window's outcome leans one way.
+``--data`` takes episode files (the world-model study's held-out
 sets) and replays, in full, the very episodes ``eval-wm --balance`` scores there, from their
 starts rebuilt from ``state`` (``worldsim.world_models.ceiling``): ``exact`` is then off by
 float32 rounding.
 
-    python benchmarks/outcome_ceiling.py
+    python benchmarks/outcome_ceiling.py --episodes 1000 --data runs/study/default/iid.h5 \
+        runs/study/default/noisier.h5
 """
 
 from __future__ import annotations
@@ -65,6 +70,27 @@ def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, cl
     return out
 
 
+def majority_ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, votes: int
+                     ) -> dict[str, dict[str, object]]:
+    """Per window and shift: the mean agreement of ``votes`` replays, each from its own random
+    shift, and the agreement of their majority (the best a predictor uncertain by that shift can do)."""
+    length, real = recording.length[rows], recording.success[rows]
+    out: dict[str, dict[str, object]] = {}
+    for window in WINDOWS:
+        start = np.zeros_like(length) if window == "full" else np.maximum(length - int(window.split("_")[1]), 0)
+        for name, perturb, size in PERTURBATIONS:
+            if perturb != "shift":
+                continue
+            outcomes = np.stack([replay(recording, rows, start, length - start, perturb, size, rng)[1]
+                                 for _ in range(votes)])
+            agree = int(((outcomes.mean(0) > 0.5) == real).sum())
+            out.setdefault(window, {})[name] = {
+                "single_replay": round(float((outcomes == real).mean()), 4),
+                "majority": round(agree / len(rows), 4),
+                "majority_ci": [round(x, 4) for x in wilson_interval(agree, len(rows))]}
+    return out
+
+
 def file_ceiling(path: Path, seed: int) -> dict[str, object]:
     """Full open-loop replays of the very episodes ``eval-wm --balance`` scores in ``path``,
     from their starts rebuilt from ``state`` (:func:`~worldsim.world_models.ceiling.physics_agreement`)."""
@@ -88,7 +114,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, nargs="*", default=[],
                         help="episode files with state (eval-wm's held-out sets): replay their balanced "
                              "selections in full from their recorded starts")
+    parser.add_argument("--votes", type=int, default=9, help="shifted replays per episode that majority_agreement "
+                                                            "votes over (odd, so no tie; 0: skip it)")
     args = parser.parse_args()
+    if args.votes < 0 or (args.votes and args.votes % 2 == 0):
+        parser.error(f"--votes {args.votes}: give an odd count (a majority needs no tie), or 0 to skip")
     policies = {"iid": (0.3, 0.2), "noisier": (0.6, 0.3)}
     sets = {}
     for offset, (name, (noise, epsilon)) in enumerate(policies.items()):
@@ -100,9 +130,12 @@ def main() -> None:
                       "balanced_episodes": len(rows), "base_rate": 0.5,
                       "agreement": ceiling(recording, rows, rng),
                       "closed_loop_agreement": ceiling(recording, rows, rng, closed_loop=True)}
+        if args.votes:  # its own generator: the single-replay figures above stay as they were
+            sets[name]["majority_agreement"] = majority_ceiling(
+                recording, rows, np.random.default_rng([args.seed + offset, args.votes]), args.votes)
     files = {path.stem: file_ceiling(path, args.seed) for path in args.data}
     report("outcome_ceiling", {"task": "PushCube-v0", "control_step_m": 0.03, "windows": list(WINDOWS),
-                               "held_out_sets": sets, "recorded_held_out_full_replays": files})
+                               "votes": args.votes, "held_out_sets": sets, "recorded_held_out_full_replays": files})
 
 
 if __name__ == "__main__":

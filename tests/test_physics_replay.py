@@ -49,3 +49,17 @@ def test_a_shifted_cube_ends_elsewhere(recording):
 def test_unknown_perturbation_is_refused(recording):
     with pytest.raises(ValueError, match="perturb='wobble'"):
         replay(recording, np.arange(2), np.zeros(2, np.int64), 1, "wobble")
+
+
+def test_a_one_vote_majority_is_the_replay_itself(recording):
+    from outcome_ceiling import PERTURBATIONS, WINDOWS, majority_ceiling
+
+    out = majority_ceiling(recording, np.arange(24), np.random.default_rng(0), votes=1)
+    shifts = {name for name, perturb, _ in PERTURBATIONS if perturb == "shift"}
+    assert set(out) == set(WINDOWS) and all(set(out[w]) == shifts for w in WINDOWS)
+    for window in WINDOWS:
+        for figures in out[window].values():
+            assert figures["majority"] == figures["single_replay"]
+            low, high = figures["majority_ci"]
+            assert low <= figures["majority"] <= high
+    assert out["last_8"]["shift_0.01mm"]["majority"] >= 0.9  # a hundredth of a millimetre seldom flips 8 steps
