@@ -52,13 +52,18 @@ PERTURBATIONS = (("exact", "none", 0.0), ("shift_0.01mm", "shift", 0.01e-3), ("s
                  ("shift_3mm", "shift", 3e-3), ("yaw_0.5deg", "yaw", 0.5), ("yaw_2deg", "yaw", 2.0))
 
 
+def window_start(length: np.ndarray, window: str) -> np.ndarray:
+    """The step each episode of ``length`` steps starts ``window`` at: 0 for ``full``, else the last ``k`` steps."""
+    return np.zeros_like(length) if window == "full" else np.maximum(length - int(window.split("_")[1]), 0)
+
+
 def ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Generator, closed_loop: bool = False
             ) -> dict[str, dict[str, float]]:
     """Agreement of perturbed replays with the recorded outcome, per window and perturbation."""
     length, real = recording.length[rows], recording.success[rows]
     out: dict[str, dict[str, float]] = {}
     for window in WINDOWS:
-        start = np.zeros_like(length) if window == "full" else np.maximum(length - int(window.split("_")[1]), 0)
+        start = window_start(length, window)
         for name, perturb, size in PERTURBATIONS:
             replayed = replay(recording, rows, start, length - start, perturb, size, rng, closed_loop)[1]
             agree = int((replayed == real).sum())
@@ -77,7 +82,7 @@ def majority_ceiling(recording: Recording, rows: np.ndarray, rng: np.random.Gene
     length, real = recording.length[rows], recording.success[rows]
     out: dict[str, dict[str, object]] = {}
     for window in WINDOWS:
-        start = np.zeros_like(length) if window == "full" else np.maximum(length - int(window.split("_")[1]), 0)
+        start = window_start(length, window)
         for name, perturb, size in PERTURBATIONS:
             if perturb != "shift":
                 continue
