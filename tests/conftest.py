@@ -74,6 +74,18 @@ def warp_compiled(tmp_path_factory, worker_id):
         env.close()
 
 
+@pytest.fixture(scope="session")
+def push_episodes(tmp_path_factory):
+    """Four noisy-expert PushCube episodes at 32x32 (with ``state``): a world model's smallest data."""
+    from worldsim.data.collect import collect_episodes
+    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+
+    path = tmp_path_factory.mktemp("push") / "push.h5"
+    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4, path,
+                     num_envs=4, image_size=32, progress=False)
+    return path
+
+
 @pytest.fixture
 def make_vec():
     """gym.make_vec that closes what it made."""

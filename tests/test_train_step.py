@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from worldsim.data.collect import collect_episodes
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.distributed import init_distributed
 from worldsim.world_models import WorldModel
 from worldsim.world_models.data import EpisodeBank
@@ -25,14 +23,6 @@ from worldsim.world_models.train_step import (
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="records a CUDA graph: needs a CUDA GPU")
 
 
-@pytest.fixture(scope="module")
-def episodes(tmp_path_factory):
-    path = tmp_path_factory.mktemp("step") / "push.h5"
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4, path,
-                     num_envs=4, image_size=32, progress=False)
-    return path
-
-
 def config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.0, video_every=0, checkpoint_every=100,
                 torch_threads=1, device="cpu", progress=False, dynamics_horizon=4)
@@ -47,11 +37,11 @@ def setup(episodes, tmp_path, device="cpu", dynamics_members=None):
     return cfg, bank, model, ids
 
 
-def test_the_draws_are_those_of_one_eager_step_in_its_order(episodes, tmp_path):
+def test_the_draws_are_those_of_one_eager_step_in_its_order(push_episodes, tmp_path):
     """Drawing the whole step first takes from each generator what the eager step took, in the same
     order: the frame batch and then each update's state windows from the CPU generator, the
     frame noise and then each update's keypoint noise from the device's."""
-    _, bank, model, ids = setup(episodes, tmp_path)
+    _, bank, model, ids = setup(push_episodes, tmp_path)
     cpu = torch.device("cpu")
     windows, noise = generators(5, cpu)
     draws = draw_step(model, bank, 4, 0.25, 2, ids, windows, noise, cpu)
@@ -68,8 +58,8 @@ def test_the_draws_are_those_of_one_eager_step_in_its_order(episodes, tmp_path):
     assert all(torch.equal(draws["frames"][1][k], frame_noise[k]) for k in frame_noise)
 
 
-def test_a_step_trains_both_halves_and_logs_without_reading_the_device(episodes, tmp_path):
-    _, bank, model, ids = setup(episodes, tmp_path)
+def test_a_step_trains_both_halves_and_logs_without_reading_the_device(push_episodes, tmp_path):
+    _, bank, model, ids = setup(push_episodes, tmp_path)
     frame_optimizer, dynamics_optimizer = optimisers(model)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     draws = draw_step(model, bank, 4, 0.25, 2, ids, *generators(0, torch.device("cpu")), torch.device("cpu"))
@@ -81,8 +71,8 @@ def test_a_step_trains_both_halves_and_logs_without_reading_the_device(episodes,
     assert all(p.grad is None for p in model.dynamics_parameters())  # nothing stale for the next frame step
 
 
-def test_an_ensemble_only_step_leaves_the_model_as_it_was(episodes, tmp_path):
-    _, bank, model, ids = setup(episodes, tmp_path, dynamics_members=2)
+def test_an_ensemble_only_step_leaves_the_model_as_it_was(push_episodes, tmp_path):
+    _, bank, model, ids = setup(push_episodes, tmp_path, dynamics_members=2)
     frame_optimizer, _ = optimisers(model)
     members = torch.optim.AdamW(model.dynamics_parameters("ensemble"))
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -124,11 +114,11 @@ def test_copied_and_tensors_walk_nested_inputs_with_none():
     assert all(a is not b and a.data_ptr() != b.data_ptr() for a, b in zip(tensors(copy), tensors(inputs), strict=True))
 
 
-def test_cuda_graph_errors_name_what_to_change(episodes, tmp_path):
+def test_cuda_graph_errors_name_what_to_change(push_episodes, tmp_path):
     with pytest.raises(ValueError, match="compile='reduce-overhead' records each loss as its own"):
-        config(episodes, tmp_path / "a", cuda_graph=True, compile="reduce-overhead")
+        config(push_episodes, tmp_path / "a", cuda_graph=True, compile="reduce-overhead")
     with pytest.raises(ValueError, match="records the step on one CUDA device; this run has 1 process"):
-        train_world_model(config(episodes, tmp_path / "b", cuda_graph=True))
+        train_world_model(config(push_episodes, tmp_path / "b", cuda_graph=True))
 
 
 @cuda
@@ -168,12 +158,12 @@ def test_a_step_graph_replays_the_eager_steps_exactly():
 
 
 @cuda
-def test_train_wm_with_a_cuda_graph_trains_as_the_eager_run_does(episodes, tmp_path):
+def test_train_wm_with_a_cuda_graph_trains_as_the_eager_run_does(push_episodes, tmp_path):
     """Eight steps, the last five replayed: the same loss and weights as eager training, to the
     rounding of the GPU's atomics (gathers' backward); a replay that did not update, or updated at
     a stale rate, would be a step's rate (1e-3) off."""
-    eager = train_world_model(config(episodes, tmp_path / "eager", device="cuda"))
-    graph = train_world_model(config(episodes, tmp_path / "graph", device="cuda", cuda_graph=True))
+    eager = train_world_model(config(push_episodes, tmp_path / "eager", device="cuda"))
+    graph = train_world_model(config(push_episodes, tmp_path / "graph", device="cuda", cuda_graph=True))
     assert graph["steps"] == 8 and np.isfinite(graph["train_loss"])
     assert graph["train_loss"] == pytest.approx(eager["train_loss"], rel=1e-3)
     a = WorldModel.from_pretrained(tmp_path / "eager").state_dict()

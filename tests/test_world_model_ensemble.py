@@ -7,8 +7,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from worldsim.data.collect import collect_episodes
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.training.grpo import GRPOConfig
 from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
 from worldsim.world_models.ensemble import bootstrap, spread
@@ -18,14 +16,6 @@ from worldsim.world_models.train import TrainWMConfig, train_world_model
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
              object_hidden=32, object_pathway=True, outcome="rule")
-
-
-@pytest.fixture(scope="module")
-def episodes(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ensemble") / "push.h5"
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4, path,
-                     num_envs=4, image_size=32, progress=False)
-    return path
 
 
 def windows(b: int = 6, horizon: int = 3) -> dict[str, torch.Tensor]:
@@ -98,13 +88,13 @@ def test_disagreement_is_zero_for_identical_members_and_the_imagined_step_is_the
     assert len(model.with_dynamics_members(2).ensemble) == 1
 
 
-def test_the_imagined_env_charges_the_disagreement_per_centimetre(episodes, tmp_path):
+def test_the_imagined_env_charges_the_disagreement_per_centimetre(push_episodes, tmp_path):
     torch.manual_seed(0)
     model = WorldModel(WorldModelConfig(**SMALL, dynamics_members=3))
     with torch.no_grad():
         model.ensemble[0].proprio_head[-1].bias[0] += 0.01  # the members part
     model.save_pretrained(tmp_path / "wm")
-    kwargs = dict(num_envs=4, world_model=tmp_path / "wm", keyframes=episodes, device="cpu", reward_type="dense",
+    kwargs = dict(num_envs=4, world_model=tmp_path / "wm", keyframes=push_episodes, device="cpu", reward_type="dense",
                   reset_schedule="synchronous", terminate_on_success=False)
     free = gym.make_vec("worldsim/Imagined-PushCube-v0", **kwargs)
     charged = gym.make_vec("worldsim/Imagined-PushCube-v0", uncertainty_penalty=0.5, **kwargs)
@@ -121,7 +111,7 @@ def test_the_imagined_env_charges_the_disagreement_per_centimetre(episodes, tmp_
         np.testing.assert_allclose(penalised, reward - 0.5 * disagreement, rtol=1e-6, atol=1e-9)
     free.close()
     charged.close()
-    replay = open_loop(model, EpisodeBank(episodes), np.arange(2), np.zeros(2, np.int64), 3)
+    replay = open_loop(model, EpisodeBank(push_episodes), np.arange(2), np.zeros(2, np.int64), 3)
     assert replay.disagreement.shape == (2, 4) and (replay.disagreement[:, 0] == 0).all()
     assert (replay.disagreement[:, 1:] > 0).all() and replay.head(2).disagreement.shape == (2, 3)
     with pytest.raises(ValueError, match="uncertainty_penalty=-1.0 must be a finite number >= 0"):
@@ -135,9 +125,9 @@ def test_the_imagined_env_charges_the_disagreement_per_centimetre(episodes, tmp_
 
 
 @pytest.mark.slow
-def test_train_wm_gives_a_trained_model_an_ensemble_without_changing_what_it_imagines(episodes, tmp_path):
-    common = dict(data=episodes, steps=3, batch_size=4, val_fraction=0.25, val_every=3, val_horizon=2, video_every=0,
-                  checkpoint_every=3, torch_threads=1, device="cpu", progress=False)
+def test_train_wm_gives_a_trained_model_an_ensemble_without_changing_what_it_imagines(push_episodes, tmp_path):
+    common = dict(data=push_episodes, steps=3, batch_size=4, val_fraction=0.25, val_every=3, val_horizon=2,
+                  video_every=0, checkpoint_every=3, torch_threads=1, device="cpu", progress=False)
     train_world_model(TrainWMConfig(out=tmp_path / "base", **common))
     with pytest.raises(ValueError, match="--ensemble-only trains the dynamics ensemble.*dynamics_members=1"):
         train_world_model(TrainWMConfig(out=tmp_path / "x", init=tmp_path / "base", ensemble_only=True, **common))
