@@ -61,7 +61,7 @@ def main(args: Args) -> None:
         "bc_steps": summary["steps"],
         "per_task_success": summary.get("per_task_success"), "average_success": summary.get("success_rate"),
         "val_loss": summary["val_loss"], "collect_s": round(t1 - t0, 1), "train_and_eval_s": round(t2 - t1, 1),
-        "machine": "2 CPU cores"})
+        "machine": "2 CPU cores"}, args)
 
 
 if __name__ == "__main__":

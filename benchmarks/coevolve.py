@@ -14,14 +14,14 @@ The base policy is ``--base-policy``, or, without it, the quickstart's per seed:
 noisy scripted-expert demonstrations, behaviour cloning for ``--bc-steps``; the world model then
 also trains on those demonstrations. ``--round0-from`` an earlier benchmark's folder starts every
 seed from that run's base policy and round 0 (data, world model, base evaluation), to compare
-what follows round 0 (``--imagined-reward``, say) on the same footing at a third of the cost.
+what follows round 0 (``--reward-type``, say) on the same footing at a third of the cost.
 Every policy of a seed is evaluated on the same real episodes, so each comparison is paired
 (McNemar); the pooled one joins the seeds' episodes.
 
 Targets (issue 17, PushCube): real success after imagination RL >= BC base + 15 points (mean
 over seeds) with <= 1,000 real episodes and >= 200 evaluation episodes, and better than
-direct-rl. Prints one JSON line last (``benchmarks/results/coevolve_<task or suite>.json``, with
-``_<reward>`` appended for an imagined reward other than the transition, and ``_<tag>``).
+direct-rl. Prints one JSON line last, kept as ``benchmarks/results/coevolve.json`` (and the
+summary alone as ``<out>/result.json``).
 
     python benchmarks/coevolve.py --task PushCube-v0 --seeds 0 1 2 --variants coevolve direct-rl \
         --real-episodes 100 --rounds 2 --wm-steps 800 --wm-refine-steps 800 --rl-env-steps 30000 \
@@ -39,10 +39,12 @@ import numpy as np
 from common import report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
-from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted, real_outcomes
+from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, last_accepted, real_outcomes
 
-VARIANTS = {"coevolve": {}, "no-keyframes": {"keyframe_ratio": 0.0}, "frozen": {"frozen_world_model": True},
+VARIANTS = {"coevolve": {}, "no-keyframes": {"imagination": {"keyframe_ratio": 0.0}},
+            "frozen": {"frozen_world_model": True},
             "ppo": {"algo": "ppo"}, "direct-rl": {"mode": "direct-rl"}}
 
 
@@ -90,12 +92,11 @@ def main() -> None:
     parser.add_argument("--rl-num-envs", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=50)
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
-    parser.add_argument("--imagined-reward", default="transition", choices=IMAGINED_REWARD_TYPES,
+    parser.add_argument("--reward-type", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
-    parser.add_argument("--imagined-frames", default="generated", choices=("generated", "rendered"),
-                        help="what the policy sees in imagination: the world model's frames (the setting of "
-                             "the runs before the option; `worldsim coevolve` defaults to rendered), or the "
-                             "imagined state drawn by the scene's renderer")
+    parser.add_argument("--frames", default="generated", choices=("generated", "rendered"),
+                        help="what the policy sees in imagination: the world model's frames, or the imagined "
+                             "state drawn by the scene's renderer")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
     # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:
     # lr 1e-4 in physics), and a baseline held to the other's settings would be a straw man.
@@ -107,12 +108,8 @@ def main() -> None:
     parser.add_argument("--test-episodes", type=int, default=0,
                         help="per task: base and final policies on episodes no round saw; the headline figures then")
     parser.add_argument("--kl-coef", type=float, default=0.0, help="GRPO's KL term to each round's start")
-    parser.add_argument("--dynamics-members", type=int, default=1, help="the world model's dynamics ensemble")
-    parser.add_argument("--uncertainty-penalty", type=float, default=0.0,
-                        help="reward off per cm of the ensemble's disagreement in imagination")
     parser.add_argument("--round0-from", type=Path, default=None,
                         help="an earlier benchmark folder whose base policies and round 0 every seed adopts")
-    parser.add_argument("--tag", default=None, help="appended to the results file's name, to keep this setting's")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_coevolve"))
     args = parser.parse_args()
@@ -143,11 +140,12 @@ def main() -> None:
                 rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=num_envs,
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, imagined_reward=args.imagined_reward,
-                imagined_frames=args.imagined_frames, lr=lr,
-                kl_coef=args.kl_coef, dynamics_members=args.dynamics_members,
-                uncertainty_penalty=args.uncertainty_penalty, max_real_drop=args.max_real_drop,
-                test_episodes=args.test_episodes, torch_threads=args.threads, **VARIANTS[variant])
+                videos=2 if variant == "coevolve" else 0, lr=lr, kl_coef=args.kl_coef,
+                test_episodes=args.test_episodes, torch_threads=args.threads,
+                guard=GuardConfig(max_real_drop=args.max_real_drop),
+                **{k: v for k, v in VARIANTS[variant].items() if k != "imagination"},
+                imagination=ImaginationConfig(reward_type=args.reward_type, frames=args.frames,
+                                              **VARIANTS[variant].get("imagination", {})))
             runs[variant].append(coevolve(config))
 
     def figures(results: list[dict]) -> dict:
@@ -188,9 +186,9 @@ def main() -> None:
                "base_real_success": float(np.mean([np.mean(outcomes(r)[0]) for r in runs["coevolve"]])),
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
-                                                          "rl_env_steps", "rl_num_envs", "imagined_reward",
-                                                          "imagined_frames", "lr",
-                                                          "kl_coef", "dynamics_members", "uncertainty_penalty",
+                                                          "rl_env_steps", "rl_num_envs", "reward_type",
+                                                          "frames", "lr",
+                                                          "kl_coef",
                                                           "max_real_drop", "test_episodes",
                                                           "threads", "direct_rl_lr", "direct_rl_num_envs")}
                | {"round0_from": str(args.round0_from) if args.round0_from else None},
@@ -199,8 +197,7 @@ def main() -> None:
                "targets": {"improvement_points": 15.0, "real_budget_max": 1000, "eval_episodes_min": 200}}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
-    reward = "" if args.imagined_reward == "transition" else f"_{args.imagined_reward}"
-    report(f"coevolve_{args.task or suite}{reward}" + (f"_{args.tag}" if args.tag else ""), summary)
+    report("coevolve", summary, args)
 
 
 if __name__ == "__main__":

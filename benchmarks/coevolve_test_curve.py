@@ -14,8 +14,7 @@ compared with the base, the last round and each baseline: the rounds fine-tune o
 small learning rate, so their average is a policy too, with the rounds' noise averaged out.
 
     python benchmarks/coevolve_test_curve.py --out runs/bench_coevolve_push_short128_4r \\
-        --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 --average \\
-        --tag short_rounds_128envs_9rounds_guard
+        --baselines direct-rl-400ep direct-rl-700ep direct-rl --against 4 7 9 --average
 """
 
 from __future__ import annotations
@@ -28,15 +27,15 @@ from typing import Any
 
 import torch
 from common import report
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from worldsim.evaluation.compare import paired_comparison
+from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.evaluation.rank import per_task_summary
 from worldsim.pipelines.coevolve import last_accepted, real_outcomes
+from worldsim.pipelines.round_average import average_of_rounds
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
-from worldsim.training.rl import evaluate
 
 
 def weights_digest(policy: Path) -> str:
@@ -50,24 +49,6 @@ def weights_digest(policy: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def average_of_rounds(run: Path, policies: dict[str, str]) -> Path:
-    """The uniform average of the weights of ``policies``' rounds 1 to R, saved once under ``run``
-    as ``average_of_rounds_1-R`` (an extended run gets a new one) with round R's config; its folder."""
-    rounds = sorted((int(k.split()[1]), Path(v)) for k, v in policies.items()
-                    if k.startswith("round ") and k != "round 0")
-    folder = run / f"average_of_rounds_1-{rounds[-1][0]}" / "policy"
-    if not folder.exists():
-        weights = [load_file(str(policy / "model.safetensors")) for _, policy in rounds]
-        average = {name: torch.stack([w[name].double() for w in weights]).mean(0).to(tensor.dtype)
-                   for name, tensor in weights[-1].items()}
-        staging = folder.with_name(".policy.tmp")
-        staging.mkdir(parents=True, exist_ok=True)
-        (staging / "config.json").write_bytes((rounds[-1][1] / "config.json").read_bytes())
-        save_file(average, str(staging / "model.safetensors"))
-        staging.replace(folder)
-    return folder
-
-
 def test_outcomes(run: Path, results: dict[str, Any], policies: dict[str, str], seed: int,
                   progress: tqdm) -> dict[str, list[bool]]:
     """Per-episode outcomes of each named policy on as many episodes as ``run``'s test (its
@@ -79,8 +60,8 @@ def test_outcomes(run: Path, results: dict[str, Any], policies: dict[str, str], 
     for name, policy in policies.items():
         key = f"{weights_digest(Path(policy))}@{seed}x{test['episodes_per_task']}"
         if key not in cache:
-            summary = per_task_summary(evaluate(load_policy(policy), results["tasks"], test["episodes_per_task"],
-                                                seed=seed))
+            summary = per_task_summary(evaluate_in_physics(load_policy(policy), results["tasks"],
+                                                           test["episodes_per_task"], seed=seed))
             cache[key] = real_outcomes(results["tasks"], {"real": summary})
             write_json(cache_file, cache)
         out[name] = cache[key]
@@ -94,7 +75,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--baselines", nargs="*", default=[], help="variant folders <name>_s<seed> in --out")
     parser.add_argument("--against", type=int, nargs="*", default=[], help="rounds compared with each baseline")
-    parser.add_argument("--tag", default=None, help="appended to the results file's name")
     parser.add_argument("--seed-offset", type=int, default=None,
                         help="episodes from seed + this instead of the run's test episodes (a second test)")
     parser.add_argument("--average", action="store_true", help="add the average of the rounds' weights")
@@ -149,7 +129,7 @@ def main() -> None:
                "baselines": {name: paired_comparison(pooled("round 0"), pooled(name)) for name in args.baselines},
                "rounds_vs_baselines": {f"round {k} vs {name}": paired_comparison(pooled(name), pooled(f"round {k}"))
                                        for k in args.against for name in args.baselines}}
-    report("coevolve_test_curve" + (f"_{args.tag}" if args.tag else ""), summary)
+    report("coevolve_test_curve", summary, args)
 
 
 if __name__ == "__main__":

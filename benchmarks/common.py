@@ -1,9 +1,14 @@
 """What every benchmark does with its figures: print them as one JSON line (the last line of its
-output) and keep that line as ``benchmarks/results/<name>.json``, with the machine it ran on, so
-each figure in the README has its data in the repository (the latest run of each benchmark)."""
+output) and keep that line as ``<results>/<name>.json``: the standing benchmarks' in
+``benchmarks/results/``, the studies' (``benchmarks/studies/``) in ``benchmarks/studies/results/``.
+Every file holds ``args`` (what the script was run with), ``commit`` (the code it ran, ``-dirty``
+when the tree had uncommitted changes), ``machine`` (CPU model and cores, torch threads, GPU,
+platform, date) and ``metrics`` (the figures)."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -13,11 +18,23 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+STUDY_RESULTS = Path(__file__).resolve().parent / "studies" / "results"
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` knows)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def machine() -> dict[str, Any]:
-    """The machine a figure was measured on: CPU cores, torch threads, GPU, commit, date."""
-    info: dict[str, Any] = {"cpu_cores": os.cpu_count(), "platform": platform.platform(),
+    """The machine a figure was measured on: CPU model and cores, torch threads, GPU, platform, date."""
+    info: dict[str, Any] = {"cpu": cpu_model(), "cpu_cores": os.cpu_count(), "platform": platform.platform(),
                             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
         import torch
@@ -26,23 +43,36 @@ def machine() -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     except ImportError:
         info["gpu"] = None
-    try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                        cwd=RESULTS.parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        info["commit"] = None
     return info
 
 
-def report(name: str, result: dict[str, Any]) -> dict[str, Any]:
-    """Print ``result`` (with ``benchmark`` and ``machine``) as one JSON line and write it to
-    ``benchmarks/results/<name>.json`` (atomically: a reader never sees half a file)."""
-    record = {"benchmark": name, **result, "machine": machine()}
-    line = json.dumps(record)
-    RESULTS.mkdir(exist_ok=True)
-    tmp = RESULTS / f".{name}.json.tmp"
+def commit() -> str | None:
+    """The commit the code ran at (``git describe --always --dirty``), None outside a checkout."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                              text=True, cwd=RESULTS.parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def plain_args(args: Any) -> dict[str, Any]:
+    """A script's arguments (an argparse namespace, a dataclass or a dict) as a JSON-ready dict."""
+    if isinstance(args, argparse.Namespace):
+        args = vars(args)
+    elif dataclasses.is_dataclass(args) and not isinstance(args, type):
+        args = dataclasses.asdict(args)
+    return json.loads(json.dumps(dict(args), default=str))
+
+
+def report(name: str, metrics: dict[str, Any], args: Any, results: Path = RESULTS) -> dict[str, Any]:
+    """Print ``{args, commit, machine, metrics}`` as one JSON line and write it to
+    ``<results>/<name>.json`` (atomically: a reader never sees half a file)."""
+    record = {"args": plain_args(args), "commit": commit(), "machine": machine(), "metrics": metrics}
+    line = json.dumps(record, default=str)
+    results.mkdir(parents=True, exist_ok=True)
+    tmp = results / f".{name}.json.tmp"
     tmp.write_text(line + "\n")
-    tmp.replace(RESULTS / f"{name}.json")
+    tmp.replace(results / f"{name}.json")
     print(line)
     return record
 

@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         "results": results,
         "ratios": ratio_table,
         "other_cpu_load": other_load,
-    })
+    }, args)
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ def main(args: Args) -> None:
                 "detect_s": round(t2 - t1, 1),
                 "machine": "2 CPU cores",
                 "results": str(args.out / "results.json"),
-            })
+            }, args)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Exercise every GPU path of worldsim on a machine with an NVIDIA GPU, then print one JSON line:
-# each check's pass/fail, its seconds and its figures, and whether all passed.
+# each check's pass/fail, its seconds and its figures, and whether all passed (kept, with the
+# arguments, commit and machine, as benchmarks/results/gpu_check.json).
 #
 #   pip install -e ".[test,warp]" 'jax[cuda12]<0.10'   # a CUDA build of torch, and JAX on the GPU for MJX
 #   bash benchmarks/gpu_check.sh                        # about 10-15 minutes on one H100/H200
@@ -8,7 +9,7 @@
 # Checks (each one's log is kept in the work folder the JSON names):
 #   warp_env      Warp env on cuda: state, 64x64 pixels (front + wrist), torch CUDA tensors in and out,
 #                 images against MuJoCo's OpenGL renderer, CUDA-graph replay equal to eager stepping
-#   throughput    benchmarks/warp_throughput.py: MuJoCo CPU, MJX, Warp; state and pixels; 1,024 /
+#   throughput    benchmarks/backend_throughput.py: MuJoCo CPU, MJX, Warp; state and pixels; 1,024 /
 #                 4,096 / 16,384 envs; ReachCube and PushCube (the issue's goals are in its rows)
 #   mjx           MJX env on JAX's GPU backend
 #   train_wm      worldsim train-wm, 200 steps, --device cuda (on 32 collected episodes)
@@ -92,7 +93,7 @@ print(json.dumps({"gpu": torch.cuda.get_device_name(), "pixel_mean_abs_diff": pi
                   "push_4096_env_steps_per_s": rates}))
 EOF
 
-check throughput python benchmarks/warp_throughput.py --steps 50 --cpu-steps 5 --out "$WORK/warp_throughput.json"
+check throughput python benchmarks/backend_throughput.py --steps 50 --cpu-steps 5 --out "$WORK/backend_throughput.json"
 
 check mjx python - <<'EOF'
 import json, time
@@ -172,12 +173,15 @@ print(json.dumps({"iterations": summary["iterations"], "train_seconds": round(su
 EOF
 
 python - "$WORK" <<'EOF'
-import json, sys
+import json, os, sys
 from pathlib import Path
 work = Path(sys.argv[1])
+sys.path.insert(0, "benchmarks")
+from common import report
 order = ["warp_env", "throughput", "mjx", "train_wm", "train_wm_graphs", "train_wm_cuda_graph", "imagined", "ppo_state",
          "ppo_pixels"]
 checks = {r["name"]: r for r in (json.loads((work / f"{n}.result").read_text()) for n in order)}
 ran = [c for c in checks.values() if c["status"] != "skipped"]
-print(json.dumps({"gpu_check": checks, "all_pass": all(c["status"] == "pass" for c in ran), "work": str(work)}))
+report("gpu_check", {"checks": checks, "all_pass": all(c["status"] == "pass" for c in ran), "work": str(work)},
+       {"GPU_CHECK_SKIP": os.environ.get("GPU_CHECK_SKIP", "")})
 EOF

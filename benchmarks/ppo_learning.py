@@ -19,10 +19,10 @@ import tyro
 from common import report
 from rich.console import Console
 
+from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import read_metrics
 from worldsim.training.ppo import PPOConfig, train_ppo
-from worldsim.training.rl import evaluate
 
 TARGETS = {"ReachCube-v0": 0.95, "PushCube-v0": 0.80}
 
@@ -69,8 +69,8 @@ def main(args: Args) -> None:
         summary = train_ppo(config)
         rows = read_metrics(args.out / task / "metrics.jsonl")
         step, seconds = first_crossing(rows[:-1], args.threshold)  # the last row is the final evaluation
-        final_eval = evaluate(load_policy(args.out / task), [task], args.final_episodes,
-                              seed=args.seed + 20_000)
+        final_eval = evaluate_in_physics(load_policy(args.out / task), [task], args.final_episodes,
+                                         seed=args.seed + 20_000)
         final = final_eval["success_rate"]
         target = TARGETS.get(task)
         results[task] = {"budget_s": budget, "env_steps": summary["global_step"],
@@ -83,7 +83,7 @@ def main(args: Args) -> None:
                       f"({summary['train_seconds']:.0f} s); {args.threshold:.0%} first at step {step} "
                       f"/ {seconds} s")
     report("ppo_learning", {"results": results, "all_targets_met": all(r["target_met"] is not False
-                                                                 for r in results.values())})
+                                                                 for r in results.values())}, args)
 
 
 if __name__ == "__main__":

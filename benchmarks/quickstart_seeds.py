@@ -56,7 +56,8 @@ def main() -> None:
         print(json.dumps(rows[-1]))
     pooled = paired_comparison(before, after)
     report("quickstart_seeds", {"runs": rows, "pooled": pooled,
-                                "pooled_final_real_success": sum(r["final_real_success"] for r in rows) / len(rows)})
+                                "pooled_final_real_success": sum(r["final_real_success"] for r in rows) / len(rows)},
+           args)
 
 
 if __name__ == "__main__":

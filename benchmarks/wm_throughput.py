@@ -86,7 +86,7 @@ def main() -> None:
               "device": str(device), "torch_threads": torch.get_num_threads(), "rows": rows,
               "imagined_fps_at_64": next((r["imagined_fps"] for r in rows if r["batch"] == 64), None),
               "target_fps_at_64": 200}
-    report("wm_throughput", result)
+    report("wm_throughput", result, args)
 
 
 if __name__ == "__main__":

@@ -5,16 +5,15 @@ For each batch size, trains the ``--config`` preset on ``--data`` with ``--devic
 between) and reports the steady-state rate from the training log, after its first ``--skip``
 steps (start-up, cuDNN's autotuning): training steps/s and frame windows/s, and, on CUDA, the
 mean of NVML's busy share of the GPU over the same span and the peak memory torch allocated.
-Issue 17 asks for a GPU at least 80% busy; before the training step stopped reading values
-back from the device, the ``base`` preset at batch 128 kept an H200 20% busy (4.7 steps/s).
-``--compile`` trains with ``train-wm --compile``: give ``--seconds`` room for the compilation
-(2-3 minutes for ``base``) and a smaller ``--skip``; ``--cuda-graph`` with ``train-wm
---cuda-graph`` (the whole step recorded as one CUDA graph); ``--tag`` names the result file.
+The target is a GPU at least 80% busy. ``--compile`` trains with ``train-wm --compile``:
+give ``--seconds`` room for the compilation (2-3 minutes for ``base``) and a smaller
+``--skip``; ``--cuda-graph`` with ``train-wm --cuda-graph`` (the whole step recorded as one
+CUDA graph).
 
     python benchmarks/wm_train_throughput.py --data runs/study/default/train.h5 --config base \\
         --device cuda --batch-sizes 128 512 --seconds 60
     python benchmarks/wm_train_throughput.py --data runs/study/default/train.h5 --config base \\
-        --device cuda --batch-sizes 128 512 --seconds 240 --skip 25 --compile reduce-overhead --tag graphs
+        --device cuda --batch-sizes 128 512 --seconds 240 --skip 25 --compile reduce-overhead
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import torch
 from common import GpuBusy, report
 
 from worldsim.runtime.device import resolve_device
-from worldsim.world_models import TrainWMConfig, train_world_model
+from worldsim.world_models import TrainWMConfig, WorldModelConfig, preset, train_world_model
 
 
 def main() -> None:
@@ -40,19 +39,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="training time per batch size")
     parser.add_argument("--skip", type=int, default=50, help="steps left out of the rate (start-up)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead",
-                                                             "max-autotune-no-cudagraphs"),
+    parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead"),
                         help="torch.compile the step's losses (train-wm --compile)")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="record the whole step as one CUDA graph (train-wm --cuda-graph)")
     parser.add_argument("--profile", type=int, default=0,
                         help="trace this many steps after the first ten (train-wm --profile): the row gets the "
                              "trace's device-busy share and idle gaps")
-    parser.add_argument("--dynamics-horizon", type=int, default=None,
+    parser.add_argument("--dynamics-horizon", type=int, default=WorldModelConfig.dynamics_horizon,
                         help="steps the proprio head and object pathway roll out on their own (default: 16)")
     parser.add_argument("--dynamics-updates", type=int, default=TrainWMConfig.dynamics_updates,
                         help="their updates per training step")
-    parser.add_argument("--tag", default="", help="suffix of the result file's name")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -63,9 +60,10 @@ def main() -> None:
             torch.cuda.reset_peak_memory_stats()
         with tempfile.TemporaryDirectory() as out, GpuBusy() as busy:
             summary = train_world_model(TrainWMConfig(
-                data=args.data, out=Path(out), config=args.config, steps=10**6, batch_size=batch_size,
+                data=args.data, out=Path(out), steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
-                compile=args.compile, cuda_graph=args.cuda_graph, dynamics_horizon=args.dynamics_horizon,
+                compile=args.compile, cuda_graph=args.cuda_graph,
+                model=preset(args.config, dynamics_horizon=args.dynamics_horizon),
                 dynamics_updates=args.dynamics_updates, profile=args.profile, progress=False))
             metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
             traced = Path(out) / "profile" / "summary.json"
@@ -88,11 +86,10 @@ def main() -> None:
                                          if device.type == "cuda" else None),
                      "parameters": summary["parameters"], "profile": profile})
         print(json.dumps(rows[-1]))
-    name = "wm_train_throughput" + (f"_{args.tag}" if args.tag else "")
-    report(name, {"config": args.config, "device": str(device), "compile": args.compile,
+    report("wm_train_throughput", {"config": args.config, "device": str(device), "compile": args.compile,
                   "cuda_graph": args.cuda_graph, "data": str(args.data),
                   "dynamics_horizon": args.dynamics_horizon, "dynamics_updates": args.dynamics_updates,
-                  "seconds_per_batch_size": args.seconds, "rows": rows})
+                  "seconds_per_batch_size": args.seconds, "rows": rows}, args)
 
 
 if __name__ == "__main__":

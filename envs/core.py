@@ -33,7 +33,8 @@ action chunks, the time limit and the imagined horizon, reset schedules, ``reset
   sum over the steps it executed and ``info["chunk_steps"]`` counts them;
 - ``terminated`` is success (if ``terminate_on_success``) or failure; ``truncated`` is the
   time limit (elapsed steps reach ``max_episode_steps``) or the imagined ``horizon``; never both;
-- ``info``: ``success``, ``episode_step`` (elapsed steps), ``failure``, ``reward_terms``;
+- ``info``: ``success`` (and the same array as ``is_success``, the key Stable-Baselines3's
+  evaluation and callbacks read), ``episode_step`` (elapsed steps), ``failure``, ``reward_terms``;
 - ``autoreset_mode``: ``NextStep`` (the next step restarts a finished env and ignores its
   action, reward 0), ``SameStep`` (restart inside ``step``; the last observation and info in
   ``info["final_obs"]``/``info["final_info"]``, marked by ``_final_obs``/``_final_info``) or
@@ -287,7 +288,7 @@ class BatchedEnv(VectorEnv, ABC):
                 self._elapsed = self.arrays.from_numpy(offsets)
         self._needs_reset = False
         outcome = self._outcome()
-        info = {"success": outcome.success, "episode_step": self._elapsed,
+        info = {"success": outcome.success, "is_success": outcome.success, "episode_step": self._elapsed,
                 "failure": self.arrays.zeros(self.num_envs, bool), "reward_terms": dict(outcome.terms)}
         return self._observe(), info
 
@@ -322,8 +323,8 @@ class BatchedEnv(VectorEnv, ABC):
             outcome = self._outcome()
         terminated, truncated = self._ends(outcome)
         terminated, truncated = terminated & ~restarting, truncated & ~restarting
-        info = {"success": outcome.success, "episode_step": self._elapsed, "failure": outcome.failure,
-                "reward_terms": dict(outcome.terms)}
+        info = {"success": outcome.success, "is_success": outcome.success, "episode_step": self._elapsed,
+                "failure": outcome.failure, "reward_terms": dict(outcome.terms)}
         if np.ndim(actions) == 3:
             info["chunk_steps"] = steps
         if self.arrays.maybe_any(restarting):  # NextStep: these start over now; their action was ignored
@@ -386,7 +387,8 @@ class BatchedEnv(VectorEnv, ABC):
         where = self.arrays.where
         self._start_rows(rows, 1)
         fresh = self._outcome()
-        return {**info, "success": where(rows, fresh.success, info["success"]), "episode_step": self._elapsed,
+        success = where(rows, fresh.success, info["success"])
+        return {**info, "success": success, "is_success": success, "episode_step": self._elapsed,
                 "failure": info["failure"] & ~rows,
                 "reward_terms": {k: where(rows, fresh.terms[k], v) for k, v in info["reward_terms"].items()}}
 

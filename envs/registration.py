@@ -22,11 +22,11 @@ physics or imagined, so the ids and the imagined env's arguments are spelled in 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import TASKS
 
 NAMESPACE = "worldsim"
@@ -40,14 +40,18 @@ def task_env_id(task: str, *, imagined: bool = False) -> str:
     return f"{NAMESPACE}/{IMAGINED_PREFIX if imagined else ''}{task}"
 
 
-def make_task_envs(task: str, num_envs: int, *, imagination: Mapping[str, Any] | None = None,
+def make_task_envs(task: str, num_envs: int, *, imagination: ImaginationConfig | None = None,
                    **env_kwargs: Any) -> gym.vector.VectorEnv:
-    """``num_envs`` envs of ``task`` (``gym.make_vec``): physics, or with ``imagination`` the
-    task's imagined twin, given those arguments of
-    :class:`~worldsim.world_models.env.ImaginedVectorEnv` (``world_model``, ``keyframes`` and any
-    of its other arguments). ``env_kwargs`` go to either env. ``ValueError`` when
-    ``imagination`` and ``env_kwargs`` both set an argument: which value was meant is unclear."""
-    imagined = dict(imagination) if imagination is not None else {}
+    """``num_envs`` envs of ``task`` (``gym.make_vec``): physics, or with ``imagination`` (that
+    names a world model) the task's imagined twin, made with
+    :meth:`~worldsim.envs.imagination.ImaginationConfig.env_kwargs`. ``env_kwargs`` go to either
+    env; a ``reset_schedule`` among them replaces the imagination's. ``ValueError`` when
+    ``imagination`` and ``env_kwargs`` both set another argument: which value was meant is unclear."""
+    if imagination is not None and not isinstance(imagination, ImaginationConfig):
+        raise TypeError(f"imagination must be an ImaginationConfig, not {type(imagination).__name__}")
+    imagined = imagination.env_kwargs() if imagination is not None else {}
+    if "reset_schedule" in env_kwargs:
+        imagined.pop("reset_schedule", None)
     both = sorted(set(imagined) & set(env_kwargs))
     if both:
         raise ValueError(f"imagination and env_kwargs both set {both}; give each argument once")

@@ -10,7 +10,7 @@ Example::
     (8, 56)
     >>> obs, reward, terminated, truncated, info = envs.step(envs.unwrapped.expert_action())
     >>> sorted(k for k in info if not k.startswith("_"))
-    ['episode_step', 'failure', 'reward_terms', 'success']
+    ['episode_step', 'failure', 'is_success', 'reward_terms', 'success']
     >>> envs.close()
 """
 

@@ -45,7 +45,7 @@ class MLPPolicyConfig:
     """Initial log standard deviation of every action dimension."""
     tasks: tuple[str, ...] = ()
     """The tasks the policy was trained on (what ``worldsim evaluate`` runs when no task is
-    named). Empty in checkpoints saved before tasks were recorded."""
+    named). Empty: the tasks must be named when it is evaluated."""
 
     def __post_init__(self) -> None:
         self.hidden = tuple(self.hidden)

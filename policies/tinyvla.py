@@ -61,7 +61,8 @@ class TinyVLAConfig:
     """The instructions the policy serves, in embedding order (see :meth:`for_tasks`)."""
     tasks: tuple[str, ...] = ()
     """The tasks the policy was trained on, whose instructions it serves (what ``worldsim evaluate``
-    runs when no task is named). Empty in checkpoints saved before tasks were recorded."""
+    runs when no task is named). Empty: they follow from the instructions, where each belongs to
+    one task."""
     image_size: int = 64
     """Side of the square camera images, in pixels."""
     use_wrist: bool = False

@@ -1,5 +1,4 @@
 import inspect
-import json
 import os
 import re
 import subprocess
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from worldsim.commands.cli import COMMANDS, load, main
-from worldsim.commands.parsing import parse, renamed
+from worldsim.commands.parsing import parse
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
 
@@ -69,6 +68,19 @@ def test_no_library_module_imports_tyro():
     assert sources and not [p for p in sources if re.search(r"^\s*(import|from) tyro", p.read_text(), re.M)]
 
 
+def test_the_stages_import_each_other_one_way_only():
+    """worldsim's stage packages form no import cycle (at module level or inside functions):
+    training uses evaluation, never the other way round."""
+    root = Path(__file__).parents[1] / "worldsim"
+    above = {"data": ("training", "evaluation", "pipelines", "commands"),
+             "evaluation": ("training", "pipelines", "commands"),
+             "training": ("pipelines", "commands")}
+    for package, higher in above.items():
+        for path in (root / package).glob("*.py"):
+            imported = re.findall(r"^\s*(?:from|import) worldsim\.(\w+)", path.read_text(), re.M)
+            assert not set(imported) & set(higher), f"{path.name} imports {set(imported) & set(higher)}"
+
+
 def test_the_command_line_imports_no_heavy_module():
     heavy = ("torch", "diffusers", "jax", "transformers", "matplotlib", "h5py", "sklearn", "tyro")
     code = (f"import sys, worldsim.commands.cli; print(sorted(m for m in {heavy!r} if m in sys.modules)); "
@@ -103,12 +115,11 @@ def test_output_into_a_closed_pipe_ends_quietly(argv):
     assert proc.stderr == "" and proc.returncode in (1, 141)
 
 
-def test_usage_errors_are_tyros_with_exit_code_2(capsys):
+def test_usage_errors_end_in_one_line_and_exit_code_2(capsys):
     assert main(["evaluate", "--policy", "expert", "--episodez", "2"]) == 2
-    err = capsys.readouterr().err
-    assert "Unrecognized options: --episodez" in err and "worldsim evaluate --help" in err
+    one_line_error(capsys, "nrecognized options: --episodez", "`worldsim evaluate --help`")
     assert main(["evaluate"]) == 2
-    assert "--policy" in capsys.readouterr().err
+    one_line_error(capsys, "missing", "--policy")
     assert main(["evalute"]) == 2
     assert "unknown command 'evalute' (did you mean 'evaluate'?)" in capsys.readouterr().err
     assert main([]) == 2
@@ -127,6 +138,23 @@ def tiny_vla(path: Path, task: str = "PushCube-v0") -> Path:
     TinyVLA(TinyVLAConfig.for_tasks([task], language="learned", channels=(4, 8), hidden_dim=16,
                                     feature_dim=16, language_dim=8, image_size=32)).save_pretrained(path)
     return path
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["train-wm", "--data", "/nonexistent.h5"], ["/nonexistent.h5", "no such file"]),  # a config's own check
+    (["detect", "--data", "x.h5", "--videos", "-1"], ["--videos -1 must be >= 0"]),
+    (["detect", "--data", "x.h5", "--alpha", "abc"], ["--alpha", "'abc'"]),  # tyro's conversion
+    (["detect", "--data", "x.h5", "--cp", "foo" * 40], ["'--cp'", "'constant'"]),  # long: not wrapped
+])
+def test_values_tyro_refuses_end_in_one_line_and_exit_code_2(capsys, argv, needles):
+    assert main(argv) == 2
+    one_line_error(capsys, *needles)
+
+
+def test_help_still_exits_0(capsys):
+    assert main(["detect", "--help"]) == 0
+    captured = capsys.readouterr()
+    assert "--alpha" in captured.out and captured.err == ""
 
 
 def test_missing_inputs_end_in_one_line_and_exit_code_2(tmp_path, capsys):
@@ -170,21 +198,6 @@ def test_genuine_bugs_keep_their_traceback(monkeypatch):
         main(["render", "--task", "ReachCube-v0"])
 
 
-def test_old_flag_names_still_work_with_a_notice(tmp_path, capsys):
-    out = tmp_path / "eval.json"
-    one_episode = ["--policy", "expert", "--task", "ReachCube-v0", "--episodes", "1", "--num-envs", "1"]
-    assert main(["evaluate", *one_episode, "--json", str(out)]) == 0
-    assert json.loads(out.read_text())["episodes"] == 1
-    assert capsys.readouterr().err.startswith("--json is deprecated; use --out\n")  # then the progress bar
-    assert main(["detect", f"--rollouts={tmp_path / 'nope.h5'}"]) == 2
-    assert capsys.readouterr().err.splitlines()[0] == "--rollouts is deprecated; use --data"
-    assert renamed("rank-policies", ["--task", "A", "B", "--episodes", "2"]) == [
-        "--task", "A", "--task", "B", "--episodes", "2"]
-    assert capsys.readouterr().err == "--task A B is deprecated; repeat --task for each value\n"
-    assert renamed("evaluate", ["--policy", "expert", "--out", "x"]) == ["--policy", "expert", "--out", "x"]
-    assert capsys.readouterr().err == ""
-
-
 def test_default_outputs_go_under_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["render", "--task", "ReachCube-v0", "--size", "32"]) == 0
@@ -210,6 +223,39 @@ def test_train_rl_takes_the_chosen_algorithms_options(capsys):
         parse(train_rl, ["--group-size", "4"], "worldsim train-rl")
     with pytest.raises(ValueError, match="--algo 'sac' is not a choice; allowed: ppo, grpo"):
         parse(train_rl, ["--algo", "sac"], "worldsim train-rl")
+
+
+def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_flags():
+    from worldsim.envs.imagination import ImaginationConfig
+
+    imagine = ["--world-model", "wm", "--keyframes", "k.h5", "--frames", "rendered", "--sampling-steps", "2",
+               "--success-threshold", "0.4"]
+    training = ["--keyframe-ratio", "0", "--horizon", "None", "--reward-type", "dense"]
+    required = {"collect": ["--out", "x.h5"], "evaluate": ["--policy", "p"], "rank-policies": ["--policies", "a", "b"],
+                "imagined-vs-real": ["--policy", "p"], "train-rl": ["--algo", "grpo", "--obs-mode", "pixels"]}
+    for name, extra in (("train-rl", training), ("collect", training), ("imagined-vs-real", training[:4]),
+                        ("evaluate", []), ("rank-policies", [])):
+        config = parse(load(name), [*required[name], *imagine, *extra], f"worldsim {name}")
+        assert isinstance(config.imagination, ImaginationConfig), name
+        assert (config.imagination.world_model, config.imagination.frames, config.imagination.sampling_steps,
+                config.imagination.success_threshold) == (Path("wm"), "rendered", 2, 0.4), name
+        if extra:
+            assert (config.imagination.keyframe_ratio, config.imagination.horizon) == (0.0, None), name
+    # the defaults: the world model's own frames; training imagines 40 steps from starts half at keyframes
+    default = parse(load("train-rl"), [], "worldsim train-rl").imagination
+    assert default == ImaginationConfig() and default.frames == "generated" and not default.imagined
+    # a command hides what it sets itself: evaluations run whole episodes from episode starts, a
+    # trainer's world model runs on its --device, co-evolution trains its own world model
+    with pytest.raises(ValueError, match="--horizon"):
+        parse(load("evaluate"), ["--policy", "p", "--horizon", "10"], "worldsim evaluate")
+    coevolve = parse(load("coevolve"), ["--base-policy", "p", "--device", "cpu", "--frames", "rendered",
+                                        "--max-real-drop", "0.2"], "worldsim coevolve")
+    assert coevolve.imagination.device == "cpu" and coevolve.imagination.frames == "rendered"
+    assert coevolve.guard.max_real_drop == 0.2
+    for name, args in (("coevolve", ["--base-policy", "p", "--world-model", "wm"]),
+                       ("train-rl", ["--world-model", "wm", "--keyframes", "k", "--imagination.device", "cpu"])):
+        with pytest.raises(ValueError, match="unrecognized options"):
+            parse(load(name), args, f"worldsim {name}")
 
 
 def test_task_lists_take_one_task_per_flag_and_other_lists_stay_as_they_were():

@@ -5,8 +5,10 @@ import json
 import pytest
 import torch
 
-from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, guard
+from worldsim.envs.imagination import ImaginationConfig
+from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, guard
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
+from worldsim.runtime.run_logging import to_jsonable
 
 INSTRUCTION = "push the red cube onto the blue square"
 
@@ -24,7 +26,7 @@ def tiny(base_policy, out, **kwargs):
     return CoevolveConfig(**{**dict(
         base_policy=base_policy, task="PushCube-v0", real_episodes=2, rounds=2, wm_steps=2, wm_refine_steps=2,
         rl_env_steps=1, rl_num_envs=2, group_size=2, eval_episodes=2, imagined_eval_episodes=2,
-        imagined_horizon=3, videos=1, out=out, device="cpu", progress=False), **kwargs})
+        imagination=ImaginationConfig(horizon=3), videos=1, out=out, device="cpu", progress=False), **kwargs})
 
 
 @pytest.mark.slow
@@ -50,22 +52,14 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     state = json.loads((run / "state.json").read_text())
     # 10 stages, a verdict per round, and the test of each policy
     assert len(state["stages"]) == 10 + 2 + len({0, final["round"]})
-    # everything is recorded: a resumed run redoes nothing and reproduces the results, also when
-    # it was recorded before a setting existed (it ran with that setting's default)
-    del state["config"]["kl_coef"]
-    (run / "state.json").write_text(json.dumps(state))
+    # everything is recorded: a resumed run redoes nothing and reproduces the results
     again = coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
     assert again["rounds"] == results["rounds"] and again["test"] == results["test"]
-    assert state["config"]["imagined_frames"] == "rendered"  # the default: the imagined state, drawn
-    # ... except for a run recorded before the setting existed: those saw the generated frames
-    del state["config"]["imagined_frames"]
-    (run / "state.json").write_text(json.dumps(state))
-    with pytest.raises(ValueError, match="settings changed since it started \\(imagined_frames"):
-        coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
-    assert coevolve(tiny(base_policy, run, resume=True, test_episodes=3, imagined_frames="generated"))["rounds"] \
-        == results["rounds"]
-    state["config"]["imagined_frames"] = "rendered"
-    (run / "state.json").write_text(json.dumps(state))
+    # the default: the world model's own frames, on the run's device
+    assert state["config"]["imagination"] | {"horizon": 40} == to_jsonable(ImaginationConfig(device="cpu"))
+    with pytest.raises(ValueError, match="settings changed since it started \\(imagination"):
+        coevolve(tiny(base_policy, run, resume=True, test_episodes=3,
+                      imagination=ImaginationConfig(horizon=3, frames="rendered")))
     # ... and reports the whole run's time, not the few seconds the resumed call took
     stage_seconds = sum(stage["seconds"] for stage in state["stages"].values())
     assert again["wall_clock_s"] == results["wall_clock_s"] == pytest.approx(stage_seconds, abs=0.1)
@@ -80,11 +74,12 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     state = json.loads((run / "state.json").read_text())
     state["stages"]["round 2: guard"] |= {"accepted": False, "reasons": ["judged by the old settings"]}
     (run / "state.json").write_text(json.dumps(state))
-    rejudged = coevolve(tiny(base_policy, run, resume=True, max_real_drop=1.0, divergence_threshold=1.0))
+    anything = GuardConfig(max_real_drop=1.0, divergence_threshold=1.0)
+    rejudged = coevolve(tiny(base_policy, run, resume=True, guard=anything))
     assert rejudged["rounds"][2]["reasons"] == ["judged by the old settings"] and not rejudged["rounds"][2]["accepted"]
     assert rejudged["rounds"][1] == results["rounds"][1] and rejudged["test"] is None
     # more rounds extend the run: rounds 1-2 stay as recorded, round 2 now collects and refines
-    extended = coevolve(tiny(base_policy, run, resume=True, rounds=3, max_real_drop=1.0, divergence_threshold=1.0))
+    extended = coevolve(tiny(base_policy, run, resume=True, rounds=3, guard=anything))
     assert extended["rounds"][:2] == results["rounds"][:2] and extended["rounds"][3]["round"] == 3
     assert extended["rounds"][3]["accepted"]  # judged by the new settings, which accept anything
     assert extended["real_budget"] == 6 and extended["rounds"][3]["real_episodes_used"] == 6
@@ -95,10 +90,10 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
 @pytest.mark.slow
 def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_path):
     frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0,
-                           imagined_reward="dense"))
+                           imagination=ImaginationConfig(horizon=3, reward_type="dense")))
     assert frozen["real_budget"] == 2 and not (tmp_path / "frozen" / "round_1" / "data.h5").exists()
     # RL saw the dense reward: shaping in (0, 1) per step, so a return of 3 imagined steps is no whole number
-    assert frozen["ablation"]["imagined_reward"] == "dense"
+    assert frozen["ablation"]["imagination"]["reward_type"] == "dense"
     returns = [json.loads(line)["episode/return"] for line in
                (tmp_path / "frozen" / "round_1" / "rl" / "metrics.jsonl").read_text().splitlines()
                if "episode/return" in line]
@@ -124,7 +119,7 @@ def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_p
 
 
 def test_guard_rolls_back_exploitation_and_regressions():
-    config = CoevolveConfig(base_policy="x", task="PushCube-v0", divergence_threshold=0.3, max_real_drop=0.1)
+    config = GuardConfig(divergence_threshold=0.3, max_real_drop=0.1)
 
     def result(real, imagined):
         return {"real": {"success_rate": real}, "imagined": {"success_rate": imagined}}
@@ -143,7 +138,11 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
     with pytest.raises(ValueError, match="real_episodes=0"):
         tiny(base_policy, tmp_path, real_episodes=0)
     with pytest.raises(ValueError, match="keyframe_ratio"):
-        tiny(base_policy, tmp_path, keyframe_ratio=1.5)
+        tiny(base_policy, tmp_path, imagination=ImaginationConfig(keyframe_ratio=1.5))
+    with pytest.raises(ValueError, match="max_real_drop=2"):
+        tiny(base_policy, tmp_path, guard=GuardConfig(max_real_drop=2))
+    with pytest.raises(ValueError, match="coevolve trains its own world model"):
+        tiny(base_policy, tmp_path, imagination=ImaginationConfig(world_model=tmp_path, keyframes=tmp_path))
     with pytest.raises(ValueError, match="test_episodes=-1 must be an int >= 0"):
         tiny(base_policy, tmp_path, test_episodes=-1)
     with pytest.raises(ValueError, match="at least one episode"):
@@ -152,8 +151,6 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
         tiny(base_policy, tmp_path, task="NoSuchTask-v0")
     with pytest.raises(ValueError, match="kl_coef=0.1 is GRPO's KL term; algo='ppo' has none"):
         tiny(base_policy, tmp_path, kl_coef=0.1, algo="ppo")
-    with pytest.raises(ValueError, match="uncertainty_penalty=1.0 charges.*dynamics_members >= 2 \\(got 1\\)"):
-        tiny(base_policy, tmp_path, uncertainty_penalty=1.0)
     with pytest.raises(ValueError, match="kl_coef=-1.0 must be a finite number >= 0"):
         tiny(base_policy, tmp_path, kl_coef=-1.0)
 

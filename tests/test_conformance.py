@@ -76,7 +76,8 @@ def imagined_files(tmp_path_factory):
                                 instructions=("push the red cube onto the blue square",
                                               "move the gripper above the red cube"),
                                 image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8)).save_pretrained(root / "wm")
+                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+               ).save_pretrained(root / "wm")
     return root / "wm", root / "starts.h5"
 
 
@@ -123,16 +124,28 @@ def test_spaces_dtypes_and_info_keys(backend):
     obs, info = host(env.reset(seed=0))
     assert env.action_space.shape == (N, 4) and env.single_action_space.shape == (4,)
     assert env.observation_space.contains(obs)
-    assert sorted(info) == ["episode_step", "failure", "reward_terms", "success"]
+    assert sorted(info) == ["episode_step", "failure", "is_success", "reward_terms", "success"]
     assert info["success"].shape == info["failure"].shape == info["episode_step"].shape == (N,)
     obs, reward, terminated, truncated, info = host(env.step(zeros()))
     assert env.observation_space.contains(obs)
     assert sorted(k for k in info if not k.startswith("_") and "final" not in k) == [
-        "episode_step", "failure", "reward_terms", "success"]
+        "episode_step", "failure", "is_success", "reward_terms", "success"]
     assert reward.shape == terminated.shape == truncated.shape == (N,)
     assert terminated.dtype == truncated.dtype == info["success"].dtype == bool
     assert np.issubdtype(info["episode_step"].dtype, np.integer) and (info["episode_step"] == 1).all()
     assert all(v.shape == (N,) for v in info["reward_terms"].values())
+
+
+def test_is_success_stands_beside_success_in_info_and_final_info(backend):
+    """Stable-Baselines3's evaluation and callbacks read ``is_success``."""
+    env = backend.make(autoreset_mode="SameStep", **backend.succeeding)
+    _, info = host(env.reset(seed=0))
+    assert np.array_equal(info["is_success"], info["success"])
+    _, _, terminated, truncated, info = run_until_done(backend, env)
+    assert np.array_equal(info["is_success"], info["success"])
+    done = terminated | truncated
+    final = info["final_info"]
+    assert np.array_equal(final["is_success"][done], final["success"][done])
 
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))

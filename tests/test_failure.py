@@ -1,5 +1,6 @@
 """Failure detectors, conformal calibration and the SAFE protocol on synthetic rollouts."""
 
+import json
 import math
 
 import numpy as np
@@ -27,15 +28,16 @@ FAST = {
 }
 
 
-def synthetic_rollouts(tasks=("a", "b", "c"), per_task=40, seed=0, dim=8):
+def synthetic_rollouts(tasks=("a", "b", "c"), per_task=40, seed=0, dim=8, successes=None):
     """Successes end early with features around one point and tight action samples; failures
-    run to the time limit while their features drift away and their samples spread out."""
+    run to the time limit while their features drift away and their samples spread out. One in
+    three rollouts fails, or all but ``successes`` per task."""
     rng = np.random.default_rng(seed)
     center, away = np.full(dim, 2.0), np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
     rollouts = []
     for task in tasks:
         for i in range(per_task):
-            failed = i % 3 == 0
+            failed = i % 3 == 0 if successes is None else i >= successes
             length = 60 if failed else int(rng.integers(30, 50))
             drift = np.linspace(0, 2.5, length)[:, None] * away if failed else 0.0
             features = (center + 0.5 * rng.normal(size=(length, dim)) + drift).astype(np.float32)
@@ -261,3 +263,105 @@ def test_protocol_reports_nan_auc_when_a_split_has_one_class():
     assert math.isnan(summary["unseen"]["roc_auc"]["mean"])
     assert math.isnan(summary["unseen"]["tpr"]["mean"])
     assert summary["unseen"]["tnr"]["mean"] >= 0.0
+
+
+# ---------------------------------------------------------------------------- a small single-task set
+@pytest.fixture
+def small_set(monkeypatch, tmp_path):
+    """`worldsim detect` argv on the rollouts of a small single-task set: 100 rollouts, 32 of them
+    successes, so the calibration part holds 8 successes."""
+    import worldsim.failure.detect
+
+    rollouts = synthetic_rollouts(tasks=("PushCube-v0",), per_task=100, successes=32)
+    monkeypatch.setattr(worldsim.failure.detect, "load_rollouts", lambda path: rollouts)
+    return ["detect", "--data", str(tmp_path / "rollouts.h5"), "--seeds", "0", "--videos", "0"]
+
+
+def test_small_set_error_says_what_would_do_and_its_suggestions_work(small_set, tmp_path, capsys):
+    from worldsim.commands.cli import main
+
+    out = ["--out", str(tmp_path / "d")]
+    assert main([*small_set, "--detectors", "knn,fiper", "--alpha", "0.1", *out]) == 2
+    err = capsys.readouterr().err
+    assert "functional CP at alpha=0.1 needs at least 17 successful calibration rollouts (here 8" in err
+    assert "collect about 213 rollouts" in err and "--alpha 0.2" in err and "--cp constant --alpha 0.12" in err
+    # each suggestion, followed, runs every detector (FIPER's joint band included)
+    for argv in (["--alpha", "0.2"], ["--cp", "constant", "--alpha", "0.12"]):
+        assert main([*small_set, "--detectors", "knn,fiper", *argv, *out]) == 0, capsys.readouterr().err
+        results = json.loads((tmp_path / "d" / "results.json").read_text())
+        assert set(results["detectors"]) == {"knn", "fiper"} and results["skipped"] == {}
+    # constant CP at an alpha these 8 successes allow is not defeated by FIPER's joint band
+    fiper = load_detector(tmp_path / "d" / "detectors" / "fiper")
+    assert [t.method for t in fiper.thresholds] == ["constant", "constant"]
+
+
+def test_a_detector_that_cannot_be_fitted_is_skipped_while_the_others_run(small_set, tmp_path, capsys,
+                                                                           monkeypatch):
+    import worldsim.failure.detect
+    from worldsim.commands.cli import main
+
+    only_successes = [r for r in synthetic_rollouts(tasks=("PushCube-v0",), per_task=60) if r.success]
+    monkeypatch.setattr(worldsim.failure.detect, "load_rollouts", lambda path: only_successes)
+    out = tmp_path / "d"
+    assert main([*small_set, "--detectors", "safe-mlp,knn", "--cp", "constant", "--out", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("skipped")]
+    assert lines == ["skipped safe-mlp: safe-mlp is supervised and needs failed rollouts to fit; the training "
+                     "rollouts are all successes"]
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["detectors"]) == {"knn"} and "needs failed rollouts" in results["skipped"]["safe-mlp"]
+    assert "skipped safe-mlp:" in (out / "table.md").read_text()
+    assert not (out / "detectors" / "safe-mlp").exists()
+
+
+def test_constant_joint_bands_with_too_few_successes_for_the_split_calibrate_each_component():
+    rng = np.random.default_rng(0)
+    curves = success_curves(8, rng)
+    components = [curves, [2 * c for c in curves]]
+    thresholds = calibrate_components(components, 0.12, "constant", rng, joint=True)
+    assert [t.values[0] for t in thresholds] == [constant_threshold(c, 0.12).values[0] for c in components]
+    with pytest.raises(ValueError, match="functional CP at alpha=0.12 needs at least"):
+        calibrate_components(components, 0.12, "functional", rng, joint=True)
+
+
+# ---------------------------------------------------------------------------- the report
+def fake_results(names=("safe-mlp", "safe-lstm", "mahalanobis", "action-variance", "fiper")):
+    from worldsim.failure.protocol import DetectorResult, SeedResult
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for name in names:
+        metrics = {split: {"roc_auc": rng.uniform(0.5, 1), "tpr": 0.5, "tnr": 0.9, "balanced_accuracy": 0.7,
+                           "detection_time": 0.4} for split in ("seen", "unseen")}
+        fpr = np.sort(rng.uniform(size=20)).tolist()
+        roc = {split: ([0.0, *fpr, 1.0], [0.0, *np.sqrt(fpr).tolist(), 1.0]) for split in ("seen", "unseen")}
+        out[name] = DetectorResult(name, [SeedResult(metrics, roc, {}, 1.0, 0.01)])
+    return out
+
+
+def test_piped_results_table_keeps_detector_names_whole():
+    import io
+
+    from rich.console import Console
+
+    from worldsim.failure.report import print_table, results_table
+
+    results = fake_results()
+    piped = io.StringIO()
+    print_table(results_table(results, 0.1), Console(file=piped))  # not a terminal: 80 columns assumed
+    text = piped.getvalue()
+    assert all(name in text for name in results), text
+    assert "…" not in text
+
+
+def test_roc_legend_covers_no_curve(tmp_path, monkeypatch):
+    import worldsim.failure.report as report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: figures.append(fig) or path)
+    report.plot_roc(fake_results(), tmp_path / "roc.png")
+    fig = figures[0]
+    fig.canvas.draw()
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent()
+        assert not legend.overlaps(ax.get_window_extent())  # beside the axes...
+        assert fig.bbox.contains(legend.x1 - 1, legend.y0 + 1)  # ...and inside the picture

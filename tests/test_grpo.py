@@ -147,3 +147,33 @@ def test_a_non_finite_grpo_loss_stops_with_a_clear_error(tmp_path, monkeypatch):
         train_grpo(GRPOConfig(task="ReachCube-v0", num_envs=8, group_size=4, total_env_steps=400, hidden=(8, 8),
                               eval_every=0, eval_episodes=2, checkpoint_every=0, progress=False, device="cpu",
                               out=tmp_path / "run"))
+
+
+def _tiny(tmp_path, name, **overrides):
+    fields = {"task": "ReachCube-v0", "num_envs": 16, "group_size": 4, "total_env_steps": 16 * 50 * 2,
+              "update_epochs": 4, "num_minibatches": 2, "hidden": (32, 32), "eval_every": 0, "eval_episodes": 2,
+              "checkpoint_every": 0, "progress": False, "device": "cpu", "out": tmp_path / name}
+    return GRPOConfig(**{**fields, **overrides})
+
+
+def test_an_update_stops_its_epochs_once_the_kl_passes_target_kl(tmp_path):
+    for target_kl, epochs in ((1e-9, 1), (None, 4)):  # the first epoch's second minibatch is off-policy
+        train_grpo(_tiny(tmp_path, str(target_kl), target_kl=target_kl))
+        rows = [r for r in read_metrics(tmp_path / str(target_kl) / "metrics.jsonl") if "policy_loss" in r]
+        assert [r["early_stop_epoch"] for r in rows] == [epochs, epochs]
+
+
+def test_a_fine_tuned_policy_that_ends_far_from_its_start_is_warned_about(tmp_path, capsys):
+    from worldsim.envs.observations import STATE_DIM
+    from worldsim.policies import MLPPolicyConfig
+    from worldsim.training.rl import FAR_KL
+
+    torch.manual_seed(0)
+    start = tmp_path / "start"
+    MLPPolicy(MLPPolicyConfig(obs_dim=STATE_DIM, hidden=(32, 32), tasks=("ReachCube-v0",))).save_pretrained(start)
+    far = train_grpo(_tiny(tmp_path, "far", policy=start, lr=0.5, target_kl=None))
+    assert far["drift_kl"] > FAR_KL
+    assert f"warning: the policy ended far from {start}" in capsys.readouterr().err
+    near = train_grpo(_tiny(tmp_path, "near", policy=start, lr=1e-5))
+    assert 0 <= near["drift_kl"] < FAR_KL
+    assert "warning" not in capsys.readouterr().err

@@ -190,7 +190,7 @@ def test_atomic_dir_refuses_a_file_and_creates_parents(tmp_path):
 
 
 def native_frame(episode: int, t: int) -> dict[str, np.ndarray]:
-    """The values lerobot 0.3.3 recorded the fixtures with (benchmarks/lerobot_roundtrip.py)."""
+    """The values lerobot 0.3.3 recorded the fixtures with (benchmarks/studies/lerobot_roundtrip.py)."""
     y, x, c = np.indices((24, 32, 3))
     return {"image": (2 * x + 2 * y + 20 * c + 30 * episode + 15 * t).astype(np.uint8),
             "state": np.array([t, episode, 0.25 * t, -1.0], np.float32),

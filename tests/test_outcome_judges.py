@@ -1,8 +1,7 @@
-"""The judges of benchmarks/outcome_judges.py: the zone geometry it widens is the push rule's own,
+"""The judges of worldsim.world_models.outcome_judges: the zone geometry it widens is the push rule's own,
 a window is judged on its steps after the start, and the dynamics rolled without frames imagine
 what a replay imagines."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +16,8 @@ from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.metrics import window_max
 from worldsim.world_models.outcome import TaskRules
+from worldsim.world_models.outcome_judges import best_cut, imagined_states, judge_features, zone_excess
 from worldsim.world_models.replay import open_loop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from outcome_judges import best_cut, imagined_states, judge_features, zone_excess  # noqa: E402
 
 
 def test_the_zone_band_and_the_resting_check_are_the_push_rule_on_recorded_frames(tmp_path: Path) -> None:
@@ -58,7 +55,9 @@ def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp
     torch.manual_seed(0)
     model = WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
                                         success_channels=8, object_hidden=32, object_pathway=True,
-                                        contact_gate=False, tasks=("PushCube-v0",)))
+                                        carry_objects=False, outcome="head",
+                                        tasks=("PushCube-v0",)))
+    model.objects.contact_gate = lambda points, heights, tcp: torch.ones_like(points[:, -1, :, 0])  # every cube moves
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     with torch.no_grad():  # an untrained pathway moves nothing; this one moves every cube
         model.objects.net[-1].weight.normal_(0.0, 0.05)

@@ -1,14 +1,10 @@
-"""The physics replays behind the open-loop ceilings (benchmarks/physics_replay.py): a replay of
+"""The physics replays behind the open-loop ceilings (worldsim.world_models.physics_replay): a replay of
 the record is the record, and a perturbed one is not."""
-
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from physics_replay import record_pushes, replay  # noqa: E402
+from worldsim.world_models.physics_replay import PERTURBATIONS, WINDOWS, majority_ceiling, record_pushes, replay
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +48,6 @@ def test_unknown_perturbation_is_refused(recording):
 
 
 def test_a_one_vote_majority_is_the_replay_itself(recording):
-    from outcome_ceiling import PERTURBATIONS, WINDOWS, majority_ceiling
-
     out = majority_ceiling(recording, np.arange(24), np.random.default_rng(0), votes=1)
     shifts = {name for name, perturb, _ in PERTURBATIONS if perturb == "shift"}
     assert set(out) == set(WINDOWS) and all(set(out[w]) == shifts for w in WINDOWS)

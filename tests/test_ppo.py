@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.policies import MLPPolicy, MLPPolicyConfig, load_policy
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.runtime.run_logging import read_metrics
@@ -460,4 +461,35 @@ def test_backend_must_be_known_and_physical(tmp_path):
     with pytest.raises(ValueError, match="backend='jax' is not a backend; allowed: 'mujoco', 'mjx', 'warp'"):
         tiny(tmp_path, backend="jax")
     with pytest.raises(ValueError, match="backend='warp' with world_model"):
-        tiny(tmp_path, backend="warp", world_model="wm", keyframes="k.h5", obs_mode="pixels")
+        tiny(tmp_path, backend="warp", imagination=ImaginationConfig("wm", "k.h5"), obs_mode="pixels")
+
+
+def test_the_in_run_evaluation_and_worldsim_evaluate_run_the_same_episodes(tmp_path, capsys):
+    """train-rl says which episodes it evaluated on (its seed); `worldsim evaluate` with that seed
+    gives the same figure, episode by episode."""
+    from worldsim.commands.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train-rl", "--task", "ReachCube-v0", "--obs-mode", "state", "--algo", "ppo", "--num-envs", "8",
+                 "--num-steps", "8", "--num-minibatches", "2", "--total-env-steps", "128", "--eval-episodes", "6",
+                 "--seed", "3", "--out", str(out), "--no-progress"]) == 0
+    in_run = json.loads((out / "eval.json").read_text())
+    assert in_run["seed"] == 10_003
+    assert "of seed 10003 (`worldsim evaluate --policy" in " ".join(capsys.readouterr().out.split())
+    assert main(["evaluate", "--policy", str(out), "--seed", "10003", "--episodes", "6",
+                 "--out", str(tmp_path / "eval.json")]) == 0
+    assert "episodes of seed 10003" in " ".join(capsys.readouterr().out.split())
+    again = json.loads((tmp_path / "eval.json").read_text())
+    assert again["success_rate"] == in_run["success_rate"]
+    for key in ("outcomes", "mean_return", "mean_length"):
+        assert again["per_task"]["ReachCube-v0"][key] == in_run["per_task"]["ReachCube-v0"][key]
+
+
+def test_an_update_stops_its_epochs_once_the_kl_passes_target_kl(tmp_path):
+    for target_kl, epochs in ((1e-9, 1), (None, 3)):  # the first epoch's second minibatch is off-policy
+        summary = train_ppo(tiny(tmp_path / str(target_kl), target_kl=target_kl, update_epochs=3))
+        rows = [r for r in read_metrics(tmp_path / str(target_kl) / "run" / "metrics.jsonl") if "approx_kl" in r]
+        assert [r["early_stop_epoch"] for r in rows] == [epochs] * 4
+        assert summary["drift_kl"] >= 0  # from scratch: measured, never warned about
+    with pytest.raises(ValueError, match="target_kl=0.0 must be a finite number > 0"):
+        tiny(tmp_path, target_kl=0.0)

@@ -75,3 +75,30 @@ def test_stages_say_what_they_gave(tmp_path):
                                     "success_by_horizon": {"full": {"accuracy": 0.643, "base_rate": 0.5}}}))
     assert _describe_fidelity(fidelity) == ("PSNR 24.3 / 21.7 dB after 8 / 32 steps; outcome agreement over full "
                                             "replays 64% (base rate 50%)")
+
+
+def test_counts_of_one_are_singular(tmp_path):
+    one = copy.deepcopy(SUMMARY)
+    one["world_model"]["held_out"] |= {"successes": 1, "failures": 39, "near_miss_failures": 1}
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "detect" / "table.md").write_text("")
+    text = write_report(tmp_path, one).read_text()
+    assert "(1 success, 39 failures, 1 near miss;" in text
+
+
+def test_the_quickstart_says_how_long_it_should_take_when_it_starts(tmp_path, capsys, monkeypatch):
+    import pytest
+
+    import worldsim.pipelines.quickstart as quickstart
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(quickstart, "expert_demonstrations", stop)
+    with pytest.raises(KeyboardInterrupt):
+        quickstart.quickstart(quickstart.QuickstartConfig(out=tmp_path / "q", torch_threads=1))
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"quickstart: about 8 minutes on 2 quiet CPU cores (the default budgets take {quickstart.DEFAULT_MINUTES}" \
+        in said
+    longer = quickstart.QuickstartConfig(out=tmp_path / "r", wm_steps=1600)
+    assert quickstart.estimate_minutes(longer) > quickstart.estimate_minutes(quickstart.QuickstartConfig())

@@ -33,7 +33,8 @@ def test_rank_policies_cli_writes_the_ranking(tmp_path):
                      tmp_path / "push.h5", num_envs=2, image_size=32, progress=False)
     torch.manual_seed(0)
     WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8)).save_pretrained(tmp_path / "wm")
+                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+               ).save_pretrained(tmp_path / "wm")
     policies: list[str] = []
     for k in range(2):
         torch.manual_seed(k)

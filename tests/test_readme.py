@@ -1,4 +1,4 @@
-"""The README is part of the contract: every module and name it points at imports from there."""
+"""The README and the docs are part of the contract: every module and name they point at imports from there."""
 
 import importlib
 import re
@@ -6,20 +6,23 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+DOCS = "\n".join(page.read_text() for page in sorted((ROOT / "docs").rglob("*.md")))
 # Dotted names the README gives that are LeRobot feature keys, not Python names.
 DATA_KEYS = {"worldsim.policy_features", "worldsim.action_samples"}
 
 
-def dotted_names() -> list[str]:
+def dotted_names(text: str = README + DOCS) -> list[str]:
     """``worldsim.x.y`` references in the text and ``from worldsim.x import a, b`` lines in code."""
-    names = set(re.findall(r"`(worldsim(?:\.[A-Za-z_]\w*)+)", README))
-    for module, imported in re.findall(r"^\s*from (worldsim[\w.]*) import ([\w, ]+)$", README, re.M):
+    names = set(re.findall(r"`(worldsim(?:\.[A-Za-z_]\w*)+)", text))
+    for module, imported in re.findall(r"^\s*from (worldsim[\w.]*) import ([\w, ]+)$", text, re.M):
         names |= {f"{module}.{name.strip()}" for name in imported.split(",")}
     return sorted(names - DATA_KEYS)
 
 
 def test_the_readme_names_modules():
+    assert len(dotted_names(README)) >= 5
     assert len(dotted_names()) > 20
 
 
@@ -32,7 +35,7 @@ def test_every_name_the_readme_gives_imports(name):
         except ModuleNotFoundError:
             continue
         for attribute in parts[cut:]:
-            assert hasattr(target, attribute), f"README names {name}, but {target} has no {attribute}"
+            assert hasattr(target, attribute), f"README or docs name {name}, but {target} has no {attribute}"
             target = getattr(target, attribute)
         return
-    pytest.fail(f"README names {name}, which does not import")
+    pytest.fail(f"README or docs name {name}, which does not import")

@@ -7,6 +7,7 @@ import torch
 
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.registration import make_task_envs, task_env_id
 from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
@@ -124,7 +125,8 @@ def test_one_factory_makes_physics_and_imagined_envs():
     assert env.spec.id == "worldsim/ReachCube-v0" and env.num_envs == 2
     env.close()
     with pytest.raises(ValueError, match=r"both set \['device'\]"):
-        make_task_envs("PushCube-v0", 1, imagination={"world_model": "wm", "keyframes": "k.h5", "device": "cpu"},
-                       device="cpu")
-    with pytest.raises(TypeError, match="an imagined env needs world_model="):  # any mapping means imagined
-        make_task_envs("PushCube-v0", 1, imagination={})
+        make_task_envs("PushCube-v0", 1, imagination=ImaginationConfig("wm", "k.h5", device="cpu"), device="cpu")
+    with pytest.raises(ValueError, match="no world model to imagine with"):
+        make_task_envs("PushCube-v0", 1, imagination=ImaginationConfig())
+    with pytest.raises(TypeError, match="imagination must be an ImaginationConfig, not dict"):
+        make_task_envs("PushCube-v0", 1, imagination={"world_model": "wm"})  # type: ignore[arg-type]

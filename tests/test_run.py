@@ -1,34 +1,28 @@
 """The run around every trainer (worldsim.runtime.run): the step budget, the time budget as a
 loud safety net, exact resume and its refusal of changed settings, and the output-folder rule."""
 
+import dataclasses
 import gzip
 import json
+import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.runtime.profiling import PROFILE_AFTER, step_summary
-from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run import RunSettings, TrainingRun, check_run_settings, success_text
 from worldsim.runtime.run_logging import read_metrics
 
 RUN_CONFIG = {"lr": 0.1, "batch": 4, "note": "free to change"}
 
 
-@dataclass
-class Settings:
-    out: Path
-    resume: bool = False
-    overwrite: bool = False
-    seed: int = 0
-    device: str = "cpu"
-    torch_threads: int | None = None
-    time_budget: float | None = None
-    progress: bool = False
-    profile: int = 0
+def Settings(out: Path, **changes: Any) -> RunSettings:  # noqa: N802  # reads as the dataclass it builds
+    """The run settings every trainer shares, quiet and on the CPU."""
+    return RunSettings(out=out, **{"device": "cpu", "progress": False, **changes})
 
 
 class Model(torch.nn.Linear):
@@ -40,7 +34,7 @@ class Model(torch.nn.Linear):
         torch.save(self.state_dict(), path / "weights.pt")
 
 
-def train(settings: Settings, steps: int, run_config: dict | None = None, step_seconds: float = 0.0):
+def train(settings: RunSettings, steps: int, run_config: dict | None = None, step_seconds: float = 0.0):
     """A stand-in trainer shaped like the real ones: one random draw per step (the RNG state is
     what a resume must restore), a checkpoint every 2 steps and at the end."""
     run = TrainingRun("toy", settings)
@@ -143,6 +137,34 @@ def test_run_settings_are_checked():
         with pytest.raises(ValueError, match=f"time_budget={bad!r} must be a number of seconds > 0"):
             check_run_settings(Settings(Path("x"), time_budget=bad))
     check_run_settings(Settings(Path("x"), time_budget=0.5))
+    for name, bad in (("torch_threads", -1), ("seed", -2), ("seed", True)):
+        with pytest.raises(ValueError, match=f"{name}={bad!r} must be an int >= 0"):
+            check_run_settings(Settings(Path("x"), **{name: bad}))
+
+
+def test_every_trainer_shares_one_run_settings_dataclass_listed_last_in_help(capfd):
+    from worldsim.commands.cli import load
+    from worldsim.commands.parsing import parse
+    from worldsim.training.bc import BCConfig
+    from worldsim.training.grpo import GRPOConfig
+    from worldsim.training.ppo import PPOConfig
+    from worldsim.world_models.train import TrainWMConfig
+
+    shared = [f.name for f in dataclasses.fields(RunSettings)]
+    outs = {}
+    for config in (BCConfig, PPOConfig, GRPOConfig, TrainWMConfig):
+        assert issubclass(config, RunSettings)
+        outs[config.__name__] = next(f.default for f in dataclasses.fields(config) if f.name == "out")
+    assert outs == {"BCConfig": Path("runs/bc"), "PPOConfig": Path("runs/ppo"), "GRPOConfig": Path("runs/grpo"),
+                    "TrainWMConfig": Path("runs/wm")}
+    assert PPOConfig().torch_threads == 1 and RunSettings().torch_threads is None  # RL's own default
+    assert parse(load("train-rl"), ["--seed", "3", "--out", "o"], "worldsim train-rl").seed == 3
+    with pytest.raises(SystemExit):
+        parse(load("train-bc"), ["--help"], "worldsim train-bc")
+    flags = re.findall(r"^│ --([a-z][a-z-]*)", capfd.readouterr().out, re.M)  # option lines of the box
+    run_flags = [name.replace("_", "-") for name in shared]
+    first = min(flags.index(f) for f in run_flags)
+    assert set(flags[first:]) - {"no-resume", "no-overwrite", "no-progress"} == set(run_flags)  # the run's last
 
 
 def test_success_text_gives_the_rate_with_its_interval():

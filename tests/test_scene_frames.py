@@ -12,7 +12,8 @@ import torch
 import worldsim.training.grpo
 import worldsim.training.rl
 from worldsim.data.collect import collect_episodes
-from worldsim.evaluation.evaluate import Imagination, evaluate_policy
+from worldsim.envs.imagination import ImaginationConfig
+from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.evaluation.imagine import imagine_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
@@ -38,9 +39,10 @@ def files(tmp_path_factory):
         for episode in f["data"].values():
             del episode["obs/state"]
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_hidden=32, outcome="rule")
+    WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
                ).save_pretrained(root / "pathway")
-    WorldModel(WorldModelConfig(**SMALL)).save_pretrained(root / "frames_only")
+    WorldModel(WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="head")
+               ).save_pretrained(root / "frames_only")
     return root
 
 
@@ -125,13 +127,13 @@ def test_trainers_and_evaluations_pass_the_frames_on(files, tmp_path):
     policy = worldsim.training.rl.load_policy(tmp_path / "vla", torch.device("cpu"))
     for frames in ("generated", "rendered"):
         config = worldsim.training.grpo.GRPOConfig(
-            task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files / "pathway"),
-            keyframes=str(files / "push.h5"), num_envs=2, group_size=2, out=tmp_path / "grpo", device="cpu",
-            imagined_frames=frames)
+            task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), num_envs=2, group_size=2,
+            out=tmp_path / "grpo", device="cpu",
+            imagination=ImaginationConfig(files / "pathway", files / "push.h5", frames=frames))
         env = worldsim.training.rl.make_train_env(config, 2, policy, reset_schedule="keyframe")
         assert (env.unwrapped.scene_frames is not None) == (frames == "rendered")
         env.close()
-    imagination = Imagination(files / "pathway", files / "push.h5", device="cpu", frames="rendered")
+    imagination = ImaginationConfig(files / "pathway", files / "push.h5", device="cpu", frames="rendered")
     result = evaluate_policy(policy, ["PushCube-v0"], 3, num_envs=2, progress=False, imagination=imagination)
     assert result.tasks["PushCube-v0"].episodes == 3
 

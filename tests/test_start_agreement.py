@@ -11,8 +11,8 @@ import torch
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import STATE_LAYOUT
-from worldsim.evaluation.evaluate import Imagination
 from worldsim.evaluation.start_agreement import compare_from_starts, side_by_side
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
@@ -49,7 +49,7 @@ def test_physics_restarted_from_recorded_states_continues_the_recorded_episodes(
         assert info["episode_step"].tolist() == [t + 8] * 6
     assert drift[0].max() < 5e-4  # from rest the state is complete: the recorded episode again
     # mid-push the unobserved angular and finger velocities start as 0, and the push amplifies that
-    # (benchmarks/push_divergence.py): the cube ends centimetres off, but stays on the table
+    # (benchmarks/studies/push_divergence.py): the cube ends centimetres off, but stays on the table
     assert 1e-3 < drift[12].max() < 0.1
     # from the first state with the recorded actions replayed, step 12 is reached as recorded (the
     # velocities of a cube still settling at step 0 are not observed exactly, so compare positions)
@@ -110,11 +110,13 @@ def files(tmp_path_factory):
     for k in range(2):
         torch.manual_seed(k)
         WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                    success_channels=8)).save_pretrained(root / f"wm{k}")
+                                    success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+                   ).save_pretrained(root / f"wm{k}")
         TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
                               hidden_dim=32, feature_dim=32)).save_pretrained(root / f"policy{k}")
     WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=True, object_hidden=32, outcome="rule")
+                                success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
+                                outcome="rule")
                ).save_pretrained(root / "pathway")
     shutil.copy(root / "push.h5", root / "pixels.h5")
     with h5py.File(root / "pixels.h5", "a") as f:  # as if recorded with obs_mode="pixels"
@@ -127,8 +129,8 @@ def test_the_same_starts_run_in_imagination_and_in_physics(files, tmp_path):
     policy = TinyVLA.from_pretrained(files / "policy0").eval()
 
     def compare(world_model, frames="generated", **kwargs):
-        imagination = Imagination(files / world_model, files / "push.h5", keyframe_ratio=0.5, horizon=6, device="cpu",
-                                  frames=frames)
+        imagination = ImaginationConfig(files / world_model, files / "push.h5", keyframe_ratio=0.5, horizon=6,
+                                        device="cpu", frames=frames)
         return compare_from_starts(policy, "PushCube-v0", imagination, starts=10, seed=4, progress=False, **kwargs)
 
     report = compare("wm0", out=tmp_path, videos=2)
@@ -155,8 +157,9 @@ def test_the_same_starts_run_in_imagination_and_in_physics(files, tmp_path):
     assert rendered["frames"] == "rendered" and report["frames"] == "generated"
     assert rendered["per_start"]["episode"] == starts["episode"] and rendered["per_start"]["real"] == starts["real"]
     with pytest.raises(ValueError, match="holds no 'state' observations"):
-        compare_from_starts(policy, "PushCube-v0", Imagination(files / "wm0", files / "pixels.h5", device="cpu"),
-                            starts=2, progress=False)
+        compare_from_starts(policy, "PushCube-v0",
+                            ImaginationConfig(files / "wm0", files / "pixels.h5", device="cpu"), starts=2,
+                            progress=False)
 
 
 def test_side_by_side_holds_the_shorter_clip_on_its_last_frame():

@@ -224,22 +224,20 @@ def test_save_load_round_trip_is_exact(tmp_path):
     assert isinstance(TinyVLA.from_pretrained(tmp_path / "run" / "policy"), TinyVLA)
 
 
-def test_the_checkpoint_records_its_tasks_and_older_ones_still_load(tmp_path):
+def test_the_checkpoint_records_its_tasks_or_they_follow_from_its_instructions(tmp_path):
     from worldsim.evaluation.evaluate import trained_tasks
 
     policy = tiny_policy()
     assert policy.config.tasks == ("PushCube-v0", "ReachCube-v0")
     policy.save_pretrained(tmp_path / "p")
     assert trained_tasks(load_policy(tmp_path / "p")) == ["PushCube-v0", "ReachCube-v0"]
-    # Checkpoints from before tasks were recorded load; their tasks follow from instructions that
-    # belong to one task each, and are refused where tasks share the instruction.
+    # A config naming only instructions: its tasks follow from instructions that belong to one
+    # task each, and are refused where tasks share the instruction.
     for task, folder in (("PushCube-Green-v0", "green"), ("PushCube-v0", "push")):
-        TinyVLA(TinyVLAConfig.for_tasks([task], **TINY)).save_pretrained(tmp_path / folder)
-        document = json.loads((tmp_path / folder / "config.json").read_text())
-        del document["config"]["tasks"]
-        (tmp_path / folder / "config.json").write_text(json.dumps(document))
-    old = load_policy(tmp_path / "green")
-    assert old.config.tasks == () and trained_tasks(old) == ["PushCube-Green-v0"]
+        instruction = get_task(task).instruction
+        TinyVLA(TinyVLAConfig(instructions=(instruction,), **TINY)).save_pretrained(tmp_path / folder)
+    bare = load_policy(tmp_path / "green")
+    assert bare.config.tasks == () and trained_tasks(bare) == ["PushCube-Green-v0"]
     with pytest.raises(ValueError, match="'push the red cube onto the blue square' is shared by PushCube-v0, "
                                          "PushCube-Row-v0.*--task"):
         trained_tasks(load_policy(tmp_path / "push"))

@@ -44,6 +44,7 @@ from worldsim.world_models.replay import OpenLoop
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
+NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")  # a model of frames alone
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def episodes(tmp_path_factory):
 def config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.2, val_every=4, val_horizon=3,
                 video_every=8, video_steps=4, checkpoint_every=4, torch_threads=1, device="cpu",
-                progress=False, dynamics_horizon=4)
+                progress=False, model=WorldModelConfig(dynamics_horizon=4))
     return TrainWMConfig(**{**base, **kwargs})
 
 
@@ -77,7 +78,7 @@ def test_space_to_depth_round_trips_frames_exactly():
 
 @pytest.mark.slow
 def test_edm_preconditioning_schedule_and_one_step_sampling():
-    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
     den = model.denoiser
     sigma = torch.tensor([1e-4, 0.5, 5.0])
     assert torch.allclose(den.c_skip(sigma)[0], torch.tensor(1.0), atol=1e-6)  # no noise: keep the input
@@ -118,7 +119,8 @@ def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_
 
 @pytest.mark.parametrize("object_pathway", [False, True])
 def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=object_pathway)).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=object_pathway, carry_objects=False,
+                                        outcome="head")).eval()
     model.set_normalization(np.array([0.1, 0.2, 0.3, 0.04]), np.array([0.5, 0.5, 0.5, 0.01]))
     model.save_pretrained(tmp_path / "wm")
     loaded = WorldModel.from_pretrained(tmp_path / "wm")
@@ -150,7 +152,7 @@ def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
 
 
 def test_the_calibrated_threshold_travels_with_the_model(tmp_path):
-    model = WorldModel(WorldModelConfig(**SMALL, success_threshold=0.37))
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY, success_threshold=0.37))
     model.save_pretrained(tmp_path / "wm")
     assert WorldModel.from_pretrained(tmp_path / "wm").config.success_threshold == 0.37
 
@@ -267,13 +269,13 @@ def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes
     with pytest.raises(ValueError, match="settings changed"):
         train_world_model(config(episodes, tmp_path / "resumed", resume=True, batch_size=8, steps=9))
 
-    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], dynamics_horizon=None, steps=2,
+    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], model=WorldModelConfig(), steps=2,
                                      video_every=0))
     assert tuned["steps"] == 2
     original, fine = WorldModel.from_pretrained(trained[0]), WorldModel.from_pretrained(tmp_path / "tuned")
     assert torch.equal(original.proprio_mean, fine.proprio_mean)  # keeps its normalisation
     with pytest.raises(ValueError, match="--init the model keeps its own"):
-        config(episodes, tmp_path / "x", init=trained[0], dynamics_horizon=None, context=3)
+        config(episodes, tmp_path / "x", init=trained[0], model=WorldModelConfig(context=3))
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo detected")
@@ -412,7 +414,7 @@ def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
     # A noisy expert: 7 of these 10 seeded episodes succeed, 3 fail.
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, epsilon=0.2)), 10,
                      mixed, num_envs=10, image_size=32, progress=False)
-    model = WorldModel(WorldModelConfig(**SMALL))
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY))
     with EpisodeReader(mixed) as reader:
         outcomes = [i.success for i in reader.episode_info()]
     wins, losses = sum(outcomes), len(outcomes) - sum(outcomes)
@@ -520,7 +522,7 @@ def test_train_wm_refuses_an_earlier_run_unless_overwrite_or_resume(episodes, tm
 def test_commands_parse_from_the_command_line(episodes, tmp_path):
     train = parse(train_wm, ["--data", str(episodes), "--config", "base", "--task", "PushCube-v0",
                              "--init", str(tmp_path), "--time-budget", "60", "--resume"], "worldsim train-wm")
-    assert train.config == "base" and train.task == ("PushCube-v0",) and train.init == tmp_path
+    assert train.model == preset("base") and train.task == ("PushCube-v0",) and train.init == tmp_path
     assert train.resume and train.time_budget == 60
     evaluate = parse(eval_wm, ["--world-model", "runs/wm", "--data", str(episodes), "--horizon", "40"],
                      "worldsim eval-wm")
@@ -579,7 +581,7 @@ def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcom
     bank = EpisodeBank(data)
     assert 0 < sum(info.success for info in bank.infos) < len(bank)
     torch.manual_seed(1)
-    model = WorldModel(WorldModelConfig(**SMALL)).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
     with torch.no_grad():  # untrained scores around 0.5, not at the 2% prior: a cut inside [0.1, 0.9]
         model.success_head.classifier[-1].bias.zero_()
     assert calibrate_success_threshold(model, bank, torch.Generator().manual_seed(0))

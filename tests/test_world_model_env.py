@@ -12,10 +12,11 @@ import worldsim.training.rl
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.families import make_family
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import qpos_from_state
 from worldsim.envs.scene import Scene
 from worldsim.envs.tasks import get_task
-from worldsim.evaluation.evaluate import Imagination, evaluate_policy
+from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
@@ -32,7 +33,8 @@ def files(tmp_path_factory):
                      root / "push.h5", num_envs=4, image_size=32, progress=False)
     torch.manual_seed(0)
     WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8)).save_pretrained(root / "wm")
+                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+               ).save_pretrained(root / "wm")
     return root / "wm", root / "push.h5"
 
 
@@ -126,7 +128,7 @@ def test_success_terminates_and_rewards_the_transition(make):
 def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, tmp_path):
     torch.manual_seed(0)
     WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=True, object_hidden=32,
+                                success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
                                 outcome="rule")).save_pretrained(tmp_path / "wm")
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm", keyframes=files[1],
                        device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False)
@@ -214,19 +216,26 @@ def test_single_env_for_gym_make(files):
 def test_the_rl_config_picks_the_imagined_reward(files, tmp_path):
     TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
                           channels=(8, 8), hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
-    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files[0]),
-                  keyframes=str(files[1]), num_envs=4, group_size=2, out=tmp_path / "grpo", device="cpu")
+    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), num_envs=4, group_size=2,
+                  out=tmp_path / "grpo", device="cpu")
+
+    def imagination(**kwargs: object) -> ImaginationConfig:
+        return ImaginationConfig(world_model=files[0], keyframes=files[1], **kwargs)
+
     policy = worldsim.training.rl.load_policy(tmp_path / "vla", torch.device("cpu"))
     for reward in ("transition", "sparse"):
-        config = worldsim.training.grpo.GRPOConfig(imagined_reward=reward, **common)
+        config = worldsim.training.grpo.GRPOConfig(imagination=imagination(reward_type=reward), **common)
         env = worldsim.training.rl.make_train_env(config, 4, policy, reset_schedule="keyframe")
-        assert env.unwrapped.reward_type == reward
+        assert env.unwrapped.reward_type == reward and env.unwrapped.horizon == 40
+        assert env.unwrapped.device.type == "cpu"  # the world model runs on the run's device
         env.close()
-    dense = worldsim.training.grpo.GRPOConfig(imagined_reward="dense", **common)
+    dense = worldsim.training.grpo.GRPOConfig(imagination=imagination(reward_type="dense"), **common)
     with pytest.raises(ValueError, match="reward_type='dense'.*object pathway"):  # this model has none
         worldsim.training.rl.make_train_env(dense, 4, policy, reset_schedule="keyframe")
-    with pytest.raises(ValueError, match="imagined_reward='shaped'; allowed: transition, sparse, dense"):
-        worldsim.training.grpo.GRPOConfig(imagined_reward="shaped", **common)
+    with pytest.raises(ValueError, match="reward_type='shaped'; allowed: transition, sparse, dense"):
+        imagination(reward_type="shaped")
+    with pytest.raises(ValueError, match="imagination.device='cuda': the world model runs on the run's device"):
+        worldsim.training.grpo.GRPOConfig(imagination=imagination(device="cuda"), **common)
 
 
 @pytest.mark.slow
@@ -234,8 +243,9 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     """--world-model points the unchanged trainers at the imagined twin; evaluation stays in physics."""
     TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
                           channels=(8, 8), hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
-    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), world_model=str(files[0]),
-                  keyframes=str(files[1]), num_envs=4, num_minibatches=2, update_epochs=1, eval_every=0,
+    imagination = ImaginationConfig(world_model=files[0], keyframes=files[1])
+    common = dict(task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), imagination=imagination,
+                  num_envs=4, num_minibatches=2, update_epochs=1, eval_every=0,
                   eval_episodes=1, checkpoint_every=0, progress=False, device="cpu")
     summary = worldsim.training.ppo.train_ppo(worldsim.training.ppo.PPOConfig(
         num_steps=2, total_env_steps=2 * 4 * 4 * 2, value_warmup_iters=0, out=tmp_path / "ppo", **common))
@@ -245,14 +255,15 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     assert summary["eval"]["per_task"]["PushCube-v0"]["episodes"] == 1
     config = worldsim.training.ppo.PPOConfig(out=tmp_path / "x", **common)
     assert config.reset_schedule == "keyframe"
+    short = {**common, "imagination": imagination.replace(horizon=3, keyframe_ratio=0.0)}
     summary = worldsim.training.grpo.train_grpo(worldsim.training.grpo.GRPOConfig(
-        group_size=2, total_env_steps=1, imagined_horizon=3, keyframe_ratio=0.0, out=tmp_path / "grpo", **common))
+        group_size=2, total_env_steps=1, out=tmp_path / "grpo", **short))
     # an iteration imagines each env's one episode up to its horizon, not the task's 100-step limit:
     # one chunk of 4 actions covers the 3 steps, in each of the 4 envs
     assert TinyVLA.from_pretrained(tmp_path / "vla").chunk_size == 4
     assert summary["iterations"] == 1 and summary["global_step"] == 4 * 4 and summary["eval"]["episodes"] == 1
     with pytest.raises(ValueError, match="both world_model and keyframes"):
-        worldsim.training.ppo.PPOConfig(**{**common, "keyframes": None})
+        imagination.replace(keyframes=None)
     with pytest.raises(ValueError, match="imagined envs observe pixels only"):
         worldsim.training.ppo.PPOConfig(**{**common, "obs_mode": "state"})
 
@@ -260,15 +271,17 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
 @pytest.mark.slow
 def test_policies_are_evaluated_in_imagination(files):
     """Evaluation counts exactly the episodes asked for; envs left idle once the quota is reached
-    keep ending (keyframe starts end at different steps) and are reset, as in physics."""
+    keep ending and are reset, as in physics. It starts at episode starts and runs to the time
+    limit, whatever keyframe ratio and horizon the imagination trains with."""
     world_model, keyframes = files
     torch.manual_seed(0)
     policy = TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
                                    channels=(8, 8), hidden_dim=32, feature_dim=32))
     result = evaluate_policy(policy, ["PushCube-v0"], 5, num_envs=2, progress=False,
-                             imagination=Imagination(world_model, keyframes, keyframe_ratio=1.0, device="cpu"))
+                             imagination=ImaginationConfig(world_model, keyframes, keyframe_ratio=1.0, horizon=2,
+                                                           device="cpu"))
     task = result.tasks["PushCube-v0"]
-    assert task.episodes == 5 and task.mean_length <= 100 and task.failures == 0
+    assert task.episodes == 5 and 2 < task.mean_length <= 100 and task.failures == 0
 
 
 @pytest.mark.slow
@@ -280,16 +293,30 @@ def test_rollouts_with_features_are_recorded_in_imagination(files, tmp_path):
                                    channels=(8, 8), hidden_dim=32, feature_dim=32, std_head="state"))
     out = tmp_path / "dream.h5"
     collect_episodes(["PushCube-v0"], lambda t: policy, 2, out, num_envs=2, image_size=32, obs_mode="pixels",
-                     record_features=True, num_samples=3, world_model=world_model, keyframes=keyframes,
-                     progress=False)
+                     record_features=True, num_samples=3,
+                     imagination=ImaginationConfig(world_model, keyframes, device="cpu"), progress=False)
     rollouts = load_rollouts(out)
     assert len(rollouts) == 2
     assert rollouts[0].features.shape == (rollouts[0].length, 32)
     assert rollouts[0].action_samples.shape == (rollouts[0].length, 3, 4, 4)
     with EpisodeReader(out) as reader:
         assert {info.env_id for info in reader.episode_info()} == {"worldsim/Imagined-PushCube-v0"}
-    with pytest.raises(ValueError, match="both world_model and keyframes"):
-        collect_episodes(["PushCube-v0"], lambda t: policy, 2, tmp_path / "x.h5", world_model=world_model)
     with pytest.raises(ValueError, match="obs_mode='pixels'"):
         collect_episodes(["PushCube-v0"], lambda t: policy, 2, tmp_path / "x.h5", image_size=32,
-                         world_model=world_model, keyframes=keyframes)
+                         imagination=ImaginationConfig(world_model, keyframes))
+
+
+def test_the_imagined_env_takes_its_defaults_from_the_imagination_config():
+    import inspect
+
+    from worldsim.envs.imagination import DEFAULT_IMAGINATION
+    from worldsim.world_models.env import ImaginedVectorEnv
+
+    parameters = inspect.signature(ImaginedVectorEnv.__init__).parameters
+    for name in ("reward_type", "success_threshold", "sampling_steps", "frames", "device"):
+        assert parameters[name].default == getattr(DEFAULT_IMAGINATION, name), name
+    assert DEFAULT_IMAGINATION.frames == "generated"  # the model's own frames, never the simulator's
+    assert parameters["horizon"].default is None  # made on its own, the env runs to the time limit
+    kwargs = DEFAULT_IMAGINATION.replace(world_model="wm", keyframes="k.h5", keyframe_ratio=0.0).env_kwargs()
+    assert kwargs["reset_schedule"] == "synchronous" and kwargs["keyframe_rule"] == {"ratio": 0.0}
+    assert DEFAULT_IMAGINATION.replace(horizon=7).for_evaluation().horizon is None

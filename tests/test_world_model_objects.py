@@ -1,4 +1,4 @@
-"""The world model's object pathway (objects first, then the frame) and its change-weighted loss."""
+"""The world model's object pathway (objects first, then the frame)."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,7 @@ import torch
 
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel, WorldModelConfig
-from worldsim.world_models.config import PRESETS
-from worldsim.world_models.denoiser import Denoiser
+from worldsim.world_models.config import PRESETS, preset
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
 from worldsim.world_models.layers import masked_mean, masked_step_mean
 from worldsim.world_models.objects import (
@@ -20,7 +19,15 @@ from worldsim.world_models.objects import (
 
 SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
              object_hidden=32)
+NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")  # a model of frames alone
 E = len(ENTITIES)
+
+
+def ungated(dynamics: ObjectDynamics) -> ObjectDynamics:
+    """``dynamics`` with its contact gate open (every object may move), for tests of the
+    pathway's own arithmetic; the gate has its own test."""
+    dynamics.contact_gate = lambda points, heights, tcp: torch.ones_like(points[:, -1, :, 0])
+    return dynamics
 
 
 def batch(b: int = 4, with_objects: bool = True) -> dict[str, torch.Tensor]:
@@ -41,7 +48,7 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
     assert planes.shape == (1, 2, 8, 8) and planes.max() <= 1
     row, col = divmod(int(planes[0, 0].argmax()), 8)
     assert (row, col) == (5, 2)
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False))
+    dynamics = ungated(ObjectDynamics(WorldModelConfig(**SMALL)))
     context, heights = torch.rand(3, 2, E, 2) * 32, torch.rand(3, 2, E) * 0.1
     tcp = torch.rand(3, 2, 3)
     out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
@@ -80,16 +87,14 @@ def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
     sliding = points.clone()
     sliding[0, 0, red] -= torch.tensor([1.0, 0.0])  # a px (about a cm) further left on the step before
     assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02], sliding) == pytest.approx(1.6)  # already moving: slides on
-    assert ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False)).gated is False
 
 
 def test_the_pathway_reads_each_object_relative_to_the_gripper():
-    """``object_relations``: the MLP's extra inputs are each object's offset from the TCP before
-    and after the step (tens of cm) and the TCP's move (control steps), from the unprojected
-    positions; without the option the MLP has none of them."""
+    """Besides positions, proprio, action and task, the MLP reads each object's offset from the
+    TCP before and after the step (tens of cm) and the TCP's move (control steps), from the
+    unprojected positions."""
     dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
-    plain = ObjectDynamics(WorldModelConfig(**SMALL, object_relations=False))
-    assert dynamics.net[0].in_features == plain.net[0].in_features + 6 * E + 3
+    assert dynamics.net[0].in_features == 2 * (3 * E + 4) + 4 + 4 + 1 + 6 * E + 3
     world = torch.tensor([0.05, -0.1, 0.02]).repeat(1, 2, E, 1)  # every object at one place
     points, heights = dynamics.camera.project(world).float(), world[..., 2]
     tcp = torch.tensor([[[0.0, 0.0, 0.02], [0.03, 0.0, 0.02]]])
@@ -98,23 +103,6 @@ def test_the_pathway_reads_each_object_relative_to_the_gripper():
     assert torch.allclose(offsets[0, :, :3], torch.tensor([0.5, -1.0, 0.0]).expand(E, 3), atol=1e-4)
     assert torch.allclose(offsets[0, :, 3:], torch.tensor([0.2, -1.0, 0.0]).expand(E, 3), atol=1e-4)
     assert torch.allclose(move, torch.tensor([[1.0, 0.0, 0.0]]))
-
-
-def test_a_model_saved_before_object_relations_loads_without_them(tmp_path):
-    """Its config has no ``object_relations``: it loads with them off, as its MLP was built."""
-    import json
-
-    from worldsim.world_models.config import preset
-
-    old = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_relations=False))
-    old.save_pretrained(tmp_path / "wm")
-    document = json.loads((tmp_path / "wm" / "config.json").read_text())
-    del document["config"]["object_relations"]
-    (tmp_path / "wm" / "config.json").write_text(json.dumps(document))
-    loaded = WorldModel.from_pretrained(tmp_path / "wm")
-    assert loaded.config.object_relations is False
-    assert torch.equal(loaded.objects.net[0].weight, old.objects.net[0].weight)
-    assert preset("tiny", tasks=("PushCube-v0",), instructions=("push",)).object_relations is True
 
 
 def test_object_loss_counts_only_objects_in_view():
@@ -142,18 +130,16 @@ def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
     """``train-wm --compile`` fuses a step only where dynamo traces each loss whole: a graph break
     (the camera's height read back as a float once cut the pathway's rollout into 26 graphs) hands
     the step back to launching its operations one by one."""
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_relations=True, contact_gate=True,
-                                        carry_objects=True, change_weight=2.0, dynamics_members=2))
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, outcome="head"))
     w, b = windows(), batch()
     noise = model.training_noise(b, torch.Generator().manual_seed(0))
-    explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0)]
-    explained += [torch._dynamo.explain(model.member_loss)(w, torch.randn(w["points"].shape), member)
-                  for member in model.dynamics_members()]
-    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 3
+    explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0),
+                 torch._dynamo.explain(model.dynamics_losses)(w, torch.randn(w["points"].shape))]
+    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 2
 
 
 def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True))
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=False, outcome="head"))
     dynamics, terms = model.dynamics_loss(windows(), torch.Generator().manual_seed(1))
     dynamics.backward()
     assert set(terms) == {"proprio", "objects"} and all(t.ndim == 0 and not t.requires_grad for t in terms.values())
@@ -173,16 +159,16 @@ def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_stat
     no_objects = {k: v for k, v in windows().items() if k in ("proprio", "actions", "valid", "task")}
     with pytest.raises(ValueError, match="needs the 'state' observation"):
         model.dynamics_loss(no_objects)
-    assert set(WorldModel(WorldModelConfig(**SMALL)).dynamics_loss(no_objects)[1]) == {"proprio"}
+    assert set(WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).dynamics_loss(no_objects)[1]) == {"proprio"}
 
 
 def test_proprio_rollout_feeds_the_head_its_own_predictions():
     """A head that adds 0.1 (normalised) to the commanded TCP x each step, rolled out 3 steps
     against recorded proprio that does the same, is exact only if each step starts from its own
     last prediction; past an episode's end nothing counts."""
-    from worldsim.world_models.ensemble import commanded_proprio
+    from worldsim.world_models.proprio import commanded_proprio
 
-    model = WorldModel(WorldModelConfig(**SMALL))
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY))
     with torch.no_grad():
         model.proprio_head[-1].bias[0] = 0.1
     b, horizon = 4, 3
@@ -204,7 +190,7 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     targets 1.6 px further each step, is exact: its own predictions are its next inputs."""
     from worldsim.world_models.objects import rollout_loss
 
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL, contact_gate=False))  # the gate: its own test
+    dynamics = ungated(ObjectDynamics(WorldModelConfig(**SMALL)))
     with torch.no_grad():
         dynamics.net[-1].bias[0] = 1.0  # 1.0 * 0.1 * half the image (16 px) = 1.6 px per step
     w = windows(b=2)
@@ -221,7 +207,8 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     from worldsim.envs.observations import ENTITY_HEIGHTS
     from worldsim.world_models.data import image_camera
 
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, outcome="rule", contact_gate=False)).eval()
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=False, outcome="rule")).eval()
+    ungated(model.objects)
     with torch.no_grad():
         model.objects.net[-1].bias[0] = 1.0  # the red cube moves right every step (touched or not: no gate)
     frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
@@ -254,7 +241,7 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
                                      (pred.proprio - model.proprio_mean) / model.proprio_std)[0]
     torch.testing.assert_close(torch.sigmoid(logit), pred.success_prob)
     with pytest.raises(ValueError, match="only the object pathway carries"):
-        WorldModelConfig(**SMALL, outcome="rule")
+        WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="rule")
     with pytest.raises(ValueError, match="outcome='guess'; allowed: head, rule"):
         WorldModelConfig(**SMALL, object_pathway=True, outcome="guess")
 
@@ -284,8 +271,9 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
 
 def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
     with pytest.raises(ValueError, match="set object_pathway=True or carry_objects=False"):
-        WorldModelConfig(**SMALL, carry_objects=True)
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, contact_gate=False)).eval()
+        WorldModelConfig(**SMALL, object_pathway=False, carry_objects=True, outcome="head")
+    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, outcome="head")).eval()
+    ungated(model.objects)
     loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     assert torch.isfinite(loss) and terms["denoise"] > 0
     with torch.no_grad():
@@ -304,24 +292,6 @@ def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
     assert len(red) and red[:, 1].mean() + 11.5 == pytest.approx(10.0 + 3.2, abs=0.3)
 
 
-def test_change_weight_emphasises_the_pixels_that_move():
-    den = Denoiser(WorldModelConfig(**SMALL))
-    target, context, cond = torch.rand(2, 48, 8, 8), torch.rand(2, 48 * 3 + 10, 8, 8), torch.rand(2, den.embed_dim)
-    noise = den.training_noise(target, torch.Generator().manual_seed(0))
-    plain, _ = den.loss(target, context, cond, noise)
-    uniform, _ = den.loss(target, context, cond, noise, torch.full((2, 1, 8, 8), 3.0))
-    assert torch.allclose(plain, uniform)  # a uniform weight changes nothing
-    only_corner = torch.zeros(2, 1, 8, 8)
-    only_corner[..., :2, :2] = 1.0
-    corner, _ = den.loss(target, context, cond, noise, only_corner)
-    assert not torch.allclose(corner, plain)
-    model = WorldModel(WorldModelConfig(**SMALL, change_weight=4.0))
-    _, terms = model.loss(batch(), torch.Generator().manual_seed(1))
-    assert terms["denoise"] > 0
-    with pytest.raises(ValueError, match="change_weight=-1"):
-        WorldModelConfig(**SMALL, change_weight=-1.0)
-
-
 @pytest.mark.slow
 def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     import gymnasium as gym
@@ -336,13 +306,13 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
                      num_envs=4, image_size=32, progress=False)
     summary = train_world_model(TrainWMConfig(
         data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
-        video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False, object_pathway=True,
-        change_weight=2.0, dynamics_horizon=5))
+        video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False,
+        model=WorldModelConfig(object_pathway=True, dynamics_horizon=5)))
     assert summary["steps"] == 4
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"train/objects"' in logged
     model = WorldModel.from_pretrained(tmp_path / "run")
-    assert model.config.object_pathway and model.config.change_weight == 2.0 and model.config.dynamics_horizon == 5
+    assert model.config.object_pathway and model.config.dynamics_horizon == 5
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
                        device="cpu")
     env.reset(seed=0)
@@ -351,7 +321,7 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     assert env.unwrapped.get_state()["points"].shape == before.shape
     env.close()
     with pytest.raises(ValueError, match="shape a new model"):
-        TrainWMConfig(data=data, init=tmp_path / "run", object_pathway=True)
+        TrainWMConfig(data=data, init=tmp_path / "run", model=WorldModelConfig(dynamics_horizon=5))
 
     # the pathway alone, moved by the recorded gripper: it starts from the recorded objects and reads that motion
     bank = EpisodeBank(data)
@@ -365,7 +335,8 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     bank.proprio = bank.proprio + np.float32(0.05)
     assert not np.allclose(pathway_replay(model, bank, episodes, starts, 3)[0][:, 1:], points[:, 1:])
     with pytest.raises(ValueError, match="no object pathway"):
-        WorldModel(WorldModelConfig(**SMALL)).move_objects(*recorded, torch.zeros(1, 2, 4), torch.zeros(1, 4),
+        WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).move_objects(*recorded, torch.zeros(1, 2, 4),
+                                                                          torch.zeros(1, 4),
                                                             torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
 
 
@@ -375,7 +346,7 @@ def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, ca
     from worldsim.world_models import EpisodeBank, TrainWMConfig
     from worldsim.world_models.train import build_model
 
-    assert all(PRESETS[name]["object_pathway"] and PRESETS[name]["carry_objects"] for name in ("tiny", "base"))
+    assert all(preset(name).object_pathway and preset(name).carry_objects for name in PRESETS)
     pixels = tmp_path / "pixels.h5"
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2, pixels, num_envs=2,
                      image_size=32, obs_mode="pixels+state", progress=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 ACTION_DIM = 4
 PROPRIO_DIM = 4
@@ -53,7 +53,7 @@ class WorldModelConfig:
     """Training: the largest std of the Gaussian noise added to context frames (0: none)."""
     success_channels: int = 32
     """Width of the success head's keypoint-detector convolutions."""
-    object_pathway: bool = False
+    object_pathway: bool = True
     """Predict where the scene's objects go first and draw the frame there
     (:mod:`~worldsim.world_models.objects`); needs ``state`` in the training data."""
     object_hidden: int = 256
@@ -63,45 +63,22 @@ class WorldModelConfig:
     pathway (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`; states are cheap)."""
     dynamics_horizon: int = 16
     """Steps the proprio head and the object pathway are rolled out on their own predictions in
-    training: the horizon imagination rolls from a keyframe. With one update per training step
-    (``train-wm``'s default, the cost of two over 8 steps) the ``tiny`` model's pathway put a
-    pushed cube 1.42-1.85 cm from the real one 16 steps after contact, against 1.97-2.20 cm
-    trained over 8 (README, "The pathway reads the gripper's offset; learning over 16 steps")."""
-    dynamics_members: int = 1
-    """Members of the low-dimensional dynamics (the proprio head and the object pathway): the
-    model's own plus ``dynamics_members - 1`` more, each trained on its own bootstrap resample of
-    the state windows; imagination reports how far they disagree, which the imagined env can
-    charge against the reward (:mod:`~worldsim.world_models.ensemble`). 1: no ensemble."""
-    carry_objects: bool = False
+    training: the horizon imagination rolls from a keyframe, so that they learn to keep their
+    errors from compounding over it."""
+    carry_objects: bool = True
     """With the object pathway: the denoiser corrects the last frame with the moving objects'
     pixels already carried to where the pathway puts them
     (:func:`~worldsim.world_models.objects.carry_objects`), instead of the last frame as it is."""
-    change_weight: float = 0.0
-    """Extra weight of the denoising loss on the pixels that change from the last context frame
-    (1 + change_weight there, 1 elsewhere): most of a frame is static scene."""
-    object_relations: bool = True
-    """With the object pathway: its MLP also reads where each object is relative to the
-    gripper's TCP before and after the step (metres, the positions unprojected from the camera)
-    and the TCP's move. From image positions and proprio alone it has to learn the camera's
-    projection before it can tell a push from a near miss, and it carries a pushed cube too
-    short (README, "The pathway reads the gripper's offset"). A model saved before this option
-    loads without it (its MLP has no such inputs)."""
-    contact_gate: bool = True
-    """With the object pathway: an object moves only where the gripper passes near it or it is
-    already moving (:meth:`~worldsim.world_models.objects.ObjectDynamics.contact_gate`); a
-    model saved before this option gets it too, as it only stops moves no touch explains."""
     success_threshold: float = 0.5
     """Success probability at or above which a frame counts as a success (the imagined env's
     cut); ``train-wm`` calibrates it on its validation episodes."""
-    outcome: str = "head"
-    """What decides an imagined frame's success: ``"head"``, the success head (on the positions
-    the object pathway carries, else on the frame), or ``"rule"``, each task's own success rule
-    on the objects' imagined positions and heights (needs the object pathway; see
-    :mod:`~worldsim.world_models.outcome`; the presets' choice). Measured on PushCube (README,
-    "World models"): on replays of the policy that recorded the training data the calibrated
-    head agrees more often with the real outcome, as it forgives the imagined cube's lag; on a
-    policy the model never saw it calls failures successes wherever the gripper ends near the
-    goal, which the rule does not."""
+    outcome: Literal["head", "rule"] = "rule"
+    """What decides an imagined frame's success: ``"rule"``, each task's own success rule on the
+    objects' imagined positions and heights (needs the object pathway; see
+    :mod:`~worldsim.world_models.outcome`), or ``"head"``, the success head (on the positions the
+    object pathway carries, else on the frame). The head, which reads the gripper beside the
+    objects, can call a failure a success wherever the gripper ends near the goal; the rule judges
+    the objects alone."""
 
     def __post_init__(self) -> None:
         self.tasks, self.instructions = tuple(self.tasks), tuple(self.instructions)
@@ -117,7 +94,7 @@ class WorldModelConfig:
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
         for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
-                     "object_hidden", "dynamics_batch", "dynamics_horizon", "dynamics_members"):
+                     "object_hidden", "dynamics_batch", "dynamics_horizon"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
         if any(c % self.norm_groups for c in self.channels):
@@ -127,8 +104,6 @@ class WorldModelConfig:
             raise ValueError(f"sampling_steps={self.sampling_steps!r} must be in [1, 50] (1-5 is the design)")
         if not 0 < self.sigma_min < self.sigma_max:
             raise ValueError(f"need 0 < sigma_min < sigma_max; got {self.sigma_min}, {self.sigma_max}")
-        if self.change_weight < 0:
-            raise ValueError(f"change_weight={self.change_weight!r} must be >= 0")
         if self.context_noise < 0:
             raise ValueError(f"context_noise={self.context_noise!r} must be >= 0")
         if self.outcome not in OUTCOMES:
@@ -152,21 +127,13 @@ class WorldModelConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step; the object pathway (measured: the
-    # pushed cube's error 16 steps after contact 5.5 -> 3.1 cm) and the frame drawn from the cubes
-    # carried there (the frame's cube 0.7-1.0 cm from the pathway's 8 steps after contact, not
-    # 1.2-2.1), README "World models".
-    # Both judge imagined success by the task's rule on the pathway's positions: the learned head
-    # read the gripper's place as much as the cube's and called 75% of the imagined replays of a
-    # policy that never succeeds successes (the rule 23%); ranking six tabletop-4 checkpoints,
-    # Spearman 0.81 against 0.24 (README, "Imagining a policy the model never saw").
-    "tiny": {"channels": (32, 64, 64), "layers_per_block": 1, "norm_groups": 16, "cond_hidden": 128,
-             "sampling_steps": 1, "object_pathway": True, "carry_objects": True, "outcome": "rule"},
-    # GPU: wider and deeper, three denoising steps (DIAMOND's count).
+    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step: WorldModelConfig's defaults.
+    "tiny": {},
+    # GPU: the defaults, wider and deeper, with three denoising steps (DIAMOND's count).
     "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
-             "sampling_steps": 3, "success_channels": 64, "object_pathway": True, "object_hidden": 512,
-             "carry_objects": True, "outcome": "rule"},
+             "sampling_steps": 3, "success_channels": 64, "object_hidden": 512},
 }
+"""Each preset's settings besides :class:`WorldModelConfig`'s defaults (which are ``tiny``)."""
 
 
 def preset(name: str, **fields: Any) -> WorldModelConfig:

@@ -65,12 +65,10 @@ class Denoiser(nn.Module):
         return randn((len(target),), generator, target), randn(target.shape, generator, target)
 
     def loss(self, target: torch.Tensor, context: torch.Tensor, cond: torch.Tensor,
-             noise: tuple[torch.Tensor, torch.Tensor], weight: torch.Tensor | None = None
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+             noise: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """EDM training loss: sigma ~ logN(p_mean, p_std^2), the network regresses the
         preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss),
-        each element weighted by ``weight`` (broadcast to the target; None: uniform), with the
-        draws of :meth:`training_noise` (drawn apart, so that the loss is a function of tensors
+        with the draws of :meth:`training_noise` (drawn apart, so that the loss is a function of tensors
         alone, which ``torch.compile`` can fuse). Also returns the detached estimate
         ``D(x; sigma)`` of ``x0``."""
         level_noise, frame_noise = noise
@@ -81,9 +79,7 @@ class Denoiser(nn.Module):
         output = self.network(x_noisy, sigma, context, cond)
         with torch.no_grad():
             estimate = self.c_skip(s) * x_noisy + self.c_out(s) * output
-        error = (output - wanted) ** 2
-        loss = error.mean() if weight is None else (error * weight).sum() / weight.expand_as(error).sum()
-        return loss, estimate
+        return ((output - wanted) ** 2).mean(), estimate
 
     def sigmas(self, steps: int, device: torch.device) -> torch.Tensor:
         """The Karras schedule from sigma_max down to sigma_min in ``steps`` levels, then 0."""

@@ -36,12 +36,6 @@ What imagination cannot do, and what it does instead:
   success stage, 1 on a success; it needs a model with the object pathway (the objects'
   positions are not otherwise imagined). ``info["reward_terms"]`` holds ``success_prob``, and
   with ``"dense"`` the shaping terms too;
-- uncertainty: a model with a dynamics ensemble (``dynamics_members`` > 1) reports, per step,
-  how far its members' next gripper and cube positions part (``info["reward_terms"]
-  ["disagreement_cm"]``, :mod:`~worldsim.world_models.ensemble`), and with
-  ``uncertainty_penalty`` > 0 the reward loses that many reward units per centimetre of it
-  (MOPO): a policy that leads the imagined scene where the data never went is not paid for the
-  model's guesses there;
 - ``terminated``: success (if ``terminate_on_success``), or failure: with the object pathway,
   a cube imagined off the table, as in physics (without it, ``failure`` is always False);
 - ``truncated``: the elapsed-step counter reaches ``max_episode_steps`` (the task's limit by
@@ -75,6 +69,7 @@ from gymnasium.vector import AutoresetMode
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.core import IMAGINED_REWARD_TYPES, BatchedEnv, Outcome, check_env_arguments
 from worldsim.envs.families.base import Evaluation
+from worldsim.envs.imagination import DEFAULT_IMAGINATION
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.reset_schedule import KINDS as SCHEDULES
 from worldsim.envs.reset_schedule import ResetSchedule
@@ -91,6 +86,11 @@ RESET_SCHEDULES = ("keyframe", *(k for k in SCHEDULES if k != "staggered-warmup"
 
 class ImaginedVectorEnv(BatchedEnv):
     """``num_envs`` imagined episodes of one task, stepped together by a world model.
+
+    Library code and commands make it from an
+    :class:`~worldsim.envs.imagination.ImaginationConfig`
+    (:func:`~worldsim.envs.registration.make_task_envs`); its defaults are the config's, except
+    ``horizon`` (made on its own, the env runs episodes to the task's time limit, as physics does).
 
     Args:
         task: task name, with or without ``worldsim/`` (the registered ids
@@ -119,8 +119,6 @@ class ImaginedVectorEnv(BatchedEnv):
         frames: ``"generated"`` (default: the model draws each frame) or ``"rendered"`` (the scene's
             renderer draws the imagined state; a model with the object pathway and keyframes with
             ``state`` only).
-        uncertainty_penalty: reward units taken off per centimetre of the dynamics ensemble's
-            disagreement on each step (0: none; > 0 needs a model with ``dynamics_members`` > 1).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
     """
@@ -139,19 +137,18 @@ class ImaginedVectorEnv(BatchedEnv):
         obs_mode: str = "pixels",
         image_size: int | None = None,
         wrist_camera: bool = False,
-        reward_type: str = "transition",
+        reward_type: str = DEFAULT_IMAGINATION.reward_type,
         reset_schedule: str | ResetSchedule = "keyframe",
         keyframe_rule: KeyframeRule | dict[str, Any] | None = None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         max_episode_steps: int | None = None,
         horizon: int | None = None,
         terminate_on_success: bool = True,
-        success_threshold: float | None = None,
-        sampling_steps: int | None = None,
-        frames: str = "generated",
-        uncertainty_penalty: float = 0.0,
+        success_threshold: float | None = DEFAULT_IMAGINATION.success_threshold,
+        sampling_steps: int | None = DEFAULT_IMAGINATION.sampling_steps,
+        frames: str = DEFAULT_IMAGINATION.frames,
         render_mode: str | None = None,
-        device: str | torch.device = "auto",
+        device: str | torch.device = DEFAULT_IMAGINATION.device,
         **unknown: Any,
     ) -> None:
         num_envs = check_env_arguments(ImaginedVectorEnv, unknown, num_envs, "imagined envs")
@@ -195,13 +192,6 @@ class ImaginedVectorEnv(BatchedEnv):
         if not 1 <= self.sampling_steps <= 50:
             raise ValueError(f"sampling_steps={sampling_steps!r} must be in [1, 50]")
         self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
-        if not (np.isfinite(uncertainty_penalty) and uncertainty_penalty >= 0):
-            raise ValueError(f"uncertainty_penalty={uncertainty_penalty!r} must be a finite number >= 0")
-        if uncertainty_penalty > 0 and not len(self.model.ensemble):
-            raise ValueError(f"uncertainty_penalty={uncertainty_penalty!r} charges the dynamics ensemble's "
-                             "disagreement, and this world model has none: train it with --dynamics-members 2 or "
-                             "more (`worldsim train-wm --init MODEL --dynamics-members 5 --ensemble-only` adds one)")
-        self.uncertainty_penalty = float(uncertainty_penalty)
 
         self.bank = (keyframes if isinstance(keyframes, EpisodeBank)
                      else EpisodeBank(keyframes, tasks=[self.task.name], argument="keyframes"))
@@ -217,7 +207,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self.scene_frames = scene_frames(self.model, self.bank, frames, self.num_envs)
         rule = keyframe_rule if keyframe_rule is None or isinstance(keyframe_rule, KeyframeRule) \
             else KeyframeRule(**keyframe_rule)
-        self.keyframe_rule = rule or KeyframeRule()
+        self.keyframe_rule = rule or KeyframeRule(ratio=DEFAULT_IMAGINATION.keyframe_ratio)
         keys = select_keyframes(self.bank, self.keyframe_rule)
         mine = np.isin(keys.episode, self._bank_episodes)
         self.keyframes = Keyframes(keys.episode[mine], keys.step[mine], keys.weight[mine], keys.kind[mine])
@@ -233,7 +223,6 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success = np.zeros(n, bool)
         self._failed = np.zeros(n, bool)
         self._success_prob = np.zeros(n)
-        self._disagreement = np.zeros(n)  # centimetres; with a dynamics ensemble
         self.start_episode = np.zeros(n, np.int64)  # the bank episode each env's episode started from
         self._terms: dict[str, np.ndarray] = {}  # the dense reward's shaping terms, with reward_type="dense"
         self._generator = torch.Generator(self.device)
@@ -269,7 +258,6 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = bank.success[rows[:, -1]]
         self._failed[index] = False
         self._success_prob[index] = self._success[index]
-        self._disagreement[index] = 0.0
         self._shape(index)
         start[index] = steps
         return start
@@ -281,13 +269,11 @@ class ImaginedVectorEnv(BatchedEnv):
             reward = Evaluation(self._success, self._terms).dense_reward()
         else:
             reward = (self._success if self.reward_type == "sparse" else self._success & ~before).astype(float)
-        return self._outcome(reward - self.uncertainty_penalty * self._disagreement)
+        return self._outcome(reward)
 
     def _outcome(self, reward: np.ndarray | None = None) -> Outcome:
         reward = np.zeros(self.num_envs) if reward is None else reward
         terms = {"success_prob": self._success_prob.copy(), **{k: v.copy() for k, v in self._terms.items()}}
-        if len(self.model.ensemble):
-            terms["disagreement_cm"] = self._disagreement.copy()
         return Outcome(self._success.copy(), self._failed.copy(), reward, terms)
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
@@ -302,7 +288,7 @@ class ImaginedVectorEnv(BatchedEnv):
         rollout = {k: v.cpu().clone() for k, v in vars(self._rollout).items() if v is not None}
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
         terms = {k: v.copy() for k, v in self._terms.items()}
-        return {**rollout, **flags, "terms": terms, "disagreement": self._disagreement.copy(),
+        return {**rollout, **flags, "terms": terms,
                 "start_episode": self.start_episode.copy(), "torch_rng": self._generator.get_state()}
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
@@ -314,10 +300,8 @@ class ImaginedVectorEnv(BatchedEnv):
                 value.copy_(state[name])
         for name in ("frames", "success", "failed", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
-        # a snapshot from before the dense reward (an older run's checkpoint) holds no terms
-        self._terms = {k: v.copy() for k, v in state.get("terms", {}).items()}
-        self._disagreement[:] = state.get("disagreement", 0.0)  # none in a snapshot from before the ensemble
-        self.start_episode[:] = state.get("start_episode", 0)  # nor this, before imagined-vs-real
+        self._terms = {k: v.copy() for k, v in state["terms"].items()}
+        self.start_episode[:] = state["start_episode"]
         self._generator.set_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ internals
@@ -350,8 +334,6 @@ class ImaginedVectorEnv(BatchedEnv):
         self._success[index] = prob >= self.success_threshold
         if pred.failed is not None:
             self._failed[index] = pred.failed.cpu().numpy()
-        if pred.disagreement is not None:
-            self._disagreement[index] = 100.0 * pred.disagreement.float().cpu().numpy()
         self._shape(index)
 
     @torch.inference_mode()

@@ -16,8 +16,7 @@ class Prediction:
     with ``outcome="rule"``: the task's rule) and, with the pathway, the objects' next image
     positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
     scene has failed as physics would end it ``(B,)`` (a cube off the table; without the pathway,
-    never); with a dynamics ensemble, its members' ``disagreement`` ``(B,)`` (metres,
-    :func:`~worldsim.world_models.ensemble.spread`)."""
+    never)."""
 
     latent: torch.Tensor | None
     proprio: torch.Tensor
@@ -25,7 +24,6 @@ class Prediction:
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
     failed: torch.Tensor | None = None
-    disagreement: torch.Tensor | None = None
 
 
 @dataclass

@@ -33,7 +33,7 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   stop the fingers); its prediction conditions the frame (training feeds the real next
   proprio: teacher forcing). The head itself learns, like the object pathway, on its own large
   batches of state windows rolled out on its own predictions (:meth:`WorldModel.dynamics_loss`;
-  trained one step at a time in the frame model's batches it drifted 0.9 cm in 16 steps).
+  trained one step at a time in the frame model's batches it drifts over a rollout).
 - **Success head**: a keypoint detector finds every scene object in one (space-to-depth,
   full-resolution) frame, and an MLP on the keypoints, the proprio and the task gives the
   success logit (see :class:`SuccessHead`). It is trained on the dataset's per-observation ``success`` flags
@@ -50,16 +50,12 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
   :mod:`~worldsim.world_models.outcome`), and a cube imagined off the table fails the episode
   as in physics. It trains with the proprio head on their state windows, with their own
   optimiser (:meth:`WorldModel.dynamics_loss`).
-- **Dynamics ensemble** (``dynamics_members`` > 1, :mod:`~worldsim.world_models.ensemble`):
-  more proprio heads and object pathways, trained alike on bootstrap resamples, read at every
-  imagined step for how far they disagree (:attr:`Prediction.disagreement`), never followed.
 
 The dataset's proprio mean and std are buffers of the model, saved with its weights.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -80,7 +76,6 @@ from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
-from worldsim.world_models.ensemble import DynamicsMember, bootstrap, commanded_proprio, proprio_head, spread
 from worldsim.world_models.imagined_step import Prediction, Rollout
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import masked_step_mean, mlp, randn
@@ -93,13 +88,12 @@ from worldsim.world_models.objects import (
     rollout_loss,
 )
 from worldsim.world_models.outcome import TaskRules
+from worldsim.world_models.proprio import commanded_proprio, proprio_head
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
 MODEL_DIR = "world_model"  # a train-wm run folder's model
-CHANGE_THRESHOLD = 0.02  # a latent cell "changes" when some channel moves by more than this ([-1, 1] units)
-DYNAMICS_PARTS = ("all", "ensemble")  # what WorldModel.dynamics_loss trains: every member, or the ensemble's alone
 
 
 class WorldModel(nn.Module):
@@ -129,8 +123,6 @@ class WorldModel(nn.Module):
         self.proprio_head = proprio_head(config)
         self.success_head = SuccessHead(config)
         self.objects = ObjectDynamics(config) if config.object_pathway else None
-        # the dynamics' other members (ensemble.py): read for their disagreement, never followed
-        self.ensemble = nn.ModuleList(DynamicsMember(config) for _ in range(config.dynamics_members - 1))
         self.rules = (TaskRules(config.tasks, image_camera(config.image_size, config.image_size))
                       if config.object_pathway else None)
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
@@ -163,18 +155,16 @@ class WorldModel(nn.Module):
                               noise_level[:, None], self._one_hot(task)], dim=1)
         return self.cond_mlp(features)
 
-    def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor,
-                     member: DynamicsMember | None = None) -> torch.Tensor:
+    def next_proprio(self, action: torch.Tensor, proprio: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
         """The next proprio in normalised units: what the action commands (the position servos'
-        targets, :func:`~worldsim.world_models.ensemble.commanded_proprio`) plus the head's
-        correction (the servos lag, and a cube or the table stops the fingers); with ``member``,
-        that ensemble member's head's. Learning only the correction keeps the imagined gripper on
-        the real one (PushCube: the commanded target alone is 2.5 mm from where the TCP gets in a
-        step, median; a head predicting the whole change drifted 3.5 cm in 16 steps)."""
+        targets, :func:`~worldsim.world_models.proprio.commanded_proprio`) plus the head's
+        correction (the servos lag, and a cube or the table stops the fingers). Learning only the
+        correction keeps the imagined gripper on the real one: the commanded target is most of
+        the move, and a head predicting the whole change drifts."""
         norm = self._normalized_proprio(proprio)
         commanded = self._normalized_proprio(commanded_proprio(proprio[:, -1], action))
-        head = self.proprio_head if member is None else member.proprio_head
-        correction = head(torch.cat([action, norm.flatten(1), commanded - norm[:, -1], self._one_hot(task)], dim=1))
+        features = [action, norm.flatten(1), commanded - norm[:, -1], self._one_hot(task)]
+        correction = self.proprio_head(torch.cat(features, dim=1))
         return commanded + correction
 
     def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
@@ -203,8 +193,7 @@ class WorldModel(nn.Module):
     # ------------------------------------------------------------------ training
     def loss(self, batch: dict[str, torch.Tensor], generator: torch.Generator | None = None,
              success_weight: float = 1.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The frames' training loss and its named terms: denoising (weighted up by ``change_weight``
-        where the frame changes) + ``success_weight`` times the success head's
+        """The frames' training loss and its named terms: denoising + ``success_weight`` times the success head's
         (binary cross-entropy of the success flag, plus, when the batch has ``goal_offset``
         ``(B, 3)`` in metres, the squared error of its offset estimate in decimetres, and when
         it has ``entity_pixels``, the detector's :func:`keypoint_loss`). The frame is
@@ -253,12 +242,7 @@ class WorldModel(nn.Module):
         context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
                                            next_points)
         change = batch["target"] - anchor
-        weight = None
-        if cfg.change_weight > 0:  # the pixels that move: any channel of a latent cell changed visibly
-            moving = (batch["target"] - context[:, -1]).abs().amax(dim=1, keepdim=True) > CHANGE_THRESHOLD
-            weight = 1.0 + cfg.change_weight * moving.float()
-        denoise, estimate = self.denoiser.loss(change, context_stack, cond, (noise["sigma"], noise["frame"]),
-                                               weight)
+        denoise, estimate = self.denoiser.loss(change, context_stack, cond, (noise["sigma"], noise["frame"]))
         terms["denoise"] = denoise.detach()
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
@@ -278,87 +262,61 @@ class WorldModel(nn.Module):
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean()
         return denoise + success_weight * success, terms
 
-    def dynamics_parameters(self, part: str = "all") -> list[nn.Parameter]:
+    def dynamics_parameters(self) -> list[nn.Parameter]:
         """The low-dimensional dynamics' parameters (the proprio head's and the object
-        pathway's, the model's own and its ensemble's), trained by :meth:`dynamics_loss` with
-        their own optimiser; the rest of the model trains on frames by :meth:`loss`. With
-        ``part="ensemble"``, the ensemble's members' alone."""
-        modules: list[nn.Module | None] = []
-        for member in self.dynamics_members(part):
-            modules += [self.proprio_head, self.objects] if member is None else [member.proprio_head, member.objects]
-        return [p for module in modules if module is not None for p in module.parameters()]
+        pathway's), trained by :meth:`dynamics_loss` with their own optimiser; the rest of the
+        model trains on frames by :meth:`loss`."""
+        modules = [self.proprio_head] if self.objects is None else [self.proprio_head, self.objects]
+        return [p for module in modules for p in module.parameters()]
 
-    def dynamics_members(self, part: str = "all") -> list[DynamicsMember | None]:
-        """The members of the low-dimensional dynamics, ``None`` standing for the model's own
-        (first, unless ``part="ensemble"``) and then the ensemble's; ``ValueError`` for an unknown
-        ``part`` or an ensemble asked of a model without one."""
-        if part not in DYNAMICS_PARTS:
-            raise ValueError(f"part={part!r}; allowed: {', '.join(DYNAMICS_PARTS)}")
-        if part == "ensemble" and not len(self.ensemble):
-            raise ValueError("part='ensemble': this world model has no dynamics ensemble "
-                             f"(dynamics_members={self.config.dynamics_members}; give it 2 or more)")
-        own: list[DynamicsMember | None] = [None] if part == "all" else []
-        return own + [m for m in self.ensemble if isinstance(m, DynamicsMember)]
-
-    def proprio_rollout_loss(self, windows: dict[str, torch.Tensor], member: DynamicsMember | None = None
-                             ) -> torch.Tensor:
-        """Mean squared error (normalised units) of the proprio head (the ensemble ``member``'s,
-        if given) rolled out over the ``H`` steps of state ``windows``
-        (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`) on its own predictions,
-        from the recorded context and with the recorded actions; steps past an episode's end are
-        left out. Imagination feeds the head its own predictions, so it learns to keep its
-        errors from compounding."""
+    def proprio_rollout_loss(self, windows: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean squared error (normalised units) of the proprio head rolled out over the ``H``
+        steps of state ``windows`` (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`)
+        on its own predictions, from the recorded context and with the recorded actions; steps
+        past an episode's end are left out. Imagination feeds the head its own predictions, so
+        it learns to keep its errors from compounding."""
         proprio, actions, valid = windows["proprio"], windows["actions"], windows["valid"]
         context = proprio.shape[1] - actions.shape[1]
         wanted = self._normalized_proprio(proprio[:, context:])
         current, losses = proprio[:, :context], []
         for k in range(actions.shape[1]):
-            predicted = self.next_proprio(actions[:, k], current, windows["task"], member)
+            predicted = self.next_proprio(actions[:, k], current, windows["task"])
             losses.append(((predicted - wanted[:, k]) ** 2).mean(-1))
             current = torch.cat([current[:, 1:], (predicted * self.proprio_std + self.proprio_mean)[:, None]], dim=1)
         return masked_step_mean(torch.stack(losses, dim=1), valid)
 
-    def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None,
-                      part: str = "all") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The low-dimensional dynamics' loss on state ``windows`` and its named terms: the proprio
         head's :meth:`proprio_rollout_loss` (``proprio``) plus, with the object pathway,
         :func:`~worldsim.world_models.objects.rollout_loss` (``objects``; the windows need the
-        objects, from data with ``state``); with an ensemble, the same for each member on its own
-        bootstrap resample (``ensemble_proprio``, ``ensemble_objects``: the members' means).
-        ``part="ensemble"`` leaves the model's own out. The terms are detached 0-d tensors, as in
+        objects, from data with ``state``). The terms are detached 0-d tensors, as in
         :meth:`loss`. Draws (:meth:`dynamics_noise`), then :meth:`dynamics_terms`."""
-        return self.dynamics_terms(self.dynamics_noise(windows, generator, part), part)
+        return self.dynamics_terms(windows, self.dynamics_noise(windows, generator))
 
-    def dynamics_noise(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None,
-                       part: str = "all") -> list[tuple[dict[str, torch.Tensor], torch.Tensor | None]]:
-        """The random draws of one :meth:`dynamics_loss`: per member of ``part``, its windows (an
-        ensemble member's bootstrap resample) and, with the pathway, its keypoint noise."""
-        draws = []
-        for member in self.dynamics_members(part):
-            drawn = windows if member is None else bootstrap(windows, generator)
-            pathway = "points" in drawn and (self.objects if member is None else member.objects) is not None
-            draws.append((drawn, randn(drawn["points"].shape, generator, drawn["points"]) if pathway else None))
-        return draws
+    def dynamics_noise(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
+                       ) -> torch.Tensor | None:
+        """The random draws of one :meth:`dynamics_loss` on ``windows``: with the pathway, its
+        keypoint noise (None without it, or for windows without the objects)."""
+        if "points" not in windows or self.objects is None:
+            return None
+        return randn(windows["points"].shape, generator, windows["points"])
 
-    def dynamics_terms(self, draws: list[tuple[dict[str, torch.Tensor], torch.Tensor | None]],
-                       part: str = "all") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def dynamics_terms(self, windows: dict[str, torch.Tensor], point_noise: torch.Tensor | None
+                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """:meth:`dynamics_loss` with its draws given (:meth:`dynamics_noise`): tensors alone."""
-        losses: dict[str, list[torch.Tensor]] = {}
-        for member, (drawn, noise) in zip(self.dynamics_members(part), draws, strict=True):
-            for name, value in self.member_loss(drawn, noise, member).items():
-                losses.setdefault(("" if member is None else "ensemble_") + name, []).append(value)
-        total = torch.stack([loss for values in losses.values() for loss in values]).sum()
-        return total, {name: torch.stack(values).mean().detach() for name, values in losses.items()}
+        losses = self.dynamics_losses(windows, point_noise)
+        total = torch.stack(list(losses.values())).sum()
+        return total, {name: value.detach() for name, value in losses.items()}
 
-    def member_loss(self, windows: dict[str, torch.Tensor], point_noise: torch.Tensor | None,
-                    member: DynamicsMember | None = None) -> dict[str, torch.Tensor]:
-        """One dynamics member's terms of :meth:`dynamics_loss` (the model's own, or ``member``'s) on
-        ``windows``, the keypoint noise's draws given: for ``torch.compile``, tensors alone."""
-        terms = {"proprio": self.proprio_rollout_loss(windows, member)}
-        objects = self.objects if member is None else member.objects
-        if objects is not None:
-            terms["objects"] = rollout_loss(objects, windows, self._normalized_proprio, self._one_hot(windows["task"]),
-                                            self.config.image_size, point_noise)
+    def dynamics_losses(self, windows: dict[str, torch.Tensor], point_noise: torch.Tensor | None
+                        ) -> dict[str, torch.Tensor]:
+        """The terms of :meth:`dynamics_loss` on ``windows``, the keypoint noise's draws given,
+        not detached: for ``torch.compile``, tensors alone."""
+        terms = {"proprio": self.proprio_rollout_loss(windows)}
+        if self.objects is not None:
+            terms["objects"] = rollout_loss(self.objects, windows, self._normalized_proprio,
+                                            self._one_hot(windows["task"]), self.config.image_size, point_noise)
         return terms
 
     # ------------------------------------------------------------------ imagination
@@ -382,35 +340,19 @@ class WorldModel(nn.Module):
         return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
                        proprio.to(device).float(), points, heights)
 
-    def _step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
-                       member: DynamicsMember | None = None
+    def _step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """One step of the low-dimensional dynamics (the model's own, or an ensemble ``member``'s):
-        the next normalised proprio and, with the pathway, the objects' next positions and heights."""
+        """One step of the low-dimensional dynamics: the next normalised proprio and, with the
+        pathway, the objects' next positions and heights."""
         proprio = rollout.proprio
-        norm = self.next_proprio(action, proprio, task, member)
-        objects = self.objects if member is None else member.objects
-        if objects is None:
+        norm = self.next_proprio(action, proprio, task)
+        if self.objects is None:
             return norm, None, None
         assert rollout.points is not None and rollout.heights is not None  # started with the pathway
         tcp = torch.stack([proprio[:, -1, :3], (norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
-        points, heights = objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
-                                  action, self._one_hot(task), tcp)
+        points, heights = self.objects(rollout.points, rollout.heights, self._normalized_proprio(proprio), norm,
+                                       action, self._one_hot(task), tcp)
         return norm, points, heights
-
-    def _disagreement(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor,
-                      own: tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]) -> torch.Tensor:
-        """The dynamics ensemble's :func:`~worldsim.world_models.ensemble.spread` ``(B,)``
-        (metres) over the next TCP and movable objects, the model's ``own`` step among them."""
-        positions = []
-        for member in self.dynamics_members():
-            norm, points, heights = own if member is None else self._step_dynamics(rollout, action, task, member)
-            where = [(norm * self.proprio_std + self.proprio_mean)[:, None, :3]]
-            if self.objects is not None and points is not None and heights is not None:
-                located = self.objects.camera.unproject(points[:, None], heights[:, None])[:, 0]
-                where.append(located.index_select(1, self.objects.movable_index))
-            positions.append(torch.cat(where, dim=1))
-        return spread(torch.stack(positions))
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
@@ -418,8 +360,7 @@ class WorldModel(nn.Module):
         """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks ``(B,)``
         (:meth:`Rollout.advance` takes it in); ``draw=False`` leaves the frame out (``latent`` None:
         the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`)."""
-        norm, points, heights = own = self._step_dynamics(rollout, action, task)
-        disagreement = self._disagreement(rollout, action, task, own) if len(self.ensemble) else None
+        norm, points, heights = self._step_dynamics(rollout, action, task)
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
             context, proprio = rollout.context, rollout.proprio
@@ -433,15 +374,14 @@ class WorldModel(nn.Module):
         if self.rules is None or points is None or heights is None:
             if latent is None:
                 raise ValueError("draw=False needs the object pathway: without it success is judged on the frame")
-            return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)),
-                              disagreement=disagreement)
+            return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
         # judged where the pathway put the objects, as the frame was drawn there
         if self.config.outcome == "rule":
             success, failed = self.rules.outcome(task, next_proprio, points, heights)
-            return Prediction(latent, next_proprio, success.float(), points, heights, failed, disagreement)
+            return Prediction(latent, next_proprio, success.float(), points, heights, failed)
         success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
         return Prediction(latent, next_proprio, success_prob, points, heights,
-                          self.rules.failed(next_proprio, points, heights), disagreement)
+                          self.rules.failed(next_proprio, points, heights))
 
     @torch.no_grad()
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
@@ -477,20 +417,9 @@ class WorldModel(nn.Module):
         config_path = path / CONFIG_FILE
         if kind != MODEL_TYPE:
             raise ValueError(f"{config_path} holds a {kind!r}, not a {MODEL_TYPE!r}")
-        fields.setdefault("object_relations", False)  # saved before the option: its pathway reads no relations
         model = cls(config_from_dict(WorldModelConfig, fields, str(config_path)))
         load_pretrained_weights(path, model, f"the model of {config_path}")
         return model.to(device).eval()
-
-    def with_dynamics_members(self, members: int) -> WorldModel:
-        """This model with ``members`` dynamics members: its own weights, the ensemble's first members
-        kept, new ones freshly initialised, the rest dropped (the model's own member still imagines)."""
-        model = WorldModel(dataclasses.replace(self.config, dynamics_members=members)).to(self.device)
-        kept = {name: value for name, value in self.state_dict().items()
-                if not name.startswith("ensemble.") or int(name.split(".")[1]) < members - 1}
-        missing, unexpected = model.load_state_dict(kept, strict=False)
-        assert not unexpected and all(name.startswith("ensemble.") for name in missing), (missing, unexpected)
-        return model.train(self.training)
 
     @property
     def device(self) -> torch.device:

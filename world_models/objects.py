@@ -4,7 +4,7 @@ A small denoiser asked for the next frame of a push averages the cube's large, r
 (the cube stays behind). With ``object_pathway`` on, the world model first predicts the next
 image positions of the scene's objects (:data:`~worldsim.envs.observations.ENTITIES`: cubes,
 zones, bin) from their positions over the context, the gripper's proprio (now and next), the
-action, the task and (``object_relations``) where each object is relative to the gripper
+action, the task and where each object is relative to the gripper
 (:class:`ObjectDynamics`, a residual MLP on normalised pixel coordinates),
 kept at rest unless the gripper's path passes near them or they are already moving
 (:meth:`ObjectDynamics.contact_gate`), then conditions the frame's denoiser on where they are
@@ -47,19 +47,18 @@ HEIGHT_UNIT = 0.01  # metres: the pathway reads and writes heights in centimetre
 # Where an object can be: positions within a frame's width beyond its edges (the table's edges
 # project within it; further out, a cube has left the table and the episode has failed), heights
 # from 10 cm below the table (fallen off: failed too) to half a metre above it. Unbounded, an
-# imagined cube pushed out of the training distribution fed ever larger inputs back to the MLP:
-# positions reached 1e8 px by step 40 and 1e32 by step 80 of full replays.
+# imagined cube pushed out of the training distribution feeds ever larger inputs back to the MLP,
+# and the rollout diverges.
 POSITION_MARGIN = 1.0
 HEIGHT_RANGE_M = (-0.1, 0.5)
 # A cube's pixels lie within this share of the image's side from its centre (4 px at 64x64: a
 # 4 cm cube seen from the front camera is about 5 px across).
 OBJECT_EXTENT = 1 / 16
-# Objects at rest stay at rest unless touched (ObjectDynamics.contact_gate). In the noisy expert
-# episodes (PushCube, and the four tabletop-4 families) 99.5% of the steps on which a cube moved
-# more than a millimetre either pass the gripper's TCP within 8 cm of the cube's centre or follow a
-# step on which it already moved (a pushed cube sliding on, a cube falling off the table). A
-# 2 mm "already moving" cut stopped imagined cubes that still slid: 2.2 cm error 16 steps after
-# contact on PushCube replays against 1.9 without the gate; at 0.5 mm the error is 1.95 cm.
+# Objects at rest stay at rest unless touched (ObjectDynamics.contact_gate): a cube moves when the
+# gripper's TCP passes within CONTACT_REACH_M of its centre, or when it already moved more than
+# MOVING_M on the step before (a pushed cube sliding on, a cube falling off the table); nearly every
+# real cube move in the expert data meets one of the two, and a larger MOVING_M stops cubes that
+# still slide.
 CONTACT_REACH_M = 0.08
 MOVING_M = 0.0005
 RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
@@ -81,8 +80,6 @@ class ObjectDynamics(nn.Module):
         from worldsim.world_models.data import image_camera
 
         self.camera = image_camera(config.image_size, config.image_size)
-        self.gated = config.contact_gate
-        self.relations = config.object_relations
         self.entities = len(ENTITIES)
         self.scale = config.image_size / 2.0
         # only the cubes move: the zones and the bin are fixed for an episode, so they stay where they start
@@ -90,7 +87,7 @@ class ObjectDynamics(nn.Module):
         self.register_buffer("movable_index", self.movable.nonzero().flatten(), persistent=False)
         self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
         inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
-                  + len(config.tasks) + (6 * self.entities + 3 if self.relations else 0))
+                  + len(config.tasks) + 6 * self.entities + 3)
         width = config.object_hidden
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
@@ -104,17 +101,13 @@ class ObjectDynamics(nn.Module):
                 next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """``proprio`` and ``next_proprio`` normalised; ``tcp`` ``(B, 2, 3)`` the gripper's TCP
-        (metres) before and after the step, for :meth:`contact_gate` and, with
-        ``object_relations``, :meth:`relation_features`."""
+        (metres) before and after the step, for :meth:`contact_gate` and :meth:`relation_features`."""
         b = len(points)
         normalized = points / self.scale - 1.0
         features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
-                    next_proprio, action, task]
-        if self.relations:
-            features += self.relation_features(points, heights, tcp)
+                    next_proprio, action, task, *self.relation_features(points, heights, tcp)]
         change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
-        if self.gated:
-            change = change * self.contact_gate(points, heights, tcp)[..., None]
+        change = change * self.contact_gate(points, heights, tcp)[..., None]
         # outputs: tenths of half the image for positions, centimetres for heights
         moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
         return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
@@ -131,9 +124,8 @@ class ObjectDynamics(nn.Module):
         """Which objects ``(B, E)`` may move this step: those whose centre the TCP's path
         ``tcp`` ``(B, 2, 3)`` passes within :data:`CONTACT_REACH_M` of, and those that moved more
         than :data:`MOVING_M` over the last context step. Learned from expert pushes alone, where
-        the cube goes wherever the gripper heads, the pathway slid an untouched cube 22 px over a
-        full replay of a policy that never reached it (median; the real cube stayed put), and
-        imagination called 63% of those episodes successes."""
+        the cube goes wherever the gripper heads, the pathway would otherwise slide a cube that a
+        policy never reaches."""
         where = self.camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3) metres
         moving = (where[:, -1] - where[:, 0]).norm(dim=-1) > MOVING_M
         start, path = tcp[:, :1], tcp[:, 1:] - tcp[:, :1]  # (B, 1, 3)
@@ -154,10 +146,9 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     (bilinearly, at full resolution) and blended in over a one-pixel edge; the rest of the frame
     is kept, so what lies around the object (a zone, the table's edge) stays where it is, and
     the sliver it leaves is the denoiser's to fill. Asked to draw a move from two blobs a
-    fraction of a latent cell apart, the denoiser alone moved the cube 0.3 cm on a step where
-    the pathway moved it 1.2 cm (PushCube, first step after contact). Carrying an object's whole
-    neighbourhood instead dragged the zones along with the cube, and carrying the gripper too
-    (along the move the proprio predicts) left trails of it that the denoiser did not erase."""
+    fraction of a latent cell apart, the denoiser alone moves the cube only part of the way.
+    Only the object is carried: its neighbourhood would drag the zones along with the cube, and
+    the gripper would leave trails the denoiser does not erase."""
     points, next_points = points.index_select(1, movable), next_points.index_select(1, movable)
     frames = F.pixel_shuffle(latent, patch)
     b, c, h, w = frames.shape

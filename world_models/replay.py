@@ -26,9 +26,7 @@ class OpenLoop:
     ``valid`` ``(N, H + 1)`` (False past the episode's end), imagined ``success_prob`` and
     real ``success`` ``(N, H + 1)``, the real and imagined ``proprio`` ``(N, H + 1, 4)`` (raw
     units: TCP metres, finger gap); with the object pathway, the imagined objects' image
-    positions ``points`` ``(N, H + 1, E, 2)`` (pixels) and ``heights`` ``(N, H + 1, E)`` (metres);
-    with a dynamics ensemble, its members' ``disagreement`` ``(N, H + 1)`` (metres; 0 at the
-    start)."""
+    positions ``points`` ``(N, H + 1, E, 2)`` (pixels) and ``heights`` ``(N, H + 1, E)`` (metres)."""
 
     real: np.ndarray
     imagined: np.ndarray
@@ -39,7 +37,6 @@ class OpenLoop:
     imagined_proprio: np.ndarray
     points: np.ndarray | None = None
     heights: np.ndarray | None = None
-    disagreement: np.ndarray | None = None
 
     def head(self, steps: int) -> OpenLoop:
         """The first ``steps`` imagined steps of these replays (and their start)."""
@@ -49,7 +46,7 @@ class OpenLoop:
         return OpenLoop(self.real[:, :steps + 1], self.imagined[:, :steps + 1], self.valid[:, :steps + 1],
                         self.success_prob[:, :steps + 1], self.success[:, :steps + 1],
                         self.real_proprio[:, :steps + 1], self.imagined_proprio[:, :steps + 1],
-                        head(self.points), head(self.heights), head(self.disagreement))
+                        head(self.points), head(self.heights))
 
 
 @torch.no_grad()
@@ -118,10 +115,6 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
             if out.points is not None and out.heights is not None and pred.points is not None \
                     and pred.heights is not None:
                 out.points[rows, k + 1], out.heights[rows, k + 1] = pred.points.cpu(), pred.heights.cpu()
-            if pred.disagreement is not None:
-                if out.disagreement is None:
-                    out.disagreement = np.zeros((n, h + 1), np.float32)
-                out.disagreement[rows, k + 1] = pred.disagreement.cpu().numpy()
     if scene is not None:
         scene.close()
     return out

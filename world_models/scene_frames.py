@@ -7,12 +7,9 @@ joint positions. The success rule already reads that state; :class:`SceneFrames`
 the same renderer, camera and flags the physics env observes through, so the frame a policy acts
 on and the state its outcome is judged on are one scene.
 
-Why: a BC policy acting on the generated frames does not do what it does on real ones. With the
-same world model (``tiny``, its data mixed with other checkpoints' episodes) and the same 64
-imagined starts per task, the finished seed-11 BC policy reaches 73% of the time on generated
-frames and 100% on these (100% real); it pushes 23% and 62% (74% real), and picks and places 2%
-and 41% (50% real). The dynamics and the verdict are the same in both: what differs is only what
-the policy reads off the frame (README, "Frames the policy can read").
+Why: a policy trained on real frames does not act on generated frames as it does on real ones
+(the results page has the figures). The dynamics and the verdict are the same with either kind
+of frame: what differs is only what the policy sees.
 
 What is not imagined is not drawn: a cube keeps the orientation it had at the episode's real
 start (the pathway imagines positions, not yaw). The renderer needs the task's scene, so this is

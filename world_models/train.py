@@ -4,17 +4,16 @@ Read top to bottom, :func:`train_world_model` is the recipe:
 
 1. load the episodes of the chosen tasks into memory and split them by episode into train
    and validation sets (:class:`~worldsim.world_models.data.EpisodeBank`);
-2. build a new model from a preset (``tiny`` for CPU, ``base`` for GPU) with the proprio
-   statistics of the training episodes, or load one to fine-tune (``init``: the co-evolution
+2. build a new model of the ``model`` architecture (by default the ``tiny`` preset, for a CPU;
+   ``base`` is the one for a GPU) with the proprio statistics of the training episodes, or
+   load one to fine-tune (``init``: the co-evolution
    path; the model keeps its architecture and normalisation, its tasks must cover the data's);
 3. take ``steps`` AdamW steps on the sum of the denoising and (``success_weight`` times)
    success losses over random windows, a ``success_fraction`` share of them ending in a
    success frame, with linear warm-up and cosine decay of the learning rate; each step also
    takes ``dynamics_updates`` steps of the low-dimensional dynamics' own optimiser (the proprio
    head and the object pathway) on large batches of state windows rolled out on their own
-   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`; with
-   ``dynamics_members`` > 1 the ensemble's members too, and with ``ensemble_only`` those alone,
-   the rest of the model left as it is);
+   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
@@ -37,13 +36,15 @@ run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budg
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -51,11 +52,10 @@ import torch
 from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import broadcast_module
-from worldsim.runtime.run import TrainingRun, check_run_settings
+from worldsim.runtime.run import RunSettings, TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
-from worldsim.world_models.config import PRESETS, preset
+from worldsim.world_models.config import WorldModelConfig, preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import MODEL_DIR, WorldModel
 from worldsim.world_models.train_step import (
@@ -72,53 +72,37 @@ from worldsim.world_models.train_step import (
 WARMUP_STEPS = 100
 # how often (steps) the losses are read back from the device: logged, and checked for NaN
 FINITE_CHECK_EVERY = 25
-# Settings of a new model's architecture the command line may override.
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "object_relations",
-                       "carry_objects", "change_weight", "outcome", "dynamics_horizon")
-# Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIELDS = ("data", "config", "task", "init", "batch_size", "seed", "val_fraction", *ARCHITECTURE_FIELDS,
-                 "success_fraction", "success_weight", "dynamics_updates", "dynamics_members", "ensemble_only")
+# Settings of a new model's architecture the command line may override (the rest are the preset's).
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "outcome",
+                       "dynamics_horizon")
+# Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
+RESUME_FIELDS = ("data", "task", "init", "batch_size", "seed", "val_fraction", "model", "success_fraction",
+                 "success_weight", "dynamics_updates")
 
 
 @dataclass
-class TrainWMConfig:
-    """World-model training (``worldsim train-wm``)."""
+class TrainWMConfig(RunSettings):
+    """World-model training (``worldsim train-wm``): a new model of the ``model`` architecture
+    (the ``tiny`` preset unless given), or ``init`` fine-tuned; the run settings are
+    :class:`~worldsim.runtime.run.RunSettings`."""
+
+    PRESET: ClassVar[str] = "tiny"
+    """The preset ``model`` defaults to (``train-wm --config``)."""
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {
+        "model": tuple(f.name for f in dataclasses.fields(WorldModelConfig) if f.name not in ARCHITECTURE_FIELDS)}
 
     data: Path
     """HDF5 episode file with image and proprio observations (``worldsim collect``)."""
-    out: Path = Path("runs/wm")
+    out: Path = field(default=Path("runs/wm"), kw_only=True)
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
-    resume: bool = False
-    """Continue the run in ``out`` from its checkpoint, exactly."""
-    overwrite: bool = False
-    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
-    ``resume`` such an ``out`` is refused)."""
-    config: Literal["tiny", "base"] = "tiny"
-    """Architecture preset: tiny (CPU, >= 200 imagined frames/s at batch 64) or base (GPU)."""
+    model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    """A new model's architecture: the ``tiny`` preset (``--config base``: the ``base`` one) with
+    these overrides; its tasks, instructions and image size come from the data. Data without state
+    gets a model without the object pathway, its success judged by the head."""
     task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     init: Path | None = None
-    """Fine-tune this world model (folder or train-wm run) instead of building a new one."""
-    context: int | None = None
-    """Context frames C of a new model (default: the preset's, 4)."""
-    sampling_steps: int | None = None
-    """Denoising steps per imagined frame of a new model (default: the preset's)."""
-    context_noise: float | None = None
-    """Largest std of the context-noise augmentation of a new model (default 0.1)."""
-    object_pathway: bool | None = None
-    """A new model predicts where the objects go first, then draws the frame (needs ``state``
-    in the data; default: the preset's)."""
-    object_relations: bool | None = None
-    """A new model's object pathway also reads each object's offset from the gripper (needs the
-    object pathway; default: the preset's, on)."""
-    carry_objects: bool | None = None
-    """A new model's denoiser corrects the last frame with the moving objects already carried
-    where the pathway puts them (needs the object pathway; default: the preset's)."""
-    change_weight: float | None = None
-    """A new model's extra denoising weight on the pixels that change (default: the preset's)."""
-    outcome: Literal["head", "rule"] | None = None
-    """What decides a new model's imagined success: the success head, or each task's rule on the
-    objects' imagined positions (needs the object pathway; default: head)."""
+    """Fine-tune this world model (folder or train-wm run), which keeps its architecture, instead of building one."""
     steps: int = 4000
     """Optimiser steps: the run's budget."""
     batch_size: int = 32
@@ -133,19 +117,7 @@ class TrainWMConfig:
     """Weight of the success head's loss in the total."""
     dynamics_updates: int = 1
     """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
-    per training step: small MLPs on their own batches, rolled out ``dynamics_horizon`` steps
-    (one update over 16 costs what two over 8 did, and put the cube closer)."""
-    dynamics_horizon: int | None = None
-    """Steps a new model's proprio head and object pathway roll out on their own in training (default 16)."""
-    dynamics_members: int | None = None
-    """Members of the dynamics ensemble (the model's own proprio head and object pathway plus
-    this many minus one; imagination reports their disagreement): a new model's (default 1, no
-    ensemble), or with ``--init`` the fine-tuned model's new count (fresh members added, or the
-    last ones dropped; default: its own)."""
-    ensemble_only: bool = False
-    """Train only the dynamics ensemble's extra members: the frame model, the proprio head and
-    the object pathway stay as they are, so what the model imagines does not change. With
-    ``--init`` and ``--dynamics-members``: give a trained model an ensemble."""
+    per training step: small MLPs on their own batches, rolled out ``dynamics_horizon`` steps."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -158,39 +130,26 @@ class TrainWMConfig:
     """Imagined steps per sample video."""
     checkpoint_every: int = 500
     """Steps between checkpoints."""
-    time_budget: float | None = None
-    """Safety net: after this many seconds, stop cleanly (with a warning) short of ``steps``."""
-    seed: int = 0
-    """Seed of initialisation, splits and batches."""
-    device: Device = "auto"
-    """Where to train."""
-    compile: Literal["off", "default", "reduce-overhead", "max-autotune-no-cudagraphs"] = "off"
+    compile: Literal["off", "default", "reduce-overhead"] = "off"
     """``torch.compile`` the step's losses (forward and backward) in this mode: on a GPU, where
     the uncompiled step is bound by launching its ~6,000 operations one by one, they run as fused
-    kernels (``reduce-overhead`` also replays them as CUDA graphs). The first steps compile."""
+    kernels. ``default``: fused kernels, alone or with ``cuda_graph`` (the fastest setting on one
+    GPU); ``reduce-overhead``: each loss also replayed as its own CUDA graphs, for runs
+    ``cuda_graph`` does not take (several processes under torchrun). The first steps compile
+    (minutes); on a CPU compiling gains little."""
     cuda_graph: bool = False
     """Record the whole training step once as a CUDA graph and replay it (a CUDA device, one
     process): the host then launches one graph per step instead of its ~6,000 operations, so a
     GPU is not left waiting on Python. Combines with ``compile="default"``, not with
     ``reduce-overhead`` (which records each loss as a graph of its own)."""
-    torch_threads: int | None = None
-    """CPU threads for torch (default: torch's choice; use 1 when other jobs share the cores)."""
-    progress: bool = True
-    """Show a progress bar."""
-    profile: int = 0
-    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
 
     def __post_init__(self) -> None:
-        self.data, self.out = Path(self.data), Path(self.out)
+        self.data = Path(self.data)
         self.init = None if self.init is None else Path(self.init)
         self.task = tuple(self.task)
-        if self.config not in PRESETS:
-            raise ValueError(f"config={self.config!r}; allowed: {', '.join(PRESETS)}")
         for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every",
-                     "dynamics_updates", "dynamics_members"):
+                     "dynamics_updates"):
             value = getattr(self, name)
-            if name == "dynamics_members" and value is None:
-                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
         if self.video_every < 0:
@@ -206,12 +165,28 @@ class TrainWMConfig:
         if self.cuda_graph and self.compile == "reduce-overhead":
             raise ValueError("cuda_graph=True records the whole step as one CUDA graph; compile='reduce-overhead' "
                              "records each loss as its own: give compile='default' (fused kernels) or 'off' with it")
-        check_run_settings(self)
+        self.check_run()
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
-        if self.init is not None and any(getattr(self, k) is not None for k in ARCHITECTURE_FIELDS):
+        if self.init is not None and self.model != preset(self.PRESET):
             raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in ARCHITECTURE_FIELDS)} shape a new "
                              "model; with --init the model keeps its own")
+
+
+@dataclass
+class TrainWMBaseConfig(TrainWMConfig):
+    """``train-wm --config base``: :class:`TrainWMConfig` with the ``base`` preset (for a GPU) as the
+    new model's architecture."""
+
+    PRESET: ClassVar[str] = "base"
+    model: WorldModelConfig = field(default_factory=partial(preset, "base"))
+    """A new model's architecture: the ``base`` preset with these overrides; its tasks,
+    instructions and image size come from the data. Data without state gets a model without
+    the object pathway, its success judged by the head."""
+
+
+PRESET_CONFIGS: dict[str, type[TrainWMConfig]] = {"tiny": TrainWMConfig, "base": TrainWMBaseConfig}
+"""``train-wm --config``'s choices: the run config whose ``model`` is each preset."""
 
 
 def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
@@ -231,32 +206,19 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         if model.config.image_size != size:
             raise ValueError(f"init={str(config.init)!r} imagines {model.config.image_size}-pixel frames; "
                              f"the data holds {size}-pixel images")
-        if config.dynamics_members is not None:
-            model = model.with_dynamics_members(config.dynamics_members)
-        return checked_for_ensemble(model.train(), config)
-    overrides = {k: getattr(config, k) for k in (*ARCHITECTURE_FIELDS, "dynamics_members")
-                 if getattr(config, k) is not None}
-    if bank.state is None and PRESETS[config.config].get("object_pathway") and config.object_pathway is None:
-        # The preset's object pathway learns from the objects' recorded positions; without them
-        # the model is built without it rather than refusing data a model can still learn from.
-        overrides["object_pathway"] = False
-        overrides.setdefault("carry_objects", False)  # the frame carries what only the pathway moves
-        overrides.setdefault("outcome", "head")  # the rule reads the positions only the pathway carries
-        print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the {config.config} world model "
-              "is built without its object pathway, its success judged by the learned head (collect with "
-              "obs_mode='pixels+state' to have both)", file=sys.stderr)
-    model = WorldModel(preset(config.config, tasks=tuple(bank.tasks),
-                              instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=size,
-                              **overrides))
+        return model.train()
+    architecture = config.model
+    if bank.state is None and architecture.object_pathway:
+        # The object pathway learns from the objects' recorded positions; without them the model
+        # is built without it rather than refusing data a model can still learn from.
+        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
+        print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the world model is built without "
+              "its object pathway, its success judged by the learned head (collect with obs_mode='pixels+state' "
+              "to have both)", file=sys.stderr)
+    model = WorldModel(dataclasses.replace(architecture, tasks=tuple(bank.tasks),
+                                           instructions=tuple(bank.instructions[t] for t in bank.tasks),
+                                           image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
-    return checked_for_ensemble(model, config)
-
-
-def checked_for_ensemble(model: WorldModel, config: TrainWMConfig) -> WorldModel:
-    """``model``, refused with ``ensemble_only`` when it has no ensemble to train."""
-    if config.ensemble_only and not len(model.ensemble):
-        raise ValueError(f"--ensemble-only trains the dynamics ensemble's extra members; this model has "
-                         f"dynamics_members={model.config.dynamics_members}: give --dynamics-members 2 or more")
     return model
 
 
@@ -355,18 +317,15 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if unstable.item():
             raise FloatingPointError(f"the world-model loss became non-finite by step {step}; lower --lr")
 
-    part = "ensemble" if config.ensemble_only else "all"
-
     def update(draws: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return take_step(model, optimizer, dynamics_optimizer, draws, config.success_weight, run.dist, part)
+        return take_step(model, optimizer, dynamics_optimizer, draws, config.success_weight, run.dist)
 
     take = StepGraph(update) if config.cuda_graph else update
     while run.keep_going(step):
         windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
         logs = take(draw_step(model, train, config.batch_size, config.success_fraction, config.dynamics_updates,
-                              task_ids, windows, noise, device, part))
-        if not config.ensemble_only:
-            schedule.step()
+                              task_ids, windows, noise, device))
+        schedule.step()
         dynamics_schedule.step()
         step += 1
         train_loss = logs["loss"]
@@ -381,7 +340,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if step % config.checkpoint_every == 0:
             checkpoint()
     calibrated = False
-    if run.is_main and val is not None and model.config.outcome == "head" and not config.ensemble_only:
+    if run.is_main and val is not None and model.config.outcome == "head":
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     check_finite()
     checkpoint()
@@ -426,14 +385,14 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
 
 
 def compile_losses(model: WorldModel, mode: str) -> None:
-    """Compile the model's :meth:`~WorldModel.frame_loss` and :meth:`~WorldModel.member_loss` (the
+    """Compile the model's :meth:`~WorldModel.frame_loss` and :meth:`~WorldModel.dynamics_losses` (the
     arithmetic of a training step, its random draws made apart) with ``torch.compile`` in
     ``mode``, for fixed shapes (a run's batches all have the same). The weights, and what is
     saved, are the model's own."""
     # the gripper's servo target goes through array_api_compat, whose cached type checks dynamo
     # traces through correctly but warns about, once per helper
     warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
-    for name in ("frame_loss", "member_loss"):
+    for name in ("frame_loss", "dynamics_losses"):
         compiled = torch.compile(getattr(model, name), mode=mode, dynamic=False)
         setattr(model, name, graph_safe(compiled) if mode == "reduce-overhead" else compiled)
 

@@ -5,9 +5,9 @@ dynamics).
 
 They are apart so that a step can be recorded once as a CUDA graph and replayed
 (:class:`StepGraph`, ``train-wm --cuda-graph``). On a GPU the ``base`` step is bound by the host
-launching its ~6,000 operations one by one, not by their arithmetic: an H100 sat 27% busy at
-batch 512 eager, and 52-59% with each loss compiled and replayed as CUDA graphs
-(``--compile reduce-overhead``), the clipping, AdamW and the glue between them still launched
+launching its ~6,000 operations one by one, not by their arithmetic, and the GPU waits, even
+with each loss compiled and replayed as CUDA graphs
+(``--compile reduce-overhead``): the clipping, AdamW and the glue between them are still launched
 from Python. Recorded whole, a step is one launch, and the host only draws the next batch. For
 that, :func:`take_step` makes no random draw (the draws are its inputs), reads no value back
 from the device and branches on none, and its optimisers read their learning rates from device
@@ -46,45 +46,41 @@ def state_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int]
 
 
 def draw_step(model: WorldModel, bank: EpisodeBank, batch_size: int, success_fraction: float, updates: int,
-              task_ids: dict[str, int], windows: torch.Generator, noise: torch.Generator, device: torch.device,
-              part: str = "all") -> dict[str, Any]:
+              task_ids: dict[str, int], windows: torch.Generator, noise: torch.Generator, device: torch.device
+              ) -> dict[str, Any]:
     """Every random draw of one training step on ``bank``, windows from the CPU generator
     ``windows`` and noise from ``noise`` (on ``device``): ``frames``, a batch of ``batch_size``
-    windows and its :meth:`~WorldModel.training_noise` (None for ``part="ensemble"``, where the
-    frame model does not train), and ``dynamics``, for each of ``updates`` dynamics updates
-    fresh state windows' :meth:`~WorldModel.dynamics_noise`. Each generator draws in the order
-    an eager step would, so the batches do not depend on whether the step is recorded."""
-    frames = None
-    if part == "all":
-        batch = draw(bank, model, batch_size, success_fraction, task_ids, windows, device)
-        frames = (batch, model.training_noise(batch, noise))
-    dynamics = [model.dynamics_noise(state_windows(bank, model, task_ids, windows, device), noise, part)
-                for _ in range(updates)]
+    windows and its :meth:`~WorldModel.training_noise`, and ``dynamics``, for each of
+    ``updates`` dynamics updates fresh state windows and their :meth:`~WorldModel.dynamics_noise`.
+    Each generator draws in the order an eager step would, so the batches do not depend on
+    whether the step is recorded."""
+    batch = draw(bank, model, batch_size, success_fraction, task_ids, windows, device)
+    frames = (batch, model.training_noise(batch, noise))
+    dynamics = []
+    for _ in range(updates):
+        state = state_windows(bank, model, task_ids, windows, device)
+        dynamics.append((state, model.dynamics_noise(state, noise)))
     return {"frames": frames, "dynamics": dynamics}
 
 
 def take_step(model: WorldModel, frame_optimizer: torch.optim.Optimizer, dynamics_optimizer: torch.optim.Optimizer,
-              draws: dict[str, Any], success_weight: float, dist: DistInfo, part: str = "all"
-              ) -> dict[str, torch.Tensor]:
+              draws: dict[str, Any], success_weight: float, dist: DistInfo) -> dict[str, torch.Tensor]:
     """One training step on :func:`draw_step`'s ``draws``: an AdamW step of the frame model on
     :meth:`~WorldModel.frame_loss` (gradients averaged across ranks and clipped to norm 1),
-    then one of the dynamics (``part``: every member, or the ensemble's alone) per update, each
-    on :meth:`~WorldModel.dynamics_terms`. Returns the terms to log, 0-d tensors left on the
-    device: ``loss`` (the frame loss, or without frames the dynamics' total), the frame loss's
+    then one of the dynamics per update, each on :meth:`~WorldModel.dynamics_terms`. Returns the
+    terms to log, 0-d tensors left on the device: ``loss`` (the frame loss), the frame loss's
     terms and ``grad_norm``, and the dynamics' terms averaged over the updates."""
-    logs: dict[str, torch.Tensor] = {}
-    if draws["frames"] is not None:
-        batch, noise = draws["frames"]
-        loss, terms = model.frame_loss(batch, noise, success_weight)
-        frame_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        average_gradients(model, dist)
-        logs = {"loss": loss.detach(), **terms, "grad_norm": torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)}
-        frame_optimizer.step()
-    parameters = model.dynamics_parameters(part)
+    batch, noise = draws["frames"]
+    loss, terms = model.frame_loss(batch, noise, success_weight)
+    frame_optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    average_gradients(model, dist)
+    logs = {"loss": loss.detach(), **terms, "grad_norm": torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)}
+    frame_optimizer.step()
+    parameters = model.dynamics_parameters()
     updates = []
-    for member_draws in draws["dynamics"]:
-        loss, terms = model.dynamics_terms(member_draws, part)
+    for windows, point_noise in draws["dynamics"]:
+        loss, terms = model.dynamics_terms(windows, point_noise)
         dynamics_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         average_gradients(parameters, dist)
@@ -93,8 +89,6 @@ def take_step(model: WorldModel, frame_optimizer: torch.optim.Optimizer, dynamic
         updates.append(terms)
     dynamics_optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging
     dynamics = {name: torch.stack([terms[name] for terms in updates]).mean() for name in updates[0]}
-    if draws["frames"] is None:
-        logs["loss"] = torch.stack(list(dynamics.values())).sum()
     return logs | dynamics
 
 

@@ -46,8 +46,7 @@ _in_task = partial(jax.vmap, in_axes=(None, 0))  # vmap over envs, the task shar
 # envs one after another (no slower on a CPU). Accelerators take the whole batch in one go.
 CPU_BLOCK = 32
 # XLA's expensive LLVM passes take about a third of the CPU compile time of the physics step
-# (37 s against 25 s on 2 cores) and do not make it faster on a CPU; accelerators keep XLA's
-# defaults.
+# and do not make it faster on a CPU; accelerators keep XLA's defaults.
 _COMPILER_OPTIONS = {"xla_llvm_disable_expensive_passes": True} if jax.default_backend() == "cpu" else None
 
 

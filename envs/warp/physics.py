@@ -13,7 +13,13 @@ one set of kernel launches. What differs from MuJoCo on the CPU, and why:
   every family under MuJoCo: at most 32 contacts and 192 rows; the slack is for MuJoCo Warp's
   own contact generation). MuJoCo's ``implicitfast`` forcerange rule (an actuator's velocity
   gain is left out of the implicit damping while its force is clamped) is MuJoCo Warp's too,
-  so no integrator patch is needed, unlike MJX.
+  so no integrator patch is needed, unlike MJX. The rule is a step at the limit: a command
+  that asks a servo for exactly its limit (``kp`` x step = ``forcerange``) is clamped or not
+  by rounding, differently in float32 and float64, and the two give a smooth start or a
+  jolt of three times the speed. Commands keep off it (the experts' carry speed does).
+
+Contacts, cones (pyramidal), ``impratio``, friction, margins and the solver (Newton) are the
+scene's on both backends: the contacts a grasp makes, their depths and normals, agree.
 
 Warp arrays share their memory with torch tensors: :attr:`WarpPhysics.qpos` and friends are
 torch views of the worlds' state, read and written in place. On a CUDA device the

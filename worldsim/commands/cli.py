@@ -122,11 +122,11 @@ def _run(args: list[str]) -> int:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         print(f"error: unknown command {name!r}{hint}; `worldsim --help` lists them", file=sys.stderr)
         return 2
-    from worldsim.commands.parsing import parse, renamed
+    from worldsim.commands.parsing import parse
 
     command = load(name)
     try:
-        config = parse(command, renamed(name, rest), prog=f"worldsim {name}")
+        config = parse(command, rest, prog=f"worldsim {name}")
         created = _missing_folder(getattr(config, "out", None))
         try:
             command(config)

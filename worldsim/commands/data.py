@@ -17,8 +17,9 @@ from worldsim.data.collect import CollectConfig
 def collect(config: CollectConfig) -> None:
     """Record episodes of a policy to an HDF5 episode file.
 
-    The policy is the scripted expert or a checkpoint; with --record-features each step also
-    stores the policy's features and sampled action chunks, for failure detectors."""
+    The policy is the scripted expert or a checkpoint, in physics or, with --world-model and
+    --keyframes, in imagination; with --record-features each step also stores the policy's
+    features and sampled action chunks, for failure detectors."""
     from worldsim.data.collect import collect as collect_episodes
 
     stats = collect_episodes(config)

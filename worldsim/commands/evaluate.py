@@ -13,7 +13,8 @@ def evaluate(config: EvaluationConfig) -> None:
     """Roll a policy out on tasks: success rates with 95% intervals.
 
     Without --task or --suite, a checkpoint is evaluated on the tasks it was trained on (as it
-    records them). Optionally videos of the first episodes, and the results as JSON (--out)."""
+    records them); in physics, or with --world-model and --keyframes in imagination, from real
+    episode starts. Optionally videos of the first episodes, and the results as JSON (--out)."""
     from worldsim.evaluation.evaluate import evaluate_checkpoint, results_table
 
     results = evaluate_checkpoint(config)
@@ -44,8 +45,9 @@ def imagined_vs_real(config: StartAgreementConfig) -> None:
     """Run a policy from the same real starts in a world model and in physics; compare the outcomes.
 
     The starts are drawn as train-rl draws its imagined episodes' starts (episode starts and
-    keyframes of --keyframes); the policy acts closed loop on the imagined frames, then on the
-    rendered ones from the same recorded states, twice (its own repeatability, the ceiling).
+    keyframes of --keyframes, --keyframe-ratio, --horizon); the policy acts closed loop on the
+    imagined frames, then in physics from the same recorded states, twice (its own
+    repeatability, the ceiling).
     Writes report.json, agreement.png and imagined_vs_real.mp4 to --out."""
     from worldsim.evaluation.start_agreement import agreement_table, run_start_agreement
 

@@ -16,10 +16,10 @@ def detect(config: DetectionConfig) -> None:
     successes and tested on held-out and unseen-task rollouts, over several seeds. The last line
     printed is each detector's mean ROC-AUC per split, as JSON."""
     from worldsim.failure.detect import run_detection
-    from worldsim.failure.report import results_table
+    from worldsim.failure.report import print_table, results_table
 
     results = run_detection(config)
-    Console().print(results_table(results, config.alpha))
+    print_table(results_table(results, config.alpha))
     Console().print(f"results -> {config.out}/ (results.json, table.md, roc.png, sweep.png, videos/, "
                     "detectors/)")
     print(json.dumps({name: {split: round(v["roc_auc"]["mean"], 3) for split, v in r.summary().items()}

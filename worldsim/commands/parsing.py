@@ -1,4 +1,4 @@
-"""From a command's argv to its config: tyro with worldsim's conventions, and old flag names.
+"""From a command's argv to its config: tyro with worldsim's conventions.
 
 Every command is a function of one dataclass (a library config such as
 :class:`~worldsim.training.bc.BCConfig`, or the command's own arguments); the dataclass's
@@ -9,17 +9,24 @@ so that library configs stay plain dataclasses:
   ``--task PushCube-v0 --task StackCube-v0``;
 - a config chosen by a flag (:class:`Choice`, train-rl's ``--algo``) is parsed as the chosen
   dataclass, and an option only another choice has is named as such;
-- flags renamed in this release still work, with a one-line notice on stderr
-  (:data:`RENAMED`).
+- a nested part of a config (a field named in :data:`FLAT`, such as ``imagination``, an
+  :class:`~worldsim.envs.imagination.ImaginationConfig`) keeps its fields' own flag names
+  (``--world-model``, not ``--imagination.world-model``), grouped under its name in ``--help``;
+  fields of the part that the command sets itself (the config's ``SET_BY_COMMAND``, e.g. the
+  world model co-evolution trains) are not flags.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
+import io
+import os
+import re
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -30,17 +37,26 @@ REPEATED = frozenset({"task", "seen_tasks", "unseen_tasks"})
 """Task-list fields (typed ``tuple[str, ...]``): one task per flag, repeated. A single ``task``
 (train-rl, coevolve) stays one value."""
 
-RENAMED: dict[str, dict[str, str]] = {
-    "detect": {"--rollouts": "--data"},
-    "evaluate": {"--json": "--out"},
-}
-"""Per command, old flag -> new flag. The old names are accepted for one release."""
-
-SPLIT_LISTS: dict[str, frozenset[str]] = {"rank-policies": frozenset({"--task"})}
-"""Per command, flags that took several values at once (``--task A B``) and now repeat."""
+FLAT = frozenset({"imagination", "guard", "model"})
+"""Fields holding a nested config part whose flags keep the part's own field names."""
 
 _registry = ConstructorRegistry()
 _deferring = False
+_hidden: dict[type, frozenset[str]] = {}  # per nested part's type: its fields the parsed command sets itself
+
+
+def _strip(tp: Any) -> Any:
+    """``tp`` without ``Annotated`` metadata."""
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is Annotated else tp
+
+
+def nested_parts(cls: type) -> dict[str, tuple[type, frozenset[str]]]:
+    """The :data:`FLAT` parts of dataclass ``cls``: field name -> (the part's dataclass, the names
+    of its fields that ``cls`` sets itself, ``cls.SET_BY_COMMAND``)."""
+    hints = typing.get_type_hints(cls)
+    set_here = getattr(cls, "SET_BY_COMMAND", {})
+    return {f.name: (_strip(hints[f.name]), frozenset(set_here.get(f.name, ())))
+            for f in dataclasses.fields(cls) if f.name in FLAT and dataclasses.is_dataclass(_strip(hints[f.name]))}
 
 
 @_registry.struct_rule
@@ -56,9 +72,22 @@ def _repeated_task_lists(info: StructTypeInfo) -> StructConstructorSpec | None:
         _deferring = False
     if not isinstance(spec, StructConstructorSpec):
         return None
-    fields = tuple(dataclasses.replace(f, type=Annotated[f.type, tyro.conf.UseAppendAction])  # type: ignore[arg-type]  # tyro takes Annotated field types
-                   if f.name in REPEATED and typing.get_origin(f.type) is tuple else f for f in spec.fields)
-    return StructConstructorSpec(instantiate=spec.instantiate, fields=fields)
+    hidden = _hidden.get(info.type, frozenset())
+    fields: list[Any] = []
+    for f in spec.fields:
+        if f.name in REPEATED and typing.get_origin(f.type) is tuple:
+            f = dataclasses.replace(f, type=Annotated[f.type, tyro.conf.UseAppendAction])  # type: ignore[arg-type]  # tyro takes Annotated field types
+        elif f.name in FLAT and dataclasses.is_dataclass(_strip(f.type)):
+            f = dataclasses.replace(f, type=Annotated[f.type, tyro.conf.OmitArgPrefixes])  # type: ignore[arg-type]
+        elif f.name in hidden:
+            f = dataclasses.replace(f, type=Annotated[f.type, tyro.conf.Suppress])  # type: ignore[arg-type]
+        fields.append(f)
+    # a trainer's run settings (worldsim.runtime.run.RunSettings, its base class) come last in --help
+    run = next((base for base in info.type.__mro__[1:] if base.__name__ == "RunSettings"), None)
+    if run is not None:
+        shared = {f.name for f in dataclasses.fields(run)}
+        fields.sort(key=lambda f: f.name in shared)
+    return StructConstructorSpec(instantiate=spec.instantiate, fields=tuple(fields))
 
 
 @dataclass(frozen=True)
@@ -104,42 +133,18 @@ class Choice:
                 f"`{self.flag} {others[0]} --help` lists those of {others[0]}.")
 
 
-def _flags(cls: type) -> set[str]:
-    """The flags of a dataclass's fields, ``--no-x`` included for booleans."""
+def _flags(cls: type, hidden: frozenset[str] = frozenset()) -> set[str]:
+    """The flags of a dataclass's fields (those of its :data:`FLAT` parts included, ``hidden``
+    fields left out), ``--no-x`` included for booleans."""
     flags = set()
+    parts = nested_parts(cls)
     for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        flags |= {flag, "--no-" + flag[2:]}
+        if f.name in parts:
+            flags |= _flags(*parts[f.name])
+        elif f.name not in hidden:
+            flag = "--" + f.name.replace("_", "-")
+            flags |= {flag, "--no-" + flag[2:]}
     return flags
-
-
-def renamed(command: str, args: list[str]) -> list[str]:
-    """``args`` with the old names of renamed flags replaced, and values given as one list split
-    into repeated flags; a one-line notice on stderr for each old form used."""
-    renames, split = RENAMED.get(command, {}), SPLIT_LISTS.get(command, frozenset())
-    out: list[str] = []
-    k = 0
-    while k < len(args):
-        arg = args[k]
-        flag, eq, value = arg.partition("=")
-        if flag in renames:
-            print(f"{flag} is deprecated; use {renames[flag]}", file=sys.stderr)
-            arg = renames[flag] + eq + value
-            flag = renames[flag]
-        out.append(arg)
-        k += 1
-        if flag in split and not eq:
-            values = []
-            while k < len(args) and not args[k].startswith("-"):
-                values.append(args[k])
-                k += 1
-            out += values[:1]
-            for extra in values[1:]:
-                out += [flag, extra]
-            if len(values) > 1:
-                print(f"{flag} {' '.join(values)} is deprecated; repeat {flag} for each value",
-                      file=sys.stderr)
-    return out
 
 
 def config_type(command: Callable[..., Any]) -> Any:
@@ -152,8 +157,10 @@ def config_type(command: Callable[..., Any]) -> Any:
 
 
 def parse(command: Callable[..., Any], args: list[str], prog: str) -> Any:
-    """The config of ``command`` from ``args`` (tyro's usage message and exit code 2 on a bad
-    argument; ``ValueError`` from the config's own checks)."""
+    """The config of ``command`` from ``args``. Whatever refuses a value, tyro (an unknown flag, a
+    value it cannot convert) or the config's own checks, the result is a ``ValueError`` whose
+    message is one line (:class:`UsageError` for tyro's, its box made :func:`one_line`);
+    ``--help`` still exits with ``SystemExit(0)``."""
     target = config_type(command)
     description = inspect.getdoc(command) or ""
     choice = next((m for m in getattr(target, "__metadata__", ()) if isinstance(m, Choice)), None)
@@ -162,4 +169,66 @@ def parse(command: Callable[..., Any], args: list[str], prog: str) -> Any:
         choice.check_options(name, args)
         target = choice.choices[name]
         description = f"{description.rstrip()}\n\n{choice.describe(name)}"
-    return tyro.cli(target, args=args, prog=prog, description=description, registry=_registry)
+    global _hidden
+    _hidden = {part: names for part, names in nested_parts(target).values()}
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), _unwrapped(not {"-h", "--help"} & set(args)):
+            config = tyro.cli(target, args=args, prog=prog, description=description, registry=_registry)
+    except SystemExit as exit:
+        if exit.code not in (0, None):
+            raise UsageError(one_line(captured.getvalue(), prog)) from None
+        sys.stderr.write(captured.getvalue())
+        raise
+    sys.stderr.write(captured.getvalue())
+    return config
+
+
+@contextlib.contextmanager
+def _unwrapped(wide: bool) -> Iterator[None]:
+    """With ``wide``, a terminal too wide for tyro to wrap a message (``COLUMNS``), so that one
+    message stays one line; ``--help`` keeps the real width."""
+    before = os.environ.get("COLUMNS")
+    if wide:
+        os.environ["COLUMNS"] = "100000"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = before
+
+
+class UsageError(ValueError):
+    """A value or flag tyro refused; the CLI prints it as its one line ``error: ...``."""
+
+
+def one_line(box: str, prog: str) -> str:
+    """tyro's boxed error (drawn with box characters, or plain where stdout is not UTF-8) as one
+    line: its messages, without the argument's help text and the pointer to ``--help`` (named
+    once at the end)."""
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", box).splitlines()
+    if any(line.lstrip().startswith("╭") for line in lines):
+        title = next(line.strip().strip("╭╮─ ") for line in lines if line.lstrip().startswith("╭"))
+        body = [line.strip()[2:-1].rstrip() for line in lines if line.lstrip().startswith("│")]
+    else:  # " title", " -----", then the contents indented by two
+        title = lines[0].strip() if lines else ""
+        body = [line[2:].rstrip() for line in lines[2:]]
+    sections: list[list[str]] = [[]]
+    for line in body:
+        if line.strip() and set(line.strip()) <= {"─", "-"}:
+            sections.append([])
+        elif line.strip():
+            sections[-1].append(line)
+    parts = []
+    for section in sections:
+        if not section or section[0].startswith(("Argument helptext", "For full helptext")):
+            continue
+        kept = [text.strip() for text in section if len(text) - len(text.lstrip()) < 8]  # help text: indented more
+        parts.append(" ".join(kept))
+    message = "; ".join(parts) or title or "bad arguments"
+    message = re.sub(r"^Error parsing (\w+: )?", "", message)
+    if message.startswith("Missing from") or message.startswith("Unrecognized"):
+        message = message[0].lower() + message[1:]
+    return f"{' '.join(message.split())} (`{prog} --help` lists the options)"

@@ -14,8 +14,8 @@ def coevolve(config: CoevolveConfig) -> None:
 
     Each round post-trains the policy in the world model, evaluates it in physics and in
     imagination, rolls back a policy that exploits the model, and refines the model on the new
-    policy's real episodes (WoVR, World-VLA-Loop); --mode direct-rl spends the same real budget
-    on RL in physics instead. Finished stages are recorded, so --resume continues a run."""
+    policy's real episodes; --mode direct-rl spends the same real budget on RL in physics
+    instead. Finished stages are recorded, so --resume continues a run."""
     from worldsim.pipelines.coevolve import coevolve as run
 
     run(config)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from worldsim.world_models.train import MODEL_DIR, TrainWMConfig
+from worldsim.commands.parsing import Choice
+from worldsim.world_models.train import MODEL_DIR, PRESET_CONFIGS, TrainWMConfig
 
 
-def train_wm(config: TrainWMConfig) -> None:
+def train_wm(config: Annotated[TrainWMConfig, Choice("--config", "architecture preset", PRESET_CONFIGS)]) -> None:
     """Train a world model on recorded episodes, or fine-tune one.
 
     The model predicts the next frame (diffusion), the proprio and success; --init fine-tunes an

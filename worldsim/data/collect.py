@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from worldsim.data.episode import Episode
 from worldsim.data.writer import EpisodeWriter
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs, task_env_id
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
@@ -236,15 +237,14 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
                  seed: int, env_kwargs: dict[str, Any], execute_steps: int | None = None,
                  progress: tqdm | None = None, record_features: bool = False,
                  num_samples: int = 8, deterministic: bool = False,
-                 imagination: dict[str, Any] | None = None) -> TaskCollectStats:
+                 imagination: ImaginationConfig | None = None) -> TaskCollectStats:
     """Record the first ``episodes`` episodes started on ``num_envs`` envs of one task into
     ``writer`` (in the order they finish), through the rollout loop shared with evaluation
     (:func:`worldsim.rollout.run_episodes`, Disabled autoreset, paired starts). ``seed`` seeds the
     envs' starts and torch's sampling. ``record_features``: also record the policy's features and
     ``num_samples`` action samples at every step (``ValueError`` for the scripted expert,
     before any env runs). ``deterministic``: execute the policy's mean action chunk instead of
-    sampling it. ``imagination``: the imagined env's arguments (``{"world_model": ...,
-    "keyframes": ...}``) to roll out in the task's imagined twin instead of physics."""
+    sampling it. ``imagination``: roll out in the task's imagined twin instead of physics."""
     if record_features:
         check_feature_recording(policy, num_samples)
     num_envs = min(num_envs, episodes)  # more envs than episodes would only run discarded ones
@@ -270,8 +270,8 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
                      wrist_camera: bool = False, obs_mode: str = "pixels+state",
                      execute_steps: int | None = None, overwrite: bool = False, progress: bool = True,
                      record_features: bool = False, num_samples: int = 8,
-                     deterministic: bool = False, world_model: str | Path | None = None,
-                     keyframes: str | Path | None = None, continue_after_success: bool = False) -> CollectStats:
+                     deterministic: bool = False, imagination: ImaginationConfig | None = None,
+                     continue_after_success: bool = False) -> CollectStats:
     """Collect ``episodes`` complete episodes per task into one episode file ``out``.
 
     Args:
@@ -283,8 +283,10 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         out: the ``.h5`` file to write (atomically: it appears when every task is done).
         num_envs: parallel envs per task (capped at ``episodes``).
         seed: task ``k`` uses seed ``seed + k`` for its envs and torch sampling.
-        image_size, wrist_camera, obs_mode: the env's observations (stored in the file's
+        image_size: the env's image side in pixels (stored, like the next two, in the file's
             ``env_kwargs``).
+        wrist_camera: also record the wrist camera's images.
+        obs_mode: the env's observation mode.
         execute_steps: actions executed per predicted chunk before re-planning (default: all).
         overwrite: replace an existing ``out``; otherwise it is refused (``FileExistsError``).
         progress: show a progress bar.
@@ -295,9 +297,9 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         num_samples: action chunks sampled per step when recording (``S``, >= 1).
         deterministic: execute each policy's mean (mode) action chunk instead of a sample, as
             a deployed policy does (recorded samples are still drawn).
-        world_model, keyframes: roll out in imagination instead: the task's imagined env
-            (``worldsim/Imagined-<task>``, ``obs_mode="pixels"``) with this world model, its
-            episodes starting from this keyframe file; each episode records that env id.
+        imagination: roll out in imagination instead (when it names a world model): the task's
+            imagined env (``worldsim/Imagined-<task>``, ``obs_mode="pixels"``), its episodes
+            starting from the real states of its keyframes; each episode records that env id.
         continue_after_success: run every episode to the time limit instead of ending it at
             success (the env's ``terminate_on_success=False``, stored in the file's
             ``env_kwargs``): the file then holds many success frames per successful episode, not
@@ -324,11 +326,9 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
         env_kwargs["terminate_on_success"] = False
     if obs_mode != "state":
         env_kwargs.update(image_size=image_size, wrist_camera=wrist_camera)
-    if (world_model is None) != (keyframes is None):
-        raise ValueError("rolling out in imagination needs both world_model and keyframes (--world-model, "
-                         "--keyframes)")
-    imagination = {"world_model": str(world_model), "keyframes": str(keyframes)} if world_model else None
-    if imagination:
+    if imagination is not None and not imagination.imagined:
+        imagination = None
+    if imagination is not None:
         if obs_mode != "pixels" or wrist_camera:
             raise ValueError(f"imagined envs give obs_mode='pixels' without a wrist camera; got obs_mode="
                              f"{obs_mode!r}, wrist_camera={wrist_camera} (pass --obs-mode pixels)")
@@ -401,11 +401,9 @@ class CollectConfig:
     """With --record-features: action chunks sampled per step."""
     deterministic: bool = False
     """Execute the policy's mean action chunk instead of sampling it (as deployed)."""
-    world_model: Path | None = None
-    """Roll out in imagination with this world model (a train-wm run) instead of physics
-    (with --keyframes and --obs-mode pixels)."""
-    keyframes: Path | None = None
-    """Episode file the imagined episodes start from (with --world-model)."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """Roll out in imagination instead of physics: with --world-model, --keyframes and --obs-mode
+    pixels."""
     continue_after_success: bool = False
     """Run episodes to the time limit instead of ending them at success: many success frames
     per episode, and what the policy does after succeeding (see collect_episodes)."""
@@ -448,5 +446,4 @@ def collect(config: CollectConfig) -> CollectStats:
                             obs_mode=config.obs_mode, execute_steps=config.execute_steps,
                             overwrite=config.overwrite, record_features=config.record_features,
                             num_samples=config.num_samples, deterministic=config.deterministic,
-                            world_model=config.world_model, keyframes=config.keyframes,
-                            continue_after_success=config.continue_after_success)
+                            imagination=config.imagination, continue_after_success=config.continue_after_success)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -20,6 +20,7 @@ import torch
 from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
@@ -29,30 +30,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 VIDEO_SIZE = 128
-
-
-@dataclass(frozen=True)
-class Imagination:
-    """Where an evaluation in imagination happens: a world model (folder, or a loaded
-    :class:`~worldsim.world_models.WorldModel`) and the episode file whose real states start the
-    imagined episodes. Episodes start at real episode starts unless ``keyframe_ratio`` > 0;
-    ``horizon`` caps the imagined steps (None: the task's time limit); ``frames`` says who draws
-    what the policy sees (``"generated"``: the world model; ``"rendered"``: the scene's renderer,
-    from the imagined state; see :mod:`~worldsim.world_models.scene_frames`)."""
-
-    world_model: Any
-    keyframes: str | Path
-    keyframe_ratio: float = 0.0
-    horizon: int | None = None
-    device: str = "auto"
-    frames: str = "generated"
-
-    def env_kwargs(self) -> dict[str, Any]:
-        """The imagined env's arguments (``make_task_envs(task, n, imagination=...)``)."""
-        schedule = {"reset_schedule": "keyframe", "keyframe_rule": {"ratio": self.keyframe_ratio}} \
-            if self.keyframe_ratio > 0 else {"reset_schedule": "synchronous"}
-        return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
-                "device": self.device, "frames": self.frames, **schedule}
 
 
 def wilson_interval(successes: int, episodes: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -115,8 +92,8 @@ class EvalResults:
 
 def trained_tasks(policy: Policy) -> list[str]:
     """The tasks ``policy`` was trained on, as its checkpoint records them (``config.tasks``, or the
-    scripted expert's ``config.task``). A checkpoint saved before tasks were recorded names only
-    its instructions: each must then belong to one task, since tasks that share an instruction
+    scripted expert's ``config.task``). A policy whose config names only its instructions (a
+    TinyVLA config built by hand): each must then belong to one task, since tasks that share an instruction
     (PushCube-v0, PushCube-Row-v0) cannot be told apart. ``ValueError`` when the tasks are unknown."""
     config = policy.config
     if getattr(config, "tasks", ()):
@@ -132,7 +109,7 @@ def trained_tasks(policy: Policy) -> list[str]:
         matches = [name for name, spec in TASKS.items() if spec.instruction == instruction]
         if len(matches) != 1:
             found = f"is shared by {', '.join(matches)}" if matches else "belongs to no task"
-            raise ValueError(f"this checkpoint records no task names (it predates them) and its instruction "
+            raise ValueError(f"this checkpoint records no task names, and its instruction "
                              f"{instruction!r} {found}; name the tasks (--task, repeatable, or --suite)")
         names += matches
     return names
@@ -179,9 +156,11 @@ class _Tally(RolloutHooks):
 def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 50, seed: int = 0,
                   deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
                   video_dir: Path | None = None, progress: bool = True,
-                  imagination: Imagination | None = None) -> TaskResult:
+                  imagination: ImaginationConfig | None = None) -> TaskResult:
     """Run ``episodes`` episodes of ``task`` with ``policy`` and measure them, in physics or, with
-    ``imagination``, in that world model's imagined twin of the task. The episodes are the
+    ``imagination`` (that names a world model), in that world model's imagined twin of the task,
+    from real episode starts to the time limit
+    (:meth:`~worldsim.envs.imagination.ImaginationConfig.for_evaluation`). The episodes are the
     first ``episodes`` started on ``num_envs`` envs (:func:`worldsim.rollout.run_episodes`).
 
     ``videos`` > 0 records the first that many episodes (front camera, 128 px in physics, the
@@ -193,10 +172,11 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
     env_kwargs = {"render_mode": "rgb_array" if videos else None, **policy.env_kwargs()}
-    if imagination is None:
+    imagined = imagination.for_evaluation() if imagination is not None and imagination.imagined else None
+    if imagined is None:
         env_kwargs["render_size"] = VIDEO_SIZE
-    env = make_task_envs(spec.name, min(num_envs, episodes), autoreset_mode="Disabled",
-                         imagination=imagination.env_kwargs() if imagination is not None else None, **env_kwargs)
+    env = make_task_envs(spec.name, min(num_envs, episodes), autoreset_mode="Disabled", imagination=imagined,
+                         **env_kwargs)
     bar = tqdm(total=episodes, desc=f"eval {spec.name}", disable=not progress, leave=False)
     tally = _Tally(env, episodes, videos, bar)
     try:
@@ -219,7 +199,7 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
 def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs: int = 50, seed: int = 0,
                     deterministic: bool = True, execute_steps: int | None = None, videos: int = 0,
                     video_dir: Path | None = None, name: str = "", progress: bool = True,
-                    imagination: Imagination | None = None) -> EvalResults:
+                    imagination: ImaginationConfig | None = None) -> EvalResults:
     """Evaluate ``policy`` on each of ``tasks`` for ``episodes`` episodes each (task k uses
     seed ``seed + k``), in physics or, with ``imagination``, in a world model."""
     results = {}
@@ -231,6 +211,17 @@ def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs
                                    imagination=imagination)
             results[result.task] = result
     return EvalResults(name or type(policy).__name__, seed, deterministic, results)
+
+
+def evaluate_in_physics(policy: Policy, tasks: list[str], episodes: int, seed: int) -> dict[str, Any]:
+    """The trainers' evaluation: deterministic, in physics, on fresh envs, ``episodes`` per task
+    (the tasks' own episode rules: success ends an episode), the policy's train/eval mode left
+    as it was; the JSON document of :meth:`EvalResults.to_json`."""
+    was_training = policy.training
+    policy.eval()
+    results = evaluate_policy(policy, tasks, episodes, num_envs=min(episodes, 256), seed=seed, progress=False)
+    policy.train(was_training)
+    return results.to_json()
 
 
 @dataclass
@@ -262,6 +253,13 @@ class EvaluationConfig:
     """Where videos go (default: videos/ beside --out, else runs/evaluate/videos)."""
     out: Path | None = None
     """Write the results (success_rate, per-task rates, intervals, episode count) to this JSON file."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """Evaluate in a world model instead of physics (with --world-model and --keyframes): from
+    real episode starts, to the task's time limit."""
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {
+        "imagination": ("keyframe_ratio", "horizon", "reward_type")}
+    """Evaluation starts at episode starts, runs to the time limit and reads success only."""
 
     def __post_init__(self) -> None:
         for name in ("episodes", "num_envs"):
@@ -294,7 +292,8 @@ def evaluate_checkpoint(config: EvaluationConfig) -> EvalResults:
     tasks = config.named_tasks
     kwargs: dict[str, Any] = dict(num_envs=config.num_envs, deterministic=not config.stochastic,
                   execute_steps=config.execute_steps, videos=3 if config.video else 0,
-                  video_dir=config.videos_to)
+                  video_dir=config.videos_to,
+                  imagination=config.imagination if config.imagination.imagined else None)
     if config.policy == "expert":
         if not tasks:
             raise ValueError("--policy expert needs --task or --suite")
@@ -317,7 +316,9 @@ def results_table(results: EvalResults) -> Table:
     """A rich table of per-task success with 95% intervals."""
     from rich.table import Table
 
-    table = Table(title=f"evaluation of {results.policy} ({results.episodes} episodes)")
+    kind = "deterministic" if results.deterministic else "stochastic"
+    table = Table(title=f"evaluation of {results.policy} ({results.episodes} episodes of seed {results.seed}, "
+                        f"{kind}: the same seed runs the same episodes)")
     table.add_column("task", justify="left")
     for col in ("success", "95% CI", "episodes", "return", "length"):
         table.add_column(col, justify="right")

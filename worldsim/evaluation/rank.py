@@ -10,17 +10,17 @@ rank correlation (does imagination order the checkpoints as reality does) and Pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from rich.table import Table
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.runtime.atomic import atomic_path
-from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import write_json
 
 
@@ -33,26 +33,20 @@ def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, episodes: int,
-                               imagined_episodes: int, world_model: str | Path | None,
-                               keyframes: str | Path | None, seed: int = 0, device: Device = "auto",
-                               progress: bool = True, real: dict[str, Any] | None = None,
-                               frames: str = "generated") -> dict[str, Any]:
+                               imagined_episodes: int, imagination: ImaginationConfig | None, seed: int = 0,
+                               progress: bool = True, real: dict[str, Any] | None = None) -> dict[str, Any]:
     """Success of one policy per task: ``real`` in physics (deterministic, seed ``seed + 10000``,
     the RL trainers' evaluation protocol; pass an existing result to skip it) and ``imagined`` in
-    ``world_model`` from the real episode starts of ``keyframes`` (seed ``seed + 20000``; left
-    out without a world model), on ``frames`` (:class:`~worldsim.evaluation.evaluate.Imagination`)."""
-    from worldsim.evaluation.evaluate import Imagination, evaluate_policy
+    the world model of ``imagination`` from the real episode starts of its keyframes (seed
+    ``seed + 20000``; left out without a world model)."""
+    from worldsim.evaluation.evaluate import evaluate_in_physics, evaluate_policy
     from worldsim.policies import load_policy
-    from worldsim.training.rl import evaluate
 
     policy = load_policy(policy_path).eval()
     if real is None:
-        real = evaluate(policy, tasks, episodes, seed=seed + 10_000)
+        real = evaluate_in_physics(policy, tasks, episodes, seed=seed + 10_000)
     result = {"policy": str(policy_path), "real": per_task_summary(real)}
-    if world_model is not None:
-        if keyframes is None:
-            raise ValueError("imagined evaluation needs keyframes: the recorded episodes it starts from")
-        imagination = Imagination(world_model, keyframes, device=device, frames=frames)
+    if imagination is not None and imagination.imagined:
         dream = evaluate_policy(policy, tasks, imagined_episodes, num_envs=32, seed=seed + 20_000,
                                 progress=progress, imagination=imagination)
         result["imagined"] = per_task_summary(dream.to_json())
@@ -80,10 +74,6 @@ def rank_agreement(real: ArrayLike, imagined: ArrayLike) -> dict[str, float]:
 class RankConfig:
     """A ranking of policy checkpoints in imagination (:func:`rank_policies`)."""
 
-    world_model: Path
-    """World model folder (a `worldsim train-wm` run)."""
-    keyframes: Path
-    """Episode file whose real episode starts begin the imagined episodes."""
     policies: tuple[Path, ...]
     """Policy checkpoints or run folders (at least 2; e.g. runs/ckpt_*)."""
     suite: str | None = None
@@ -98,15 +88,18 @@ class RankConfig:
     """Folder for ranking.json, ranking.md and ranking.png."""
     seed: int = 0
     """Seed of the evaluations (every policy sees the same real and imagined starts)."""
-    device: Device = "auto"
-    """Where the world model runs (auto: CUDA when available)."""
-    frames: Literal["generated", "rendered"] = "generated"
-    """What the policies see in imagination: the world model's frames, or the imagined state drawn
-    by the scene's renderer (a model with the object pathway; see worldsim.world_models.scene_frames)."""
     progress: bool = True
     """Show progress bars."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """The world model the policies are ranked in (--world-model and --keyframes are needed);
+    imagined episodes start at the keyframes' real episode starts and run to the time limit."""
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {
+        "imagination": ("keyframe_ratio", "horizon", "reward_type")}
+    """Evaluation starts at episode starts, runs to the time limit and reads success only."""
 
     def __post_init__(self) -> None:
+        self.imagination.require("rank-policies")
         if len(self.policies) < 2:
             raise ValueError(f"--policies names {len(self.policies)} checkpoint(s); ranking needs at least 2")
         if self.episodes < 1 or self.imagined_episodes < 1:
@@ -122,7 +115,9 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
 
     for path in config.policies:
         load_policy(path)  # a missing or broken checkpoint fails here, before any evaluation
-    model_tasks = WorldModel.from_pretrained(config.world_model).config.tasks
+    world_model = config.imagination.world_model
+    assert world_model is not None  # required in RankConfig.__post_init__
+    model_tasks = WorldModel.from_pretrained(world_model).config.tasks
     tasks = (list(get_suite(config.suite).seen) if config.suite
              else [get_task(t).name for t in config.task] or list(model_tasks))
     unknown = [t for t in tasks if t not in model_tasks]
@@ -131,15 +126,15 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
                          f"{', '.join(model_tasks)}")
     rows = [evaluate_real_and_imagined(p, tasks, episodes=config.episodes,
                                        imagined_episodes=config.imagined_episodes,
-                                       world_model=config.world_model, keyframes=config.keyframes,
-                                       seed=config.seed, device=config.device, progress=config.progress,
-                                       frames=config.frames)
+                                       imagination=config.imagination, seed=config.seed,
+                                       progress=config.progress)
             for p in config.policies]
     real = np.array([r["real"]["success_rate"] for r in rows])
     imagined = np.array([r["imagined"]["success_rate"] for r in rows])
     pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
              for r in rows for t in tasks]
-    result = {"tasks": tasks, "world_model": str(config.world_model), "frames": config.frames, "policies": rows,
+    result = {"tasks": tasks, "world_model": str(config.imagination.world_model),
+              "frames": config.imagination.frames, "policies": rows,
               "over_policies": rank_agreement(real, imagined),
               "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
               "per_task": {t: rank_agreement([r["real"]["per_task"][t]["success_rate"] for r in rows],

@@ -20,23 +20,24 @@ reach (``ceiling``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
 from rich.table import Table
 from tqdm import tqdm
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import get_task
 from worldsim.evaluation.compare import paired_comparison
-from worldsim.evaluation.evaluate import Imagination, wilson_interval
+from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.policies.base import Policy, load_policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.runtime.atomic import atomic_path
-from worldsim.runtime.device import Device, resolve_device
+from worldsim.runtime.device import resolve_device
 from worldsim.runtime.run_logging import write_json
 from worldsim.runtime.video import upscale, write_video
 from worldsim.world_models.env import ImaginedVectorEnv
@@ -50,23 +51,12 @@ class StartAgreementConfig:
     """A policy run from the same real starts in a world model and in physics (:func:`run_start_agreement`).
     Set the imagination as the ``train-rl`` run to be checked had it."""
 
-    world_model: Path
-    """World model folder (a `worldsim train-wm` run)."""
-    keyframes: Path
-    """Episode file (with state observations) whose real states start the episodes: train-rl's --keyframes."""
     policy: Path
     """Pixel policy checkpoint or run folder (e.g. the BC policy an RL run starts from, or the run itself)."""
     task: str = "PushCube-v0"
     """Task of the keyframes to start from."""
     starts: int = 200
     """Starts to run from (each once in imagination, twice in physics)."""
-    keyframe_ratio: float = 0.5
-    """Share of the starts at mid-episode keyframes rather than episode starts (train-rl's default)."""
-    horizon: int | None = 40
-    """Steps per episode: train-rl's --imagined-horizon (coevolve's default, 40; None: the task's time limit)."""
-    frames: Literal["generated", "rendered"] = "generated"
-    """What the policy sees in imagination: the world model's frames, or the imagined state drawn by
-    the scene's renderer (a model with the object pathway; worldsim.world_models.scene_frames)."""
     deterministic: bool = False
     """Take the policy's mean action (RL samples; then the ceiling is not measured)."""
     seed: int = 0
@@ -75,18 +65,20 @@ class StartAgreementConfig:
     """Starts shown in imagined_vs_real.mp4 (imagined | physics)."""
     out: Path = Path("runs/imagined_vs_real")
     """Folder for report.json, agreement.png and imagined_vs_real.mp4."""
-    device: Device = "auto"
-    """Where the world model and the policy run (auto: CUDA when available)."""
     progress: bool = True
     """Show a progress bar."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """The imagination of the train-rl run to check (--world-model and --keyframes, a file with
+    state observations, are needed): its starts (episode starts and keyframes) and horizon. The
+    policy runs on its device too."""
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("reward_type",)}
+    """Only outcomes are compared: the reward does not matter."""
 
     def __post_init__(self) -> None:
+        self.imagination.require("imagined-vs-real")
         if self.starts < 1:
             raise ValueError(f"--starts {self.starts} must be >= 1")
-        if not 0.0 <= self.keyframe_ratio <= 1.0:
-            raise ValueError(f"--keyframe-ratio {self.keyframe_ratio} must be in [0, 1]")
-        if self.horizon is not None and self.horizon < 1:
-            raise ValueError(f"--horizon {self.horizon} must be >= 1")
         if self.videos < 0:
             raise ValueError(f"--videos {self.videos} must be >= 0")
 
@@ -94,11 +86,8 @@ class StartAgreementConfig:
 def run_start_agreement(config: StartAgreementConfig) -> dict[str, Any]:
     """:func:`compare_from_starts` as ``config`` says; writes ``report.json`` and
     ``agreement.png`` (and the video) to ``config.out`` and returns the report."""
-    device = resolve_device(config.device)
-    policy = load_policy(config.policy, device=device).eval()
-    imagination = Imagination(config.world_model, config.keyframes, keyframe_ratio=config.keyframe_ratio,
-                              horizon=config.horizon, device=str(device), frames=config.frames)
-    report = compare_from_starts(policy, get_task(config.task).name, imagination, starts=config.starts,
+    policy = load_policy(config.policy, device=resolve_device(config.imagination.device)).eval()
+    report = compare_from_starts(policy, get_task(config.task).name, config.imagination, starts=config.starts,
                                  seed=config.seed, deterministic=config.deterministic, videos=config.videos,
                                  out=config.out, progress=config.progress)
     report["policy"] = str(config.policy)
@@ -168,7 +157,7 @@ def recorded_start(world: ImaginedVectorEnv, episode: np.ndarray, step: np.ndarr
     return {"start_state": bank.state[bank.obs_start[episode]], "replay_actions": actions, "replay_steps": step}
 
 
-def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, starts: int = 200,
+def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfig, *, starts: int = 200,
                         seed: int = 0, deterministic: bool = False, videos: int = 8,
                         out: str | Path | None = None, progress: bool = True) -> dict[str, Any]:
     """Run ``policy`` from ``starts`` real starts of ``imagination`` (its world model, keyframes
@@ -188,7 +177,8 @@ def compare_from_starts(policy: Policy, task: str, imagination: Imagination, *, 
     policy.check_task(get_task(task).instruction)
     env_kwargs = policy.env_kwargs()
     with tqdm(total=3, desc=f"{task}: imagination, physics x2", disable=not progress, leave=False) as bar:
-        imagined_env = make_task_envs(task, starts, imagination=imagination.env_kwargs(), **env_kwargs)
+        imagined_env = make_task_envs(task, starts, imagination=imagination.require("compare_from_starts"),
+                                      **env_kwargs)
         try:
             world = cast(ImaginedVectorEnv, imagined_env.unwrapped)
             if world.bank.state is None:

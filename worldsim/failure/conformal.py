@@ -79,6 +79,28 @@ def conformal_quantile(values: np.ndarray, alpha: float) -> float:
     return float(np.sort(values)[rank - 1])
 
 
+def enough_successes(count: int, alpha: float, split: bool, fit_fraction: float = 0.5) -> bool:
+    """Whether ``count`` successful rollouts calibrate at ``alpha``: the conformal quantile's rank
+    exists among them or, with ``split`` (functional CP, joint bands), among those left after a
+    ``fit_fraction`` share shaped the band."""
+    held = count - max(1, int(round(fit_fraction * count))) if split else count
+    return held >= 1 and math.ceil((held + 1) * (1.0 - alpha)) <= held
+
+
+def needed_successes(alpha: float, split: bool, fit_fraction: float = 0.5) -> int:
+    """The fewest successful calibration rollouts that calibrate at ``alpha``."""
+    count = 1
+    while not enough_successes(count, alpha, split, fit_fraction):
+        count += 1
+    return count
+
+
+def smallest_alpha(count: int, split: bool, fit_fraction: float = 0.5) -> float | None:
+    """The smallest alpha, in hundredths up to 0.5, at which ``count`` successes calibrate (None:
+    not even 0.5)."""
+    return next((a / 100 for a in range(1, 51) if enough_successes(count, a / 100, split, fit_fraction)), None)
+
+
 def check_calibration_count(count: int, alpha: float, split: bool, fit_fraction: float = 0.5) -> None:
     """Raise the ``ValueError`` that calibrating on ``count`` successful rollouts at ``alpha`` would
     raise, before any rollout is scored: the conformal quantile needs enough of them, and with
@@ -90,14 +112,12 @@ def check_calibration_count(count: int, alpha: float, split: bool, fit_fraction:
     if not split:
         conformal_quantile(np.zeros(count), alpha)
         return
-    n_fit = max(1, int(round(fit_fraction * count)))
-    held = count - n_fit
-    if math.ceil((held + 1) * (1.0 - alpha)) > held:
-        needed = math.ceil((math.ceil(1.0 / alpha) - 1) / (1.0 - fit_fraction))
+    if not enough_successes(count, alpha, split, fit_fraction):
+        n_fit = max(1, int(round(fit_fraction * count)))
         raise ValueError(
-            f"functional CP at alpha={alpha} needs about {needed} successful calibration rollouts "
-            f"(here {count}: {n_fit} shape the band, {held} calibrate it); collect more "
-            f"rollouts, raise alpha or use constant CP"
+            f"functional CP at alpha={alpha} needs at least {needed_successes(alpha, split, fit_fraction)} "
+            f"successful calibration rollouts (here {count}: {n_fit} shape the band, {count - n_fit} "
+            f"calibrate it); collect more rollouts, raise alpha or use constant CP"
         )
 
 
@@ -216,8 +236,12 @@ def calibrate_components(
 ) -> list[Threshold]:
     """One threshold per score component (``components[c][i]``: component ``c`` of successful
     rollout ``i``): each calibrated at ``alpha`` on its own, or, with ``joint``, bands sharing one
-    ``h`` (:func:`joint_functional_thresholds`; constant bands for ``method="constant"``)."""
+    ``h`` (:func:`joint_functional_thresholds`; constant bands for ``method="constant"``). Joint
+    bands split the successes (half shape the bands); constant CP never needs that split, so with
+    too few successes for it each component is calibrated at ``alpha`` on all of them instead
+    (the AND rule's false-alarm rate stays <= alpha, it just alarms less)."""
     check_method(method)
-    if joint and len(components) > 1:
-        return joint_functional_thresholds(components, alpha, rng, time_varying=method == "functional")
+    functional = method == "functional"
+    if joint and len(components) > 1 and (functional or enough_successes(len(components[0]), alpha, split=True)):
+        return joint_functional_thresholds(components, alpha, rng, time_varying=functional)
     return [calibrate(curves, alpha, method, rng) for curves in components]

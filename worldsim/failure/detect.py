@@ -10,6 +10,7 @@ writes to ``out``: ``results.json`` (every metric, seed and alpha), ``table.md``
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from tqdm.auto import tqdm
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.failure.detectors import DETECTORS, make_detector
+from worldsim.failure.detectors import DETECTORS
 from worldsim.failure.protocol import (
     DEFAULT_SWEEP,
     DetectorResult,
@@ -98,7 +99,10 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     """Fit, calibrate and test every detector of ``config`` on every seed, and write the report to
     ``config.out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
     ``sweep.png``, ``videos/`` and ``detectors/<name>/``. Inputs are checked (features recorded,
-    images for videos, enough calibration successes) before any detector is fitted."""
+    images for videos, enough calibration successes) before any detector is fitted; a detector
+    that cannot be fitted or calibrated on these rollouts (``ValueError``, e.g. a supervised one
+    without failures to learn from) is skipped, its reason in ``results.json`` (``skipped``),
+    ``table.md`` and one line on stderr, while the others run."""
     names = parse_detectors(config.detectors)
     rollouts = load_rollouts(config.data)
     protocol = config.protocol(sorted({r.task for r in rollouts}))
@@ -107,25 +111,35 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
             if "image" not in reader.obs_keys:
                 raise ValueError(f"{config.data} holds no camera images (obs_mode 'state'): pass --videos 0, "
                                  "or collect with pixels")
-    joint = any(d.joint_calibration and len(d.components) > 1 for d in map(make_detector, names))
-    check_calibration(rollouts, protocol, joint)
+    check_calibration(rollouts, protocol)
     failures = sum(not r.success for r in rollouts)
     tasks = len({r.task for r in rollouts})
     Console().print(f"{len(rollouts)} rollouts ({failures} failures) of {tasks} tasks; "
                     f"seen {list(protocol.seen_tasks)}, unseen {list(protocol.unseen_tasks)}")
     results: dict[str, DetectorResult] = {}
+    skipped: dict[str, str] = {}
     start = time.perf_counter()
     for name in tqdm(names, desc="detectors", unit="detector"):
-        results[name] = result = evaluate_detector(name, rollouts, protocol)
+        try:
+            result = evaluate_detector(name, rollouts, protocol)
+        except ValueError as err:  # this detector cannot be fitted or calibrated on these rollouts
+            skipped[name] = " ".join(str(err).split())
+            tqdm.write(f"skipped {name}: {skipped[name]}", file=sys.stderr)  # one line, above the bar
+            continue
         if result.detector is None:
             raise RuntimeError(f"detector {name!r} ran no seed: nothing to save")
+        results[name] = result
         result.detector.save(config.out / "detectors" / name)
+    if not results:
+        raise ValueError("no detector could be fitted and calibrated: "
+                         + "; ".join(f"{name}: {reason}" for name, reason in skipped.items()))
     write_json(config.out / "results.json", {
         "rollouts": str(config.data), "protocol": to_jsonable(protocol), "episodes": len(rollouts),
         "failures": failures, "seconds": round(time.perf_counter() - start, 1),
-        "detectors": {n: r.to_json() for n, r in results.items()}})
+        "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped})
     with atomic_path(config.out / "table.md") as tmp:
-        tmp.write_text(results_markdown(results, config.alpha))
+        tmp.write_text(results_markdown(results, config.alpha)
+                       + "".join(f"\nskipped {name}: {reason}\n" for name, reason in skipped.items()))
     plot_roc(results, config.out / "roc.png")
     plot_sweep(results, config.out / "sweep.png")
     if config.videos:

@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from worldsim.failure.conformal import CP_METHODS, Threshold, check_alpha, check_calibration_count
+from worldsim.failure.conformal import (
+    CP_METHODS,
+    Threshold,
+    check_alpha,
+    enough_successes,
+    needed_successes,
+    smallest_alpha,
+)
 from worldsim.failure.detectors import Detector, make_detector
 from worldsim.failure.rollouts import Rollout, shortest_success_lengths
 
@@ -157,14 +164,39 @@ def split_rollouts(
     return train, calibration, test
 
 
-def check_calibration(rollouts: Sequence[Rollout], config: ProtocolConfig, joint: bool = False) -> None:
-    """Raise the calibration error a detector would meet, before any is fitted: every seed's
-    calibration successes must suffice for ``config.cp`` at ``config.alpha``. ``joint``: a
-    detector calibrates several score components jointly, which splits its successes as
-    functional CP does."""
-    for seed in config.seeds:
-        _, calibration, _ = split_rollouts(rollouts, config, seed)
-        check_calibration_count(len(calibration), config.alpha, split=config.cp == "functional" or joint)
+def calibration_problem(rollouts: Sequence[Rollout], config: ProtocolConfig) -> str | None:
+    """Why ``config.cp`` at ``config.alpha`` cannot calibrate on some seed's calibration successes,
+    with how many rollouts, or which alpha, would do; None when every seed's suffice. Functional
+    CP splits the successes (half shape the band); constant CP, joint bands included
+    (:func:`~worldsim.failure.conformal.calibrate_components`), uses them all."""
+    split = config.cp == "functional"
+    count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
+    if count == 0:
+        return ("the calibration set holds no successful rollouts; conformal calibration needs successes "
+                "(check the seen tasks and the split)")
+    if enough_successes(count, config.alpha, split):
+        return None
+    needed = needed_successes(config.alpha, split)
+    seen = [r for r in rollouts if r.task in config.seen_tasks]
+    n_fit = max(1, int(round(0.5 * count)))  # functional CP's split (conformal.functional_threshold)
+    band = f": {n_fit} shape the band, {count - n_fit} calibrate it" if split else ""
+    options = [f"collect about {math.ceil(len(seen) * needed / count)} rollouts of the seen tasks "
+               f"(at their success rate, {sum(r.success for r in seen)} of {len(seen)} here)"]
+    alpha = smallest_alpha(count, split)
+    if alpha is not None:
+        options.append(f"pass --alpha {alpha}")
+    constant_alpha = smallest_alpha(count, split=False)
+    if split and constant_alpha is not None:
+        options.append("pass --cp constant" + (f" --alpha {constant_alpha}" if constant_alpha > config.alpha else ""))
+    return (f"{config.cp} CP at alpha={config.alpha} needs at least {needed} successful calibration rollouts "
+            f"(here {count}{band}); " + ", or ".join(options))
+
+
+def check_calibration(rollouts: Sequence[Rollout], config: ProtocolConfig) -> None:
+    """Raise :func:`calibration_problem`'s reason as a ``ValueError``, before any detector is fitted."""
+    problem = calibration_problem(rollouts, config)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def roc_scores(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from PIL import Image, ImageDraw
+from rich.console import Console
 from rich.table import Table
 
 from worldsim.data.reader import EpisodeReader
@@ -34,16 +35,35 @@ def _cell(stats: dict[str, float]) -> str:
 
 
 def results_table(results: dict[str, DetectorResult], alpha: float) -> Table:
-    """A rich table: one row per detector and split, mean ± std over seeds."""
+    """A rich table: one row per detector and split, mean ± std over seeds. Names are never cut
+    (piped output is 80 columns wide): the figures wrap at their "±" instead."""
     table = Table(title=f"failure detection (alpha = {alpha}; mean ± std over seeds)")
-    for column in ("detector", "split", *(label for _, label in COLUMNS), "ms/step"):
-        table.add_column(column, justify="left" if column in ("detector", "split") else "right")
+    names = max([len("detector"), *map(len, results)])
+    table.add_column("detector", no_wrap=True, min_width=names)
+    table.add_column("split", no_wrap=True, min_width=len("unseen"))
+    for column in (*(label for _, label in COLUMNS), "ms/step"):
+        table.add_column(column, justify="right")
     for name, result in results.items():
         summary = result.summary()
         ms = f"{np.mean([s.score_ms_per_step for s in result.seeds]):.3f}"
         for split, stats in summary.items():
             table.add_row(name, split, *(_cell(stats[key]) for key, _ in COLUMNS), ms)
     return table
+
+
+def print_table(table: Table, console: Console | None = None) -> None:
+    """Print ``table`` whole: on a terminal at its width (figures wrap, names do not), and piped
+    or redirected (where rich assumes 80 columns and would cut cells to "…") at the table's own."""
+    console = console or Console()
+    if console.is_terminal:
+        console.print(table)
+        return
+    width = console.width
+    console.width = max(width, console.measure(table, options=console.options.update_width(10_000)).maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
@@ -77,7 +97,7 @@ def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     splits = sorted({s for r in results.values() for s in r.seeds[0].roc}, key=["seen", "unseen"].index)
-    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(splits), figsize=(7 * len(splits), 4.5), squeeze=False)
     for ax, split in zip(axes[0], splits, strict=True):
         for name, result in results.items():
             fpr, tpr = result.seeds[0].roc.get(split, ([], []))
@@ -86,7 +106,8 @@ def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
                 ax.plot(fpr, tpr, label=f"{name} ({auc:.2f})")
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
         ax.set(title=f"{split} tasks", xlabel="false-positive rate", ylabel="true-positive rate")
-        ax.legend(fontsize=7, loc="lower right")
+        if ax.get_legend_handles_labels()[0]:  # beside the axes, where it covers no curve
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return _save(fig, path)
 

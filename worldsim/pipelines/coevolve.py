@@ -24,7 +24,7 @@ with a frozen world model); evaluation episodes are counted and reported separat
 
 **Guarding against exploitation.** A policy trained in a learned simulator can learn what
 fools the success head instead of what solves the task. Three mechanisms limit that:
-(i) imagined episodes are short: keyframe starts and ``imagined_horizon`` keep them near
+(i) imagined episodes are short: keyframe starts and the imagination's ``horizon`` keep them near
 real data, where the model is accurate; (ii) the success head's verdict needs probability
 >= the model's calibrated threshold; (iii) every round measures the same policy's imagined
 and real success: when imagined success exceeds real success by more than
@@ -53,19 +53,34 @@ The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-s
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from rich.console import Console
 
-from worldsim.envs.core import ImaginedReward
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
+
+
+@dataclass
+class GuardConfig:
+    """When co-evolution rolls a round's policy back (the module docstring's guard)."""
+
+    divergence_threshold: float = 0.3
+    """Roll back when imagined success exceeds real success by more than this."""
+    max_real_drop: float = 0.1
+    """Roll back when real success falls more than this below the best accepted policy's."""
+
+    def __post_init__(self) -> None:
+        for name in ("divergence_threshold", "max_real_drop"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
 
 
 @dataclass
@@ -95,23 +110,8 @@ class CoevolveConfig:
     """RL algorithm in imagination (and for the direct-rl baseline)."""
     frozen_world_model: bool = False
     """Ablation: train the world model once and never refine it (no co-evolution)."""
-    keyframe_ratio: float = 0.5
-    """Share of imagined episodes starting at mid-episode keyframes (0: ablation without them)."""
-    imagined_horizon: int | None = 40
-    """Imagined steps after which an episode is truncated (None: the task's time limit)."""
-    imagined_reward: ImaginedReward = "transition"
-    """Reward RL sees in imagination: transition (1 when the imagined verdict turns to success),
-    sparse, or dense (the physics env's shaped reward on the imagined gripper and objects)."""
-    imagined_frames: Literal["generated", "rendered"] = "rendered"
-    """What the policy sees in imagination, in RL and in the imagined evaluations: the imagined state
-    drawn by the scene's renderer (a model with the object pathway, which the presets train on this
-    pipeline's data), or the world model's own generated frames."""
     kl_coef: float = 0.0
     """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
-    uncertainty_penalty: float = 0.0
-    """Reward off per cm of the dynamics ensemble's disagreement per imagined step (0: none)."""
-    dynamics_members: int = 1
-    """Members of the world model's dynamics ensemble (1: none); refinements keep them."""
     wm_config: Literal["tiny", "base"] = "tiny"
     """World-model preset."""
     wm_steps: int = 4000
@@ -121,8 +121,8 @@ class CoevolveConfig:
     wm_time_budget: float | None = None
     """Seconds per world-model training (None: no limit)."""
     rl_env_steps: int = 80_000
-    """Imagined env steps per RL round (direct-rl: replaced by the real budget); with GRPO, 32
-    iterations of 64 episodes of 40 steps, as 200,000 were before rollouts stopped at the horizon."""
+    """Imagined env steps per RL round (direct-rl: replaced by the real budget); with GRPO and the
+    default horizon, 32 iterations of 64 episodes of 40 steps."""
     rl_time_budget: float | None = None
     """Seconds per RL round (None: no limit)."""
     rl_num_envs: int = 64
@@ -135,10 +135,6 @@ class CoevolveConfig:
     """Real evaluation episodes per task after every round."""
     imagined_eval_episodes: int = 32
     """Imagined evaluation episodes per task after every round."""
-    divergence_threshold: float = 0.3
-    """Roll back when imagined success exceeds real success by more than this."""
-    max_real_drop: float = 0.1
-    """Roll back when real success falls more than this below the best accepted policy's."""
     test_episodes: int = 0
     """Real episodes per task on which the base and final policies are evaluated once the run
     ends, apart from the round evaluations the guard chooses by (0: none)."""
@@ -161,9 +157,24 @@ class CoevolveConfig:
     """Torch CPU threads."""
     progress: bool = True
     """Show progress bars."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """How RL imagines (its starts, horizon, frames and reward) and what the imagined evaluations
+    show the policy; the world model and keyframes are each round's own, on --device."""
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    """When a round's policy is rolled back: the guard against a policy that exploits the world model."""
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("world_model", "keyframes", "device")}
+    """Each round trains its own world model on its own real episodes, on the run's device."""
 
     def __post_init__(self) -> None:
         self.base_policy, self.out = Path(self.base_policy), Path(self.out)
+        if self.imagination.imagined:
+            raise ValueError("coevolve trains its own world model and takes its keyframes from the real episodes "
+                             "it collects: leave imagination.world_model and keyframes unset")
+        if self.imagination.device not in ("auto", self.device):
+            raise ValueError(f"imagination.device={self.imagination.device!r}: the world model runs on the run's "
+                             f"device ({self.device!r}); leave the imagination's at 'auto'")
+        self.imagination = self.imagination.replace(device=self.device)
         if self.demonstrations is not None:
             self.demonstrations = Path(self.demonstrations)
             if not self.demonstrations.is_file():
@@ -175,7 +186,7 @@ class CoevolveConfig:
         else:
             get_suite(self.suite)
         for name in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps", "rl_env_steps", "rl_num_envs",
-                     "group_size", "eval_episodes", "imagined_eval_episodes", "dynamics_members"):
+                     "group_size", "eval_episodes", "imagined_eval_episodes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
@@ -184,17 +195,10 @@ class CoevolveConfig:
         if self.real_episodes < len(self.tasks):
             raise ValueError(f"real_episodes={self.real_episodes} must give each of the {len(self.tasks)} "
                              "tasks at least one episode")
-        for name in ("keyframe_ratio", "divergence_threshold", "max_real_drop"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
-        for name, value in (("kl_coef", self.kl_coef), ("uncertainty_penalty", self.uncertainty_penalty)):
-            if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name}={value!r} must be a finite number >= 0")
+        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
+            raise ValueError(f"kl_coef={self.kl_coef!r} must be a finite number >= 0")
         if self.kl_coef and self.algo != "grpo":
             raise ValueError(f"kl_coef={self.kl_coef!r} is GRPO's KL term; algo={self.algo!r} has none")
-        if self.uncertainty_penalty and self.dynamics_members < 2:
-            raise ValueError(f"uncertainty_penalty={self.uncertainty_penalty!r} charges the dynamics ensemble's "
-                             f"disagreement: give dynamics_members >= 2 (got {self.dynamics_members})")
         if self.rl_num_envs % len(self.tasks):
             raise ValueError(f"rl_num_envs={self.rl_num_envs} must be a multiple of the {len(self.tasks)} tasks")
 
@@ -235,12 +239,11 @@ def collect_real(config: CoevolveConfig, policy_path: Path, out: Path, seed: int
 
 def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, seed: int) -> dict[str, Any]:
     """Train a world model on ``data`` (or refine ``init`` on it)."""
-    from worldsim.world_models import TrainWMConfig, train_world_model
+    from worldsim.world_models.train import PRESET_CONFIGS, train_world_model
 
     steps = config.wm_steps if init is None else config.wm_refine_steps
-    summary = train_world_model(TrainWMConfig(
-        data=data, out=out, config=config.wm_config, init=init, steps=steps, time_budget=config.wm_time_budget,
-        dynamics_members=config.dynamics_members if init is None else None,
+    summary = train_world_model(PRESET_CONFIGS[config.wm_config](
+        data=data, out=out, init=init, steps=steps, time_budget=config.wm_time_budget,
         val_every=max(steps // 4, 1), video_every=steps, checkpoint_every=steps, seed=seed,
         device=config.device, torch_threads=config.torch_threads, progress=config.progress))
     return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
@@ -251,10 +254,11 @@ def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path |
     """Real and imagined success of one policy (:func:`worldsim.evaluation.rank.evaluate_real_and_imagined`)."""
     from worldsim.evaluation.rank import evaluate_real_and_imagined
 
+    imagination = (config.imagination.replace(world_model=world_model, keyframes=keyframes)
+                   if world_model is not None else None)
     result = evaluate_real_and_imagined(policy_path, config.tasks, episodes=config.eval_episodes,
-                                        imagined_episodes=config.imagined_eval_episodes, world_model=world_model,
-                                        keyframes=keyframes, seed=config.seed, device=config.device,
-                                        progress=config.progress, real=real, frames=config.imagined_frames)
+                                        imagined_episodes=config.imagined_eval_episodes, imagination=imagination,
+                                        seed=config.seed, progress=config.progress, real=real)
     imagined = result.get("imagined")
     console.print(f"{policy_path}: real success {100 * result['real']['success_rate']:.1f}% of "
                   f"{result['real']['episodes']} episodes"
@@ -276,10 +280,7 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
                   device=config.device, torch_threads=config.torch_threads, progress=config.progress)
     common |= {"suite": config.suite} if config.suite else {"task": config.task}
     if world_model is not None:
-        common |= {"world_model": str(world_model), "keyframes": str(keyframes),
-                   "keyframe_ratio": config.keyframe_ratio, "imagined_horizon": config.imagined_horizon,
-                   "imagined_reward": config.imagined_reward, "uncertainty_penalty": config.uncertainty_penalty,
-                   "imagined_frames": config.imagined_frames}
+        common["imagination"] = config.imagination.replace(world_model=world_model, keyframes=keyframes)
     if config.algo == "grpo":
         summary = train_grpo(GRPOConfig(group_size=config.group_size, kl_coef=config.kl_coef, **common))
     else:
@@ -289,7 +290,7 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
             "eval": summary.get("eval")}
 
 
-def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: CoevolveConfig) -> dict[str, Any]:
+def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: GuardConfig) -> dict[str, Any]:
     """Accept the round's policy, or roll back (see the module docstring); the verdict and why.
     ``accepted`` are the rounds accepted so far: real success is compared with the best of them,
     so a slow slide over several rounds is caught as well as a sudden drop."""
@@ -318,9 +319,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         torch.set_num_threads(config.torch_threads)
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
-    defaults = {f.name: f.default for f in fields(CoevolveConfig) if f.default is not MISSING}
-    defaults["imagined_frames"] = "generated"  # what a run recorded before the setting existed saw
-    stages = Stages(out, to_jsonable(config), config.resume, to_jsonable(defaults))
+    stages = Stages(out, to_jsonable(config), config.resume)
     r0 = out / "round_0"
     if config.round0_from is not None:
         stages.adopt_round0(Path(config.round0_from), r0)
@@ -368,7 +367,7 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
                                 lambda: evaluate_both(config, Path(rl["policy"]), world_model, keyframes,
                                                       rl["eval"]))
         judged = stages.run(f"round {r}: guard", None,
-                            lambda: guard([r for r in rounds if r["accepted"]], evaluation, config))
+                            lambda: guard([r for r in rounds if r["accepted"]], evaluation, config.guard))
         verdict = {k: judged[k] for k in ("accepted", "gap", "reasons")}
         rounds.append({"round": r, **evaluation, **verdict, "rl": rl, "world_model": str(world_model),
                        "real_episodes_used": used})
@@ -408,9 +407,9 @@ def test_evaluation(config: CoevolveConfig, stages: Stages, rounds: list[dict[st
     """The base and final policies on ``config.test_episodes`` real episodes per task that no
     round evaluation saw (the same for both, so they pair), or None without test episodes."""
     from worldsim.evaluation.compare import paired_comparison
+    from worldsim.evaluation.evaluate import evaluate_in_physics
     from worldsim.evaluation.rank import per_task_summary
     from worldsim.policies import load_policy
-    from worldsim.training.rl import evaluate
 
     if not config.test_episodes:
         return None
@@ -418,7 +417,7 @@ def test_evaluation(config: CoevolveConfig, stages: Stages, rounds: list[dict[st
 
     def test(row: dict[str, Any]) -> dict[str, Any]:
         result = stages.run(f"test: round {row['round']}", None, lambda: {"real": per_task_summary(
-            evaluate(load_policy(row["policy"]), config.tasks, config.test_episodes, seed=seed))})
+            evaluate_in_physics(load_policy(row["policy"]), config.tasks, config.test_episodes, seed=seed))})
         return {"round": row["round"], "policy": row["policy"], "real": result["real"]}
 
     base, final = test(rounds[0]), test(last_accepted(rounds))
@@ -454,13 +453,12 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
                "evaluation_episodes": sum(r["real"]["episodes"] for r in rounds),
                "test": test,
                "ablation": {"frozen_world_model": config.frozen_world_model,
-                            "keyframe_ratio": config.keyframe_ratio, "imagined_reward": config.imagined_reward,
-                            "imagined_frames": config.imagined_frames},
+                            "imagination": to_jsonable(config.imagination)},
                "wall_clock_s": seconds}
     videos = []
     if world_model is not None and config.videos:
         videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
-                                     config.out / "videos", config.imagined_frames)
+                                     config.out / "videos", config.imagination.frames)
     results["videos"] = [str(v) for v in videos]
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")

@@ -20,19 +20,18 @@ STATE_FILE = "state.json"
 # The settings round 0 depends on (a run reusing another's round 0 must share them).
 ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
                  "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
-                 "record_features", "seed", "dynamics_members")
+                 "record_features", "seed")
 # The settings a resumed run may change: the guard's (recorded verdicts stand, the rounds still
 # to be judged use the new ones) and the final test evaluation's.
-LATER_FIELDS = ("divergence_threshold", "max_real_drop", "test_episodes", "videos")
+LATER_FIELDS = ("guard", "test_episodes", "videos")
 
 
 class Stages:
     """The run's finished stages and their results, kept in ``out/state.json`` (written atomically
-    after every stage) so that a resumed run skips them. ``defaults`` are the settings' defaults:
-    a run recorded before a setting existed ran with its default."""
+    after every stage) so that a resumed run skips them."""
 
-    def __init__(self, out: Path, config: dict[str, Any], resume: bool, defaults: dict[str, Any]) -> None:
-        self.path, self.defaults = out / STATE_FILE, defaults
+    def __init__(self, out: Path, config: dict[str, Any], resume: bool) -> None:
+        self.path = out / STATE_FILE
         if self.path.exists() and not resume:
             raise ValueError(f"{out} already holds a co-evolution run; pass --resume to continue it or "
                              "choose a new --out")
@@ -41,7 +40,7 @@ class Stages:
         state = json.loads(self.path.read_text()) if resume else {"config": config, "stages": {}}
         if resume:
             # judged and tested after the stages they read, these apply from where the run goes on
-            theirs = state["config"] = defaults | state["config"] | {k: config[k] for k in LATER_FIELDS}
+            theirs = state["config"] = state["config"] | {k: config[k] for k in LATER_FIELDS}
             changed = [k for k in config if k not in ("resume", "progress") and theirs.get(k) != config[k]]
             if changed == ["rounds"] and config["mode"] == "coevolve" and config["rounds"] > theirs["rounds"]:
                 # more rounds extend a run: its rounds stay as recorded, and its last one now also
@@ -59,7 +58,7 @@ class Stages:
         if not state_file.exists():
             raise ValueError(f"round0_from={str(source)!r} holds no co-evolution run ({STATE_FILE} missing)")
         theirs = json.loads(state_file.read_text())
-        changed = [k for k in ROUND0_FIELDS if (self.defaults | theirs["config"]).get(k) != self.state["config"].get(k)]
+        changed = [k for k in ROUND0_FIELDS if theirs["config"].get(k) != self.state["config"].get(k)]
         if changed:
             raise ValueError(f"round0_from={str(source)!r} was run with other {', '.join(changed)}: its round 0 "
                              "is not this run's")

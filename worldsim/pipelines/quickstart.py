@@ -30,10 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Console
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_task
 from worldsim.failure.detect import parse_detectors
 from worldsim.pipelines.quickstart_report import write_report
@@ -81,6 +82,12 @@ class QuickstartConfig:
     """Torch CPU threads (default: every core)."""
     progress: bool = True
     """Show progress bars."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """How GRPO imagines and what the imagined evaluations show the policy (the world model is
+    the one this run trains, on the CPU)."""
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("world_model", "keyframes", "device")}
+    """The run trains its own world model, takes keyframes from its own real episodes, on the CPU."""
 
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name
@@ -92,6 +99,26 @@ class QuickstartConfig:
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be > 0 seconds")
         parse_detectors(self.detectors)
+
+
+DEFAULT_MINUTES = 8.3
+"""Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads (seeds 0 and 1:
+8.2 and 8.4); sharing the cores with another run, about three times as long."""
+WORLD_MODEL_SHARE = 1 / 3
+"""Share of that time the world model's training takes (it scales with ``wm_steps``); the other
+budgets are taken to share the rest equally."""
+_SCALED = ("demos", "bc_steps", "real_episodes", "rl_env_steps", "eval_episodes", "imagined_eval_episodes",
+           "heldout_episodes")
+
+
+def estimate_minutes(config: QuickstartConfig) -> float:
+    """The minutes :func:`quickstart` should take on 2 quiet CPU cores: :data:`DEFAULT_MINUTES`
+    scaled by each budget's ratio to its default, weighted by :data:`WORLD_MODEL_SHARE` (a rough
+    guide, printed when a run starts)."""
+    default = QuickstartConfig()
+    rest = sum(getattr(config, name) / getattr(default, name) for name in _SCALED) / len(_SCALED)
+    return DEFAULT_MINUTES * (WORLD_MODEL_SHARE * config.wm_steps / default.wm_steps
+                              + (1 - WORLD_MODEL_SHARE) * rest)
 
 
 def quickstart(config: QuickstartConfig) -> dict[str, Any]:
@@ -110,6 +137,9 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     if out.exists() and any(out.iterdir()) and not config.resume:
         raise ValueError(f"{out} is not empty: pass --resume to continue that run, or a new --out")
     torch.set_num_threads(config.torch_threads)
+    if not config.resume:
+        console.print(f"quickstart: about {estimate_minutes(config):.0f} minutes on 2 quiet CPU cores (the default "
+                      f"budgets take {DEFAULT_MINUTES} there, scaled by these budgets); longer on shared cores")
     # Stage timings persist, so a resumed run still reports what every stage took.
     timing_file = out / "timings.json"
     timings = json.loads(timing_file.read_text()) if config.resume and timing_file.exists() else {}
@@ -142,7 +172,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         eval_episodes=config.eval_episodes, imagined_eval_episodes=config.imagined_eval_episodes,
         record_features=True, videos=2, out=out / "coevolve",
         resume=config.resume and (out / "coevolve" / "state.json").exists(), seed=config.seed, device="cpu",
-        torch_threads=config.torch_threads, progress=config.progress)
+        torch_threads=config.torch_threads, progress=config.progress,
+        imagination=config.imagination.replace(device="cpu"))
     stage("world model + RL in imagination", out / "coevolve" / "results.json", lambda: coevolve(coevolution))
     results = json.loads((out / "coevolve" / "results.json").read_text())
     world_model = Path(results["rounds"][-1].get("world_model") or results["rounds"][0]["world_model"])

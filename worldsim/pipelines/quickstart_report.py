@@ -22,6 +22,11 @@ def _pct(rate: float) -> str:
     return f"{100 * rate:.1f}%"
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 near miss``, ``2 near misses``, ``0 successes``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}{'es' if noun.endswith(('s', 'sh', 'ch', 'x')) else 's'}"
+
+
 def budget_lines(summary: dict[str, Any]) -> list[str]:
     """The budgets each stage ran, and a warning for any a time budget cut."""
     b = summary["budgets"]
@@ -101,8 +106,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         + ", ".join(_pct(s) for s in summary["imagined_success"]) + ". Per-round table, guard verdicts and "
         "videos: [coevolve/report.md](coevolve/report.md); ![success](coevolve/success.png)", "",
         "## 4. How far the world model can be trusted", "",
-        f"On {held['episodes']} new real episodes of the BC policy ({held['successes']} successes, "
-        f"{held['failures']} failures, {held['near_miss_failures']} near misses; base rate "
+        f"On {held['episodes']} new real episodes of the BC policy ({_count(held['successes'], 'success')}, "
+        f"{_count(held['failures'], 'failure')}, {_count(held['near_miss_failures'], 'near miss')}; base rate "
         f"{_pct(held['base_rate'])}{', balanced' if held['balanced'] else ''}):", "",
         f"- image fidelity: PSNR {wm['psnr_at_8']:.1f} dB after 8 imagined steps, {wm['psnr_at_32']:.1f} dB after 32;",
         f"- the pushed object's position 16 steps after first contact: {contact:.1f} cm off (median)" if contact

@@ -42,6 +42,7 @@ import math
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,34 +51,43 @@ import torch
 from tqdm.auto import tqdm
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint, save_checkpoint
+from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import all_reduce_mean, any_rank, init_distributed, ranks_in_sync, shutdown
 from worldsim.runtime.profiling import StepProfiler
 from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
 
 
-class RunSettings(Protocol):
-    """The fields of a trainer's config that the run reads (every trainer's config has them).
-    Read-only, so that configs with narrower types (a ``Literal`` device, an ``int`` thread
-    count) satisfy it."""
+@dataclass(kw_only=True)
+class RunSettings:
+    """Where a training run writes and how it runs: the settings every trainer's config shares
+    (behaviour cloning, PPO, GRPO, world models) by extending this one dataclass. A trainer may
+    give ``out`` and ``torch_threads`` defaults of its own (redeclared with ``kw_only=True``)."""
 
-    @property
-    def out(self) -> Path: ...
-    @property
-    def resume(self) -> bool: ...
-    @property
-    def overwrite(self) -> bool: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def device(self) -> str: ...
-    @property
-    def torch_threads(self) -> int | None: ...
-    @property
-    def time_budget(self) -> float | None: ...
-    @property
-    def progress(self) -> bool: ...
-    @property
-    def profile(self) -> int: ...
+    out: Path = Path("runs/run")
+    """Run folder: config.json, metrics.jsonl, tb/, the model folder, checkpoint.pt, summary.json."""
+    resume: bool = False
+    """Continue the run in `out` from its checkpoint.pt, exactly."""
+    overwrite: bool = False
+    """Start afresh in a non-empty `out`, removing the earlier run's files (without this or resume
+    such an `out` is refused)."""
+    seed: int = 0
+    """Seed of everything (rank r uses seed + r)."""
+    device: Device = "auto"
+    """Where torch runs (auto: CUDA when available)."""
+    torch_threads: int | None = None
+    """Torch CPU threads (None or 0: torch's own choice; 1 when other jobs share the cores)."""
+    time_budget: float | None = None
+    """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds, short of the
+    step budget; a run it cuts short is not reproducible."""
+    progress: bool = True
+    """Show a progress bar."""
+    profile: int = 0
+    """Trace this many steps with torch.profiler after the first ten, into `out/profile/`."""
+
+    def check_run(self) -> None:
+        """``ValueError`` for run settings that cannot work (:func:`check_run_settings`)."""
+        self.out = Path(self.out)
+        check_run_settings(self)
 
 
 class Pretrained(Protocol):
@@ -94,6 +104,11 @@ def check_run_settings(config: RunSettings) -> None:
         raise ValueError(f"time_budget={budget!r} must be a number of seconds > 0 (or None: no limit)")
     if isinstance(config.profile, bool) or not isinstance(config.profile, int) or config.profile < 0:
         raise ValueError(f"profile={config.profile!r} must be a number of steps >= 0 (0: no profile)")
+    threads = config.torch_threads
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
+        raise ValueError(f"torch_threads={threads!r} must be an int >= 0 (or None: torch's own choice)")
+    if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
+        raise ValueError(f"seed={config.seed!r} must be an int >= 0")
     if config.resume and config.overwrite:
         raise ValueError("resume=True continues the run in out and overwrite=True removes it: pass one")
 
@@ -105,13 +120,9 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def check_resume(saved: dict[str, Any] | None, current: dict[str, Any], fields: tuple[str, ...],
-                 path: Path) -> None:
+def check_resume(saved: dict[str, Any], current: dict[str, Any], fields: tuple[str, ...], path: Path) -> None:
     """``ValueError`` naming every setting of ``fields`` whose value in ``current`` differs from
     the one ``saved`` with the checkpoint at ``path``: a resumed run must be the same run."""
-    if saved is None:
-        raise ValueError(f"cannot resume from {path}: it records no run settings to compare with (written by "
-                         "an older worldsim); start afresh with --overwrite")
     changed = [f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in fields
                if saved.get(k) != current.get(k)]
     if changed:
@@ -179,7 +190,7 @@ class TrainingRun:
                 raise FileNotFoundError(f"resume: no checkpoint at {self.checkpoint_path(rank)}; run without "
                                         "--resume to start a new run there")
         state = load_checkpoint(self.checkpoint_path(0))
-        check_resume(state.get("config"), run_config, resume_fields, self.checkpoint_path(0))
+        check_resume(state["config"], run_config, resume_fields, self.checkpoint_path(0))
         if self.rank:
             state |= load_checkpoint(self.checkpoint_path(self.rank))
         return state

@@ -24,7 +24,7 @@ the same batches as an uninterrupted one, and ranks under ``torchrun`` draw diff
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,9 +34,8 @@ import torch.nn.functional as F
 
 from worldsim.data.index import split_episodes
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import average_gradients, broadcast_module
-from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run import RunSettings, TrainingRun, success_text
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 # Settings a resumed run must share with the run that wrote the checkpoint: they shape the
@@ -46,18 +45,14 @@ RESUME_FIELDS = ("data", "task", "chunk_size", "language", "std_head", "batch_si
 
 
 @dataclass
-class BCConfig:
-    """Behaviour cloning of TinyVLA (``worldsim train-bc``)."""
+class BCConfig(RunSettings):
+    """Behaviour cloning of TinyVLA (``worldsim train-bc``); the run settings are
+    :class:`~worldsim.runtime.run.RunSettings`."""
 
     data: Path
     """HDF5 episodes file (from ``worldsim collect``)."""
-    out: Path = Path("runs/bc")
+    out: Path = field(default=Path("runs/bc"), kw_only=True)
     """Run folder: config, metrics, curves, checkpoint, policy/."""
-    resume: bool = False
-    """Continue the run in ``out`` from its checkpoint."""
-    overwrite: bool = False
-    """Start afresh in a non-empty ``out``, removing the earlier run's files (without this or
-    ``resume`` such an ``out`` is refused)."""
     task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     chunk_size: int = 4
@@ -85,19 +80,6 @@ class BCConfig:
     """Steps between checkpoints."""
     eval_episodes: int = 0
     """Episodes per task to roll out in the envs after training (0: none)."""
-    time_budget: float | None = None
-    """Safety net: after this many seconds, stop cleanly (with a warning) short of ``steps``."""
-    seed: int = 0
-    """Seed of initialisation, batches and augmentation."""
-    device: Device = "auto"
-    """Where to train."""
-    torch_threads: int | None = None
-    """CPU threads for torch (default: torch's choice). Use 1 when other jobs share the cores:
-    oversubscribed, torch's thread pool slows down several times."""
-    progress: bool = True
-    """Show a progress bar."""
-    profile: int = 0
-    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)
@@ -110,7 +92,7 @@ class BCConfig:
             raise ValueError(f"lr={self.lr!r} must be a positive number")
         if self.augment_shift < 0 or self.eval_episodes < 0:
             raise ValueError("augment_shift and eval_episodes must be >= 0")
-        check_run_settings(self)
+        self.check_run()
         if not self.data.exists():
             raise ValueError(f"data={str(self.data)!r}: no such file")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,15 @@ from torch import nn
 from worldsim.envs.core import snapshots
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_task
-from worldsim.runtime.distributed import average_gradients, broadcast_module
+from worldsim.policies.base import Batch
+from worldsim.runtime.distributed import any_rank, average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
 from worldsim.training.rl import (
     RLRunConfig,
     build_policy,
     clipped_surrogate,
+    drift_kl,
     env_actions,
     finish_run,
     flatten_batch,
@@ -50,7 +52,7 @@ from worldsim.training.rl import (
     stack_batches,
 )
 
-RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode",
+RESUME_FIELDS = ("task", "suite", "imagination", "obs_mode",
                  "num_envs", "group_size", "chunk_size", "hidden", "policy", "seed")
 
 
@@ -80,7 +82,7 @@ class GRPOConfig(RLRunConfig):
     """Evaluate (deterministic policy) every this many iterations; 0: only at the end."""
     checkpoint_every: int = 10
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
-    out: Path = Path("runs/grpo")
+    out: Path = field(default=Path("runs/grpo"), kw_only=True)
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
 
     def __post_init__(self) -> None:
@@ -116,7 +118,7 @@ def reference_kl(log_prob: torch.Tensor, reference_log_prob: torch.Tensor) -> to
     the rollout policy took: ``r - log r - 1`` with ``r = reference / policy`` (Schulman's k3, the
     GRPO paper's eq. 4), never negative and 0 where the two agree. The log-ratio is clamped to
     +-20 and the estimate to 10, as verl does: a Gaussian policy that moves far in one iteration
-    overflows ``exp`` (measured: 1e14, then inf and NaN weights, at lr 3e-4 on PushCube)."""
+    otherwise overflows ``exp`` into infinite, then NaN, weights."""
     log_ratio = (reference_log_prob - log_prob).clamp(-20.0, 20.0)
     return (log_ratio.exp() - log_ratio - 1.0).clamp(max=10.0)
 
@@ -147,7 +149,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, run.dist)
     # the starting policy, also when resuming: taken before a checkpoint's weights are loaded
-    reference = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.kl_coef > 0 else None
+    start = copy.deepcopy(policy).eval().requires_grad_(False)
+    reference = start if cfg.kl_coef > 0 else None
     # Every episode of an iteration starts with its group: in physics at step 0 of the group's
     # layout, in imagination at the group's real start state (an episode start or a keyframe).
     env = make_train_env(cfg, cfg.num_envs, policy,
@@ -157,8 +160,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     # decisions that cover the longest task's episode (shorter tasks' later steps are masked out);
     # an imagined episode ends by its horizon, and imagining past it would only feed the mask
     episode_steps = max(spec.max_episode_steps for spec in specs)
-    if cfg.imagined and cfg.imagined_horizon is not None:
-        episode_steps = min(episode_steps, cfg.imagined_horizon)
+    if cfg.imagined and cfg.imagination.horizon is not None:
+        episode_steps = min(episode_steps, cfg.imagination.horizon)
     horizon = math.ceil(episode_steps / chunk)
     steps_per_iter = horizon * chunk * cfg.num_envs * world
 
@@ -177,6 +180,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict()},
                  rank_state={"env": snapshots(env).get_state(), "iteration": iteration})
 
+    b_obs: Batch = {}
     while run.keep_going(iteration):
         iter_start = time.time()
 
@@ -187,7 +191,6 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         rewards = torch.zeros(horizon, cfg.num_envs)
         dones = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
         successes = torch.zeros(horizon, cfg.num_envs, dtype=torch.bool)
-        disagreement = torch.zeros(horizon, cfg.num_envs)  # cm, reported by a world model with an ensemble
         with torch.no_grad():
             for step in range(horizon):
                 batch = policy.preprocess(obs)
@@ -203,8 +206,6 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                 rewards[step] = torch.as_tensor(reward, dtype=torch.float32)
                 dones[step] = torch.as_tensor(done)
                 successes[step] = torch.as_tensor(success)
-                if "disagreement_cm" in info["reward_terms"]:
-                    disagreement[step] = torch.as_tensor(info["reward_terms"]["disagreement_cm"], dtype=torch.float32)
         alive = first_episode_mask(dones)
         episode_returns = (rewards * alive).sum(0)
         advantages = group_advantages(episode_returns, cfg.group_size, cfg.norm_std)
@@ -225,7 +226,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         policy.train()
         stats: dict[str, list[float]] = {}
         minibatch_size = math.ceil(len(keep) / cfg.num_minibatches)
-        for _epoch in range(cfg.update_epochs):
+        epochs = cfg.update_epochs
+        for epoch in range(cfg.update_epochs):
             order = torch.randperm(len(keep))
             for begin in range(0, len(order), minibatch_size):
                 mb = order[begin:begin + minibatch_size].to(device)
@@ -248,6 +250,10 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                 optimizer.step()
                 for key, value in {"policy_loss": pg_loss, "entropy": entropy_mean, **mb_stats}.items():
                     stats.setdefault(key, []).append(value.item())
+            epoch_kl = float(np.mean(stats["approx_kl"][-math.ceil(len(keep) / minibatch_size):]))
+            if cfg.target_kl is not None and any_rank(epoch_kl > cfg.target_kl, run.dist):
+                epochs = epoch + 1
+                break
 
         update_normalizer = getattr(policy, "update_normalizer", None)  # state policies only
         if cfg.norm_obs and update_normalizer is not None:
@@ -259,9 +265,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
         metrics |= {"episode/return": float(episode_returns.mean()),
                     "episode/success_rate": float((successes & alive).any(0).float().mean()),
                     "episode/length": float(alive.sum(0).float().mean() * chunk)}
-        if "disagreement_cm" in info["reward_terms"]:  # where the policy leads the imagined scene
-            metrics["episode/disagreement_cm"] = float((disagreement * alive).sum() / alive.sum().clamp_min(1))
-        metrics |= {"group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
+        metrics |= {"early_stop_epoch": epochs,
+                    "group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
                     "masked_fraction": 1.0 - len(keep) / mask.numel(),
                     "sps": steps_per_iter / (time.time() - iter_start)}
         log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
@@ -270,4 +275,5 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
 
     save()
     env.close()
-    return finish_run(run, policy, cfg, "grpo", iteration * steps_per_iter)
+    drift = drift_kl(policy, start, b_obs) if b_obs else None  # on this process's last iteration
+    return finish_run(run, policy, cfg, "grpo", iteration * steps_per_iter, drift)

@@ -13,9 +13,9 @@ What is worldsim-specific:
   that final observation; a termination bootstraps from 0.
 - ``terminate_on_success=False`` by default while training: the dense reward is at most 0.5-0.67
   before success and 1 on success, so with success ending the episode a return-maximising
-  agent learns to hover next to the goal (measured on ReachCube-v0: the return rose while
-  evaluation success fell from 49% to 0% within 250k steps); kept running, success is the best
-  place to be. Evaluation always uses the task's own rules (success ends the episode).
+  agent learns to hover next to the goal, collecting the shaping reward instead of ending the
+  episode (its return rises while its success falls); kept running, success is the best place
+  to be. Evaluation always uses the task's own rules (success ends the episode).
 - any :class:`~worldsim.policies.base.Policy`: a state MLP from scratch, or a checkpoint
   (e.g. a BC TinyVLA on pixels) fine-tuned after ``value_warmup_iters`` iterations that train
   the value head alone (the actor and any shared trunk keep their pretrained weights).
@@ -35,9 +35,10 @@ for a pretrained policy); a config field left ``None`` takes that value.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from torch import nn
 from worldsim.envs.core import snapshots
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.policies.base import Batch
 from worldsim.runtime.distributed import any_rank, average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
@@ -56,6 +58,7 @@ from worldsim.training.rl import (
     RLRunConfig,
     build_policy,
     clipped_surrogate,
+    drift_kl,
     env_actions,
     final_obs_of,
     finish_run,
@@ -67,13 +70,10 @@ from worldsim.training.rl import (
     stack_batches,
 )
 
-# Tuned on this repo's 2-core CPU with benchmarks/ppo_learning.py (state obs, MLP from scratch).
-# Reach: 90% deterministic success after ~106k env steps (28 s), 100% by 3 minutes. Push: 80%
-# (200 episodes) after 3.1M env steps in a 10-minute budget, still climbing. Gamma 0.8 (as in
-# ManiSkill's PPO baselines) instead settled after ~2M steps on pushing the cube near the zone
-# but not onto it: the reach term peaks with the paddle behind the cube, so a short horizon does
-# not see the pay-off of pushing it home. Pick-and-place and stack start from the push
-# settings, untuned.
+# Per task family, for a state MLP trained from scratch on a few CPU cores. Pushing takes gamma
+# 0.99: the reach term peaks with the paddle behind the cube, so a shorter horizon does not see
+# the pay-off of pushing the cube home and settles on pushing it near the zone. Pick-and-place
+# and stack start from the push settings, untuned.
 _COMMON = {"gae_lambda": 0.95, "update_epochs": 5, "ent_coef": 0.0, "value_warmup_iters": 0}
 _MANIPULATION = {"num_envs": 512, "num_steps": 16, "gamma": 0.99, "gae_lambda": 0.95, "lr": 5e-4,
                  "update_epochs": 4, "num_minibatches": 4, "ent_coef": 0.0, "value_warmup_iters": 0}
@@ -84,14 +84,14 @@ PPO_DEFAULTS: dict[str, dict[str, Any]] = {
     "pick_place": {**_MANIPULATION, "total_env_steps": 30_000_000},
     "stack": {**_MANIPULATION, "total_env_steps": 30_000_000},
 }
-# Fine-tuning a pretrained policy (e.g. a BC TinyVLA on pixels, ~2,400 rendered frames/s here):
+# Fine-tuning a pretrained policy (e.g. a BC TinyVLA on pixels, where every step renders):
 # fewer envs, a small learning rate, and the value head trained alone first so that the first
 # policy updates follow a meaningful advantage instead of a random critic. Not tuned.
 FINETUNE_DEFAULTS: dict[str, Any] = {
     "num_envs": 64, "num_steps": 16, "gamma": 0.9, "gae_lambda": 0.9, "lr": 1e-4, "update_epochs": 2,
     "num_minibatches": 4, "ent_coef": 0.0, "value_warmup_iters": 10, "total_env_steps": 2_000_000}
 # Settings a resumed run must share with the run that wrote the checkpoint.
-RESUME_FIELDS = ("task", "suite", "world_model", "obs_mode", "backend",
+RESUME_FIELDS = ("task", "suite", "imagination", "obs_mode", "backend",
                  "num_envs", "num_steps", "chunk_size", "hidden", "policy", "seed")
 
 
@@ -145,18 +145,16 @@ class PPOConfig(RLRunConfig):
     """Entropy bonus coefficient."""
     vf_coef: float = 0.5
     """Value loss coefficient."""
-    target_kl: float | None = None
-    """Stop an update's epochs early when the approximate KL exceeds this (None: never)."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
     value_warmup_iters: int | None = None
     """Iterations that train the value head alone before policy updates begin (fine-tuning)."""
-    out: Path = Path("runs/ppo")
+    out: Path = field(default=Path("runs/ppo"), kw_only=True)
     """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
 
     def __post_init__(self) -> None:
         if self.reset_schedule is None:
-            self.reset_schedule = "keyframe" if self.world_model is not None else "staggered"
+            self.reset_schedule = "keyframe" if self.imagined else "staggered"
         family = get_task(get_suite(self.suite).seen[0] if self.suite else self.task).family
         defaults = PPO_DEFAULTS[family] if self.policy is None else FINETUNE_DEFAULTS
         for name, value in defaults.items():
@@ -169,8 +167,6 @@ class PPOConfig(RLRunConfig):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
         if not (math.isfinite(self.vf_coef) and self.vf_coef >= 0):
             raise ValueError(f"vf_coef={self.vf_coef!r} must be a finite number >= 0")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise ValueError(f"target_kl={self.target_kl!r} must be > 0 (or None: no early stop)")
         hp = self.settings
         if (hp.num_envs * hp.num_steps) % hp.num_minibatches:
             raise ValueError(f"num_minibatches={hp.num_minibatches} must divide the rollout of "
@@ -275,6 +271,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
     # ---- policy, env, optimiser
     policy = build_policy(cfg.policy, specs, cfg.obs_mode, cfg.mlp_config(STATE_DIM), device)
     broadcast_module(policy, run.dist)
+    start = copy.deepcopy(policy).eval().requires_grad_(False)  # before a checkpoint's weights: for drift_kl
     env = make_train_env(cfg, hp.num_envs, policy, reset_schedule=hp.reset_schedule)
     optimizer = torch.optim.Adam(policy.parameters(), lr=hp.lr, eps=1e-5)
     chunk = policy.chunk_size
@@ -303,6 +300,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                  rank_state={"env": snapshots(env).get_state(), "next_obs": next_obs,
                              "tracker": tracker.state_dict(), "iteration": iteration})
 
+    b_obs: Batch = {}
     while run.keep_going(iteration):
         iter_start = time.time()
         if cfg.anneal_lr:
@@ -351,7 +349,8 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
         policy.train()
         warmup = iteration < hp.value_warmup_iters
         stats: dict[str, list[float]] = {}
-        for _epoch in range(hp.update_epochs):
+        epochs = hp.update_epochs
+        for epoch in range(hp.update_epochs):
             order = torch.randperm(len(b_logprobs))
             for begin in range(0, len(order), minibatch_size):
                 mb = order[begin:begin + minibatch_size].to(device)
@@ -377,6 +376,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
                     stats.setdefault(key, []).append(value)
             epoch_kl = float(np.mean(stats["approx_kl"][-hp.num_minibatches:]))
             if cfg.target_kl is not None and not warmup and any_rank(epoch_kl > cfg.target_kl, run.dist):
+                epochs = epoch + 1
                 break
 
         # ---- the normaliser learns from this rollout only now, so the update above saw the
@@ -388,7 +388,7 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
         iteration += 1
         metrics = {k: float(np.mean(v)) for k, v in stats.items()}
         metrics |= tracker.pop()
-        metrics |= {"explained_variance": explained_variance(b_values, b_returns),
+        metrics |= {"early_stop_epoch": epochs, "explained_variance": explained_variance(b_values, b_returns),
                     "lr": optimizer.param_groups[0]["lr"], "value_warmup": float(warmup),
                     "sps": steps_per_iter / (time.time() - iter_start)}
         log_std = getattr(policy, "log_std", None)  # Gaussian state policies
@@ -400,4 +400,5 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
 
     save()
     env.close()
-    return finish_run(run, policy, cfg, "ppo", iteration * steps_per_iter)
+    drift = drift_kl(policy, start, b_obs) if b_obs else None  # on this process's last rollout
+    return finish_run(run, policy, cfg, "ppo", iteration * steps_per_iter, drift)

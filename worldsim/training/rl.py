@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -21,16 +22,16 @@ import torch.distributed as dist
 
 from worldsim.envs.arrays import host_array
 from worldsim.envs.concat import ConcatVectorEnv
-from worldsim.envs.core import IMAGINED_REWARD_TYPES, ImaginedReward
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TaskSpec, get_suite, get_task
 from worldsim.envs.wrappers import ActionChunk
+from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
-from worldsim.runtime.device import Device
 from worldsim.runtime.distributed import DistInfo
-from worldsim.runtime.run import TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run import RunSettings, TrainingRun, success_text
 from worldsim.runtime.run_logging import write_json
 
 
@@ -148,14 +149,29 @@ def flatten_batch(batch: Batch) -> Batch:
 
 
 # ---------------------------------------------------------------------------- env and policy
+TARGET_KL = 0.05
+"""Default :attr:`RLRunConfig.target_kl`: above what a healthy update reaches (an epoch's mean
+approximate KL stays under 0.025 for PPO and GRPO with their default settings from scratch on
+reach), so tuned runs still run every epoch, while an update that runs away (a KL of 1 and more,
+as RL in an imperfect world model can) stops after its first epoch."""
+FAR_KL = 0.5
+"""A fine-tuning run "ends far from where it started" when the final policy's KL divergence from
+the starting one, per action dimension, passes this on the last iteration's observations: for a
+Gaussian policy, as if the mean of every action dimension had moved by a whole standard
+deviation. :func:`finish_run` then warns (its figure is the summary's ``drift_kl``)."""
+
+
 @dataclass
-class RLRunConfig:
+class RLRunConfig(RunSettings):
     """Settings PPO and GRPO share: the task, the policy to train, evaluation, checkpoints and the
-    run itself. Each algorithm's config extends it with its own hyperparameters and calls
-    :meth:`check` once its defaults are filled in."""
+    run itself (:class:`~worldsim.runtime.run.RunSettings`). Each algorithm's config extends it
+    with its own hyperparameters and calls :meth:`check` once its defaults are filled in."""
 
     if TYPE_CHECKING:  # every algorithm's config has one (PPO's is None until its default is picked)
         ent_coef: float | None
+
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("device",)}
+    """The world model runs on the run's device: the imagination's own is not a flag."""
 
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
@@ -168,35 +184,19 @@ class RLRunConfig:
     """Physics of the training envs: mujoco (MuJoCo on the CPU), mjx (MuJoCo XLA, state only) or warp
     (MuJoCo Warp: physics, pixels and rewards on the policy's device, observations handed to the
     policy as device tensors). Evaluation always runs on mujoco."""
-    world_model: Path | None = None
-    """Train in imagination: a world model folder (a `worldsim train-wm` run) steps the envs instead
-    of physics (needs keyframes and obs_mode pixels). Evaluation stays in physics."""
-    keyframes: Path | None = None
-    """Imagination: the episode file whose real states start the imagined episodes."""
-    keyframe_ratio: float | None = None
-    """Imagination: share of starts at mid-episode keyframes rather than episode starts (None: the
-    keyframe rule's default; 0: episode starts only)."""
-    imagined_horizon: int | None = None
-    """Imagination: truncate imagined episodes after this many steps (None: the task's time limit)."""
-    imagined_reward: ImaginedReward = "transition"
-    """Imagination: the imagined env's reward_type: transition (1 when the imagined verdict turns
-    to success), sparse, or dense (physics' shaped reward on the imagined gripper and objects; a
-    world model with the object pathway). Physics always trains on its dense reward."""
-    imagined_frames: Literal["generated", "rendered"] = "generated"
-    """Imagination: what the policy sees: the world model's frames, or the imagined state drawn by
-    the scene's renderer (a world model with the object pathway; worldsim.world_models.scene_frames)."""
-    uncertainty_penalty: float = 0.0
-    """Imagination: reward units taken off per centimetre of the world model's dynamics-ensemble
-    disagreement on each step (MOPO; needs a model with dynamics_members > 1; 0: none)."""
-    time_budget: float | None = None
-    """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds of training,
-    even if total_env_steps is not reached; a run it cuts short is not reproducible."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """Train in imagination: with a world model (and keyframes, obs_mode pixels, the mujoco
+    backend) the world model steps the training envs instead of physics, on the run's device;
+    evaluation stays in physics. Without one, training runs in physics on its dense reward."""
     terminate_on_success: bool = False
     """End training episodes on success (evaluation always does); see the module docstring."""
     clip_coef: float = 0.2
     """Policy ratio clip range."""
     max_grad_norm: float = 0.5
     """Global gradient-norm clip."""
+    target_kl: float | None = TARGET_KL
+    """Stop an update's epochs once an epoch's mean approximate KL from the rollout policy passes
+    this (as CleanRL does; the metrics log early_stop_epoch); None: always run every epoch."""
     norm_obs: bool = True
     """Update the policy's running observation normaliser (policies that have one)."""
     policy: Path | None = None
@@ -213,24 +213,10 @@ class RLRunConfig:
     """Episodes per evaluation, per task."""
     checkpoint_every: int = 50
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
-    seed: int = 0
-    """Seed of everything (rank r uses seed + r)."""
-    out: Path = Path("runs/rl")
-    """Run folder: config.json, metrics.jsonl, tb/, policy/, checkpoint.pt, eval.json."""
-    resume: bool = False
-    """Continue the run in `out` from its checkpoint.pt, exactly."""
-    overwrite: bool = False
-    """Start afresh in a non-empty `out`, removing the earlier run's files (without this or resume
-    such an `out` is refused)."""
-    device: Device = "auto"
-    """Where torch runs (auto: CUDA when available)."""
-    torch_threads: int = 1
-    """Torch CPU threads (0: torch's default). One is fastest here: the physics thread pool keeps
-    the cores busy, and OpenMP workers waiting for a busy core made small MLPs ~20x slower."""
-    progress: bool = True
-    """Show a progress bar."""
-    profile: int = 0
-    """Trace this many steps with torch.profiler after the first ten, into ``out/profile/``."""
+    torch_threads: int | None = field(default=1, kw_only=True)
+    """Torch CPU threads (None or 0: torch's own choice). One is fastest for RL on the CPU: the
+    physics thread pool keeps the cores busy, and torch's workers waiting for a busy core slow
+    small networks down many times over."""
 
     def check(self, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
         """Normalise the shared fields and validate them, plus the subclass's int fields named in
@@ -240,43 +226,33 @@ class RLRunConfig:
             self.task = get_suite(self.suite).seen[0]
         self.task = get_task(self.task).name
         self.out = Path(self.out)
-        self.policy, self.world_model, self.keyframes = (None if p is None else Path(p) for p in
-                                                         (self.policy, self.world_model, self.keyframes))
-        if (self.world_model is None) != (self.keyframes is None):
-            raise ValueError("training in imagination needs both world_model and keyframes (a world model "
-                             "folder and an episode file of real start states)")
-        if self.world_model is not None and self.obs_mode != "pixels":
+        self.policy = None if self.policy is None else Path(self.policy)
+        if self.imagination.device not in ("auto", self.device):
+            raise ValueError(f"imagination.device={self.imagination.device!r}: the world model runs on the run's "
+                             f"device ({self.device!r}); leave the imagination's at 'auto'")
+        if self.imagined and self.obs_mode != "pixels":
             raise ValueError(f"obs_mode={self.obs_mode!r}: imagined envs observe pixels only; use "
                              "obs_mode='pixels' with world_model")
         if self.backend not in ("mujoco", "mjx", "warp"):
             raise ValueError(f"backend={self.backend!r} is not a backend; allowed: 'mujoco', 'mjx', 'warp'")
-        if self.world_model is not None and self.backend != "mujoco":
+        if self.imagined and self.backend != "mujoco":
             raise ValueError(f"backend={self.backend!r} with world_model: a world model steps imagined envs, "
                              "not physics; leave backend at 'mujoco'")
-        if self.keyframe_ratio is not None and not 0.0 <= self.keyframe_ratio <= 1.0:
-            raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
-        if self.imagined_horizon is not None:
-            _check_int("imagined_horizon", self.imagined_horizon, 1)
-        if not (math.isfinite(self.uncertainty_penalty) and self.uncertainty_penalty >= 0):
-            raise ValueError(f"uncertainty_penalty={self.uncertainty_penalty!r} must be a finite number >= 0")
-        if self.uncertainty_penalty > 0 and self.world_model is None:
-            raise ValueError("uncertainty_penalty charges a world model's disagreement: it needs world_model "
-                             "(physics has no model to doubt)")
-        if self.imagined_reward not in IMAGINED_REWARD_TYPES:
-            raise ValueError(f"imagined_reward={self.imagined_reward!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
         self.hidden = tuple(self.hidden)
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
         for name in ("num_envs", "total_env_steps", "chunk_size", "eval_episodes", *positive):
             _check_int(name, getattr(self, name), 1)
-        for name in ("seed", "eval_every", "checkpoint_every", "torch_threads", *nonnegative):
+        for name in ("eval_every", "checkpoint_every", *nonnegative):
             _check_int(name, getattr(self, name), 0)
         for name in ("lr", "clip_coef", "max_grad_norm"):
             if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
+        if self.target_kl is not None and not (math.isfinite(self.target_kl) and self.target_kl > 0):
+            raise ValueError(f"target_kl={self.target_kl!r} must be a finite number > 0 (or None: no early stop)")
         if self.ent_coef is None or not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
             raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
-        check_run_settings(self)
+        self.check_run()
 
     @property
     def tasks(self) -> list[str]:
@@ -286,7 +262,7 @@ class RLRunConfig:
     @property
     def imagined(self) -> bool:
         """Whether training happens in a world model rather than in physics."""
-        return self.world_model is not None
+        return self.imagination.imagined
 
     def mlp_config(self, obs_dim: int) -> MLPPolicyConfig:
         return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
@@ -317,7 +293,7 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
                    autoreset_mode: str = "SameStep") -> gym.vector.VectorEnv:
     """The training envs of ``config``: ``num_envs`` envs split evenly between its tasks (a
     :class:`~worldsim.envs.concat.ConcatVectorEnv` for several), physics or, with
-    ``config.world_model``, imagined (:class:`~worldsim.world_models.env.ImaginedVectorEnv`),
+    ``config.imagination``'s world model, imagined (:class:`~worldsim.world_models.env.ImaginedVectorEnv`),
     giving ``policy`` its observations; wrapped in :class:`ActionChunk` when the policy emits
     chunks (a chunk is one decision)."""
     tasks = config.tasks
@@ -329,14 +305,7 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
         kwargs["backend"] = config.backend
     if config.backend == "warp":
         kwargs["device"] = policy.device
-    imagination: dict[str, Any] | None = None
-    if config.imagined:
-        imagination = {"world_model": config.world_model, "keyframes": config.keyframes,
-                       "horizon": config.imagined_horizon, "reward_type": config.imagined_reward,
-                       "uncertainty_penalty": config.uncertainty_penalty, "device": config.device,
-                       "frames": config.imagined_frames}
-        if config.keyframe_ratio is not None:
-            imagination["keyframe_rule"] = {"ratio": config.keyframe_ratio}
+    imagination = config.imagination.replace(device=config.device) if config.imagined else None
     envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
     env = envs[0] if len(envs) == 1 else ConcatVectorEnv(envs)
     return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
@@ -350,23 +319,15 @@ def env_actions(actions: torch.Tensor, on_device: bool = False) -> np.ndarray | 
     return array[:, 0] if array.shape[1] == 1 else array
 
 
-def evaluate(policy: Policy, tasks: list[str], episodes: int, seed: int) -> dict[str, Any]:
-    """Deterministic evaluation in physics on fresh envs, ``episodes`` per task (the tasks' own
-    episode rules: success ends an episode); the JSON document of
-    :meth:`worldsim.evaluation.evaluate.EvalResults.to_json`."""
-    from worldsim.evaluation.evaluate import evaluate_policy
-
-    was_training = policy.training
-    policy.eval()
-    results = evaluate_policy(policy, tasks, episodes, num_envs=min(episodes, 256), seed=seed, progress=False)
-    policy.train(was_training)
-    return results.to_json()
+EVAL_SEED_OFFSET = 10_000
+"""A run's evaluations use seed ``seed + EVAL_SEED_OFFSET`` (its training envs use ``seed``):
+``worldsim evaluate --seed`` with that seed runs the same episodes (the result says which)."""
 
 
 def evaluation_metrics(policy: Policy, config: RLRunConfig) -> tuple[dict[str, Any], dict[str, float]]:
-    """:func:`evaluate` on ``config``'s tasks with its episodes and evaluation seed; also the
-    metrics to log (the success rate is the mean over tasks)."""
-    result = evaluate(policy, config.tasks, config.eval_episodes, seed=config.seed + 10_000)
+    """:func:`~worldsim.evaluation.evaluate.evaluate_in_physics` on ``config``'s tasks with its
+    episodes and evaluation seed; also the metrics to log (the success rate is the mean over tasks)."""
+    result = evaluate_in_physics(policy, config.tasks, config.eval_episodes, seed=config.seed + EVAL_SEED_OFFSET)
     metrics = {"eval/success_rate": result["success_rate"],
                "eval/return": float(np.mean([r["mean_return"] for r in result["per_task"].values()]))}
     if len(config.tasks) > 1:
@@ -385,21 +346,46 @@ def log_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iterati
     run.log(global_step, metrics)
 
 
+def drift_kl(policy: Policy, start: Policy, batch: Batch, rows: int = 512) -> float:
+    """KL divergence of ``policy`` from ``start`` per action dimension, on the observations of
+    ``batch`` (at most ``rows`` of them): actions drawn from ``policy``, the k3 estimate
+    (:func:`worldsim.training.grpo.reference_kl`'s, unclamped), divided by ``chunk_size x action_dim``."""
+    keep = {k: v[:rows] for k, v in batch.items()}
+    was_training = policy.training
+    policy.eval()
+    with torch.no_grad():
+        out = policy.act(keep)
+        log_ratio = start.evaluate(keep, out.actions)[0].float() - out.log_prob.float()
+    policy.train(was_training)
+    kl = float(((log_ratio.exp() - 1.0) - log_ratio).mean())
+    return kl / (policy.chunk_size * policy.action_dim)
+
+
 def finish_run(run: TrainingRun, policy: Policy, config: RLRunConfig, algo: str,
-               global_step: int) -> dict[str, Any]:
+               global_step: int, drift: float | None = None) -> dict[str, Any]:
     """The end of a PPO or GRPO run, after its last checkpoint: the summary (the run's
     :meth:`~worldsim.runtime.run.TrainingRun.summary`, ``global_step``, ``out``,
-    ``weights_digest``, and on rank 0 the final evaluation, ``eval``, also in ``eval.json``),
-    written to ``summary.json`` and printed as one line."""
+    ``weights_digest``, ``drift_kl`` (:func:`drift_kl` from the starting policy, when measured),
+    and on rank 0 the final evaluation, ``eval``, also in ``eval.json``), written to
+    ``summary.json`` and printed as one line; a fine-tuned policy that ended farther than
+    :data:`FAR_KL` from where it started gets a warning on stderr."""
     summary = run.summary(policy) | {"global_step": global_step, "out": str(config.out),
                                      "weights_digest": weights_digest(policy)}
+    if drift is not None:
+        summary["drift_kl"] = drift
+        if run.is_main and config.policy is not None and drift > FAR_KL:
+            print(f"warning: the policy ended far from {config.policy}, where it started: KL {drift:.2f} per action "
+                  f"dimension (> {FAR_KL}); compare the two on the same episodes (`worldsim evaluate --seed`) "
+                  "before using it, and consider a lower --lr or --target-kl", file=sys.stderr)
     result = ""
     if run.is_main:
         evaluation, metrics = evaluation_metrics(policy, config)
         summary["eval"] = evaluation | {"env_steps": global_step, "train_seconds": run.seconds, "algo": algo}
         write_json(config.out / "eval.json", summary["eval"])
         run.log(global_step, metrics)
-        result = f"{global_step:,} env steps in {run.seconds:.0f} s; {success_text(evaluation)}"
+        result = (f"{global_step:,} env steps in {run.seconds:.0f} s; {success_text(evaluation)} of seed "
+                  f"{evaluation['seed']} (`worldsim evaluate --policy {config.out} --seed {evaluation['seed']} "
+                  f"--episodes {config.eval_episodes}` runs the same episodes)")
     return run.finish(summary, result)
 
 
