@@ -86,6 +86,20 @@ def push_episodes(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="session")
+def untrained_world_model(tmp_path_factory):
+    """A small untrained frames-only world model for 32x32 episodes (``push_episodes``), saved: the
+    imagined env's contract and the commands' plumbing do not depend on the weights."""
+    from worldsim.world_models import WorldModel, WorldModelConfig
+
+    folder = tmp_path_factory.mktemp("untrained") / "wm"
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+               ).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture
 def make_vec():
     """gym.make_vec that closes what it made."""

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -40,21 +39,16 @@ PAGES_WITH_CODE = [page for page in PAGES if blocks(page)]
 
 
 @pytest.fixture(scope="session")
-def workspace(tmp_path_factory):
+def workspace(tmp_path_factory, push_episodes, untrained_world_model):
     """The files the pages' shell commands write, small: see the module docstring."""
     from worldsim.data.collect import collect_episodes
     from worldsim.failure import Rollout, load_rollouts, make_detector
-    from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
     from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-    from worldsim.world_models import WorldModel, WorldModelConfig
 
     root = tmp_path_factory.mktemp("docs")
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4,
-                     root / "data/push.h5", num_envs=4, image_size=32, progress=False)
-    torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
-               ).save_pretrained(root / "runs/wm_push/world_model")
+    (root / "data").mkdir()
+    shutil.copy(push_episodes, root / "data/push.h5")
+    shutil.copytree(untrained_world_model, root / "runs/wm_push/world_model")
     policy = TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), tasks=("PushCube-v0",), image_size=32,
                                    language="learned", channels=(8, 8), hidden_dim=32, feature_dim=32))
     policy.save_pretrained(root / "runs/bc_push/policy")

@@ -98,7 +98,7 @@ def test_the_quickstart_says_how_long_it_should_take_when_it_starts(tmp_path, ca
     with pytest.raises(KeyboardInterrupt):
         quickstart.quickstart(quickstart.QuickstartConfig(out=tmp_path / "q", torch_threads=1))
     said = " ".join(capsys.readouterr().out.split())
-    assert f"quickstart: about 8 minutes on 2 quiet CPU cores (the default budgets take {quickstart.DEFAULT_MINUTES}" \
+    assert f"quickstart: about 19 minutes on 2 quiet CPU cores (the default budgets take {quickstart.DEFAULT_MINUTES}" \
         in said
     longer = quickstart.QuickstartConfig(out=tmp_path / "r", wm_steps=1600)
     assert quickstart.estimate_minutes(longer) > quickstart.estimate_minutes(quickstart.QuickstartConfig())

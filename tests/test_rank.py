@@ -8,11 +8,8 @@ import pytest
 import torch
 
 from worldsim.commands.cli import main
-from worldsim.data.collect import collect_episodes
 from worldsim.evaluation.rank import rank_agreement
-from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.world_models import WorldModel, WorldModelConfig
 
 INSTRUCTION = "push the red cube onto the blue square"
 
@@ -28,20 +25,14 @@ def test_rank_agreement_is_scipys_correlations():
 
 
 @pytest.mark.slow
-def test_rank_policies_cli_writes_the_ranking(tmp_path):
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 2,
-                     tmp_path / "push.h5", num_envs=2, image_size=32, progress=False)
-    torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
-               ).save_pretrained(tmp_path / "wm")
+def test_rank_policies_cli_writes_the_ranking(tmp_path, untrained_world_model, push_episodes):
     policies: list[str] = []
     for k in range(2):
         torch.manual_seed(k)
         TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
                               hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / f"p{k}")
         policies.append(str(tmp_path / f"p{k}"))
-    args = ["rank-policies", "--world-model", str(tmp_path / "wm"), "--keyframes", str(tmp_path / "push.h5"),
+    args = ["rank-policies", "--world-model", str(untrained_world_model), "--keyframes", str(push_episodes),
             "--episodes", "2", "--imagined-episodes", "2", "--out", str(tmp_path / "rank"), "--device", "cpu",
             "--no-progress"]
     assert main(args + ["--policies", *policies]) == 0

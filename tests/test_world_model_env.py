@@ -26,16 +26,9 @@ INSTRUCTION = "push the red cube onto the blue square"
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(untrained_world_model, push_episodes):
     """A small untrained world model (the contract does not depend on the weights) and keyframes."""
-    root = tmp_path_factory.mktemp("imagined")
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 4,
-                     root / "push.h5", num_envs=4, image_size=32, progress=False)
-    torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
-               ).save_pretrained(root / "wm")
-    return root / "wm", root / "push.h5"
+    return untrained_world_model, push_episodes
 
 
 @pytest.fixture

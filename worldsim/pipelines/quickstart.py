@@ -101,10 +101,10 @@ class QuickstartConfig:
         parse_detectors(self.detectors)
 
 
-DEFAULT_MINUTES = 8.3
-"""Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads (seeds 0 and 1:
-8.2 and 8.4); sharing the cores with another run, about three times as long."""
-WORLD_MODEL_SHARE = 1 / 3
+DEFAULT_MINUTES = 19.0
+"""Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads; sharing the cores
+with another job takes about twice as long."""
+WORLD_MODEL_SHARE = 0.5
 """Share of that time the world model's training takes (it scales with ``wm_steps``); the other
 budgets are taken to share the rest equally."""
 _SCALED = ("demos", "bc_steps", "real_episodes", "rl_env_steps", "eval_episodes", "imagined_eval_episodes",
