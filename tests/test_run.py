@@ -14,8 +14,9 @@ import torch
 
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE, load_checkpoint
 from worldsim.runtime.profiling import PROFILE_AFTER, step_summary
-from worldsim.runtime.run import RunSettings, TrainingRun, check_run_settings, success_text
+from worldsim.runtime.run import TrainingRun, success_text
 from worldsim.runtime.run_logging import read_metrics
+from worldsim.runtime.settings import RunSettings, check_run_settings
 
 RUN_CONFIG = {"lr": 0.1, "batch": 4, "note": "free to change"}
 

@@ -53,8 +53,9 @@ from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.distributed import broadcast_module
-from worldsim.runtime.run import RunSettings, TrainingRun
+from worldsim.runtime.run import TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
+from worldsim.runtime.settings import RunSettings
 from worldsim.world_models.config import WorldModelConfig, preset
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import MODEL_DIR, WorldModel

@@ -33,6 +33,8 @@ from typing import Annotated, Any
 import tyro
 from tyro.constructors import ConstructorRegistry, StructConstructorSpec, StructTypeInfo
 
+from worldsim.runtime.settings import RunSettings
+
 REPEATED = frozenset({"task", "seen_tasks", "unseen_tasks"})
 """Task-list fields (typed ``tuple[str, ...]``): one task per flag, repeated. A single ``task``
 (train-rl, coevolve) stays one value."""
@@ -83,9 +85,8 @@ def _repeated_task_lists(info: StructTypeInfo) -> StructConstructorSpec | None:
             f = dataclasses.replace(f, type=Annotated[f.type, tyro.conf.Suppress])  # type: ignore[arg-type]
         fields.append(f)
     # a trainer's run settings (worldsim.runtime.run.RunSettings, its base class) come last in --help
-    run = next((base for base in info.type.__mro__[1:] if base.__name__ == "RunSettings"), None)
-    if run is not None:
-        shared = {f.name for f in dataclasses.fields(run)}
+    if isinstance(info.type, type) and issubclass(info.type, RunSettings):
+        shared = {f.name for f in dataclasses.fields(RunSettings)}
         fields.sort(key=lambda f: f.name in shared)
     return StructConstructorSpec(instantiate=spec.instantiate, fields=tuple(fields))
 

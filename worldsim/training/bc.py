@@ -35,8 +35,9 @@ import torch.nn.functional as F
 from worldsim.data.index import split_episodes
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.distributed import average_gradients, broadcast_module
-from worldsim.runtime.run import RunSettings, TrainingRun, success_text
+from worldsim.runtime.run import TrainingRun, success_text
 from worldsim.runtime.run_logging import to_jsonable, write_json
+from worldsim.runtime.settings import RunSettings
 
 # Settings a resumed run must share with the run that wrote the checkpoint: they shape the
 # policy, the train/validation split and the minibatches.

@@ -31,8 +31,9 @@ from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.policies.base import Batch, Policy, load_policy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
 from worldsim.runtime.distributed import DistInfo
-from worldsim.runtime.run import RunSettings, TrainingRun, success_text
+from worldsim.runtime.run import TrainingRun, success_text
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.settings import RunSettings
 
 
 # ---------------------------------------------------------------------------- losses
