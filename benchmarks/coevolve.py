@@ -39,13 +39,14 @@ import numpy as np
 from common import report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
-from worldsim.envs.imagination import ImaginationConfig
+from worldsim.envs.imagination import RUNGS, ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, last_accepted, real_outcomes
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 
 VARIANTS = {"coevolve": {}, "no-keyframes": {"imagination": {"keyframe_ratio": 0.0}},
             "frozen": {"frozen_world_model": True},
-            "ppo": {"algo": "ppo"}, "direct-rl": {"mode": "direct-rl"}}
+            "ppo": {"rl": {"algo": "ppo"}}, "direct-rl": {"mode": "direct-rl"}}
 
 
 def bc_base(task: str, seed: int, demos: int, steps: int, out: Path, threads: int) -> tuple[Path, Path]:
@@ -94,9 +95,9 @@ def main() -> None:
     parser.add_argument("--imagined-eval-episodes", type=int, default=32)
     parser.add_argument("--reward-type", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
-    parser.add_argument("--frames", default="generated", choices=("generated", "rendered"),
-                        help="what the policy sees in imagination: the world model's frames, or the imagined "
-                             "state drawn by the scene's renderer")
+    parser.add_argument("--rung", default="sim-seeded", choices=RUNGS,
+                        help="the imagination rung (worldsim.world_models.ladder): sim-seeded, as the committed "
+                             "results ran; oracle draws the imagined state with the scene's renderer (an upper bound)")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
     # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:
     # lr 1e-4 in physics), and a baseline held to the other's settings would be a straw man.
@@ -135,16 +136,18 @@ def main() -> None:
                 lr, num_envs = args.direct_rl_lr or lr, args.direct_rl_num_envs or num_envs
             config = CoevolveConfig(
                 base_policy=base_policy, suite=suite, task=args.task, demonstrations=demonstrations,
-                real_episodes=args.real_episodes, rounds=args.rounds, wm_steps=args.wm_steps,
-                wm_refine_steps=args.wm_refine_steps, wm_time_budget=args.wm_time_budget,
-                rl_env_steps=args.rl_env_steps, rl_time_budget=args.rl_time_budget, rl_num_envs=num_envs,
+                real_episodes=args.real_episodes, rounds=args.rounds,
+                wm=WorldModelRounds(steps=args.wm_steps, refine_steps=args.wm_refine_steps,
+                                    time_budget=args.wm_time_budget),
+                rl=RLRounds(env_steps=args.rl_env_steps, time_budget=args.rl_time_budget, num_envs=num_envs, lr=lr,
+                            kl_coef=args.kl_coef, **VARIANTS[variant].get("rl", {})),
                 eval_episodes=args.eval_episodes, imagined_eval_episodes=args.imagined_eval_episodes, seed=seed,
                 out=out, resume=(out / "state.json").exists(), round0_from=earlier if variant == "coevolve" else full,
-                videos=2 if variant == "coevolve" else 0, lr=lr, kl_coef=args.kl_coef,
+                videos=2 if variant == "coevolve" else 0,
                 test_episodes=args.test_episodes, torch_threads=args.threads,
                 guard=GuardConfig(max_real_drop=args.max_real_drop),
-                **{k: v for k, v in VARIANTS[variant].items() if k != "imagination"},
-                imagination=ImaginationConfig(reward_type=args.reward_type, frames=args.frames,
+                **{k: v for k, v in VARIANTS[variant].items() if k not in ("imagination", "rl")},
+                imagination=ImaginationConfig(reward_type=args.reward_type, rung=args.rung,
                                               **VARIANTS[variant].get("imagination", {})))
             runs[variant].append(coevolve(config))
 
@@ -187,7 +190,7 @@ def main() -> None:
                "eval_episodes_per_task": args.eval_episodes,
                "settings": {k: getattr(args, k) for k in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps",
                                                           "rl_env_steps", "rl_num_envs", "reward_type",
-                                                          "frames", "lr",
+                                                          "rung", "lr",
                                                           "kl_coef",
                                                           "max_real_drop", "test_episodes",
                                                           "threads", "direct_rl_lr", "direct_rl_num_envs")}

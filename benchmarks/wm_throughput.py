@@ -51,6 +51,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=640, help="frames per measurement (at least 4 steps)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--rung", default="sim-seeded", choices=("sim-seeded", "pixels"),
+                        help="the imagination rung (sim-seeded, as the committed results ran; pixels also runs the "
+                             "model's detector at every reset)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,7 +74,8 @@ def main() -> None:
         for batch in args.batch_sizes:
             steps = max(4, args.frames // batch)
             imagined = gym.make_vec(f"worldsim/Imagined-{args.task}", num_envs=batch, world_model=model,
-                                    keyframes=keyframes, device=device, autoreset_mode="SameStep")
+                                    keyframes=keyframes, device=device, autoreset_mode="SameStep",
+                                    rung=args.rung)
             physics = gym.make_vec(f"worldsim/{args.task}", num_envs=batch, obs_mode="pixels",
                                    autoreset_mode="SameStep")
             row = {"batch": batch, "imagined_fps": round(frames_per_second(imagined, steps), 1),
@@ -80,7 +84,7 @@ def main() -> None:
             physics.close()
             rows.append(row)
             print(row, flush=True)
-    result = {"task": args.task, "config": args.config,
+    result = {"task": args.task, "config": args.config, "rung": args.rung,
               "world_model": args.world_model, "parameters": model.num_parameters(),
               "sampling_steps": model.config.sampling_steps, "image_size": model.config.image_size,
               "device": str(device), "torch_threads": torch.get_num_threads(), "rows": rows,

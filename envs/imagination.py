@@ -22,8 +22,11 @@ from typing import Any, Literal, get_args
 from worldsim.envs.core import IMAGINED_REWARD_TYPES, ImaginedReward
 from worldsim.runtime.device import DEVICES, Device
 
-Frames = Literal["generated", "rendered"]
-FRAMES: tuple[str, ...] = get_args(Frames)
+Rung = Literal["oracle", "sim-seeded", "pixels", "video"]
+RUNGS: tuple[str, ...] = get_args(Rung)
+"""The imagination ladder, from the most simulator help to none (:attr:`ImaginationConfig.rung`)."""
+Judge = Literal["rule", "head"]
+JUDGES: tuple[str, ...] = get_args(Judge)
 
 
 @dataclass(frozen=True)
@@ -51,10 +54,21 @@ class ImaginationConfig:
     """Cut imagined training episodes after this many steps (None: the task's time limit): a
     world model is most accurate close to the real states it starts from, so short episodes
     give the policy less room to exploit its errors. Evaluations run to the time limit."""
-    frames: Frames = "generated"
-    """What the policy sees: the world model's own generated frames, or "rendered", the imagined
-    state drawn by the simulator's renderer (an oracle: it needs a model with the object pathway
-    and keyframes with state, and no longer tests the model's pictures)."""
+    rung: Rung = "pixels"
+    """How much of the simulator imagination may use, one aid less per rung
+    (:mod:`~worldsim.world_models.ladder`): "oracle", the imagined state drawn by the scene's
+    renderer from objects seeded at the recorded state (an upper bound for analysis, not a
+    world-model figure); "sim-seeded", the model's own frames, its objects seeded at the
+    recorded state; "pixels", the model's own frames and nothing from the simulator while
+    imagining (the keyframes' state is never read: the model finds the objects in the real start
+    frames itself); "video", as "pixels" with a model trained without state either
+    (``train-wm --no-state-supervision``), the case of a real robot's camera data. The first two
+    need a model with the object pathway and keyframes with state; "video" refuses a model
+    trained with state."""
+    judge: Judge | None = None
+    """Who judges an imagined frame's success, and so the reward: "rule", the task's own success
+    rule on the objects' imagined positions (a model with the object pathway), "head", the
+    model's learned success head, or None, the model's own ``outcome``. Set it to measure both."""
     reward_type: ImaginedReward = "transition"
     """Reward in imagination: transition (1 when the imagined verdict turns to success), sparse (1
     on every success frame) or dense (the physics env's shaped reward on the imagined gripper
@@ -83,8 +97,10 @@ class ImaginationConfig:
         if self.success_threshold is not None and not (math.isfinite(self.success_threshold)
                                                        and 0.0 < self.success_threshold < 1.0):
             raise ValueError(f"success_threshold={self.success_threshold!r} must be in (0, 1) (or None)")
-        if self.frames not in FRAMES:
-            raise ValueError(f"frames={self.frames!r}; allowed: {', '.join(FRAMES)}")
+        if self.rung not in RUNGS:
+            raise ValueError(f"rung={self.rung!r}; allowed: {', '.join(RUNGS)}")
+        if self.judge is not None and self.judge not in JUDGES:
+            raise ValueError(f"judge={self.judge!r}; allowed: {', '.join(JUDGES)} (or None: the model's own)")
         if self.reward_type not in IMAGINED_REWARD_TYPES:
             raise ValueError(f"reward_type={self.reward_type!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
         if self.device not in DEVICES:
@@ -121,8 +137,9 @@ class ImaginationConfig:
         if not self.imagined:
             raise ValueError("no world model to imagine with (world_model is None)")
         return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
-                "frames": self.frames, "reward_type": self.reward_type, "success_threshold": self.success_threshold,
-                "sampling_steps": self.sampling_steps, "device": self.device,
+                "rung": self.rung, "judge": self.judge, "reward_type": self.reward_type,
+                "success_threshold": self.success_threshold, "sampling_steps": self.sampling_steps,
+                "device": self.device,
                 "reset_schedule": "keyframe" if self.keyframe_ratio > 0 else "synchronous",
                 "keyframe_rule": {"ratio": self.keyframe_ratio}}
 

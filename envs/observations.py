@@ -29,6 +29,7 @@ from gymnasium import spaces
 
 from worldsim.envs.families import TaskFamily
 from worldsim.envs.scene import BIN_FLOOR_TOP, CUBE_HALF, CUBES, ZONES, Scene
+from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.xp import Array, columns, namespace
 
 OBS_MODES: tuple[str, ...] = ("state", "pixels", "pixels+state")
@@ -61,6 +62,23 @@ def entity_positions(state: np.ndarray) -> np.ndarray:
     flat = [np.column_stack([state[:, STATE_LAYOUT[key]], np.full(len(state), z)])
             for key, z in zip([f"{z}_zone_xy" for z in ZONES] + ["bin_xy"], ENTITY_HEIGHTS[len(CUBES):], strict=True)]
     return np.stack(cubes + flat, axis=1).astype(np.float64)
+
+
+def task_entities(spec: TaskSpec) -> tuple[int, int]:
+    """Indices into :data:`ENTITIES` of a task's object and of its goal, as the ``state``'s
+    ``object_pos`` and ``goal_pos`` define them (the family's ``object_and_goal``, less its fixed
+    offsets): the cube acted on (the zone, when reaching a zone), and the zone, bin or cube it
+    must reach (the object itself when reaching: the goal hovers above it)."""
+    obj = f"{spec.obj}_cube" if spec.obj is not None else f"{spec.goal}_zone"
+    if spec.family == "reach":
+        goal = obj
+    elif spec.goal == "bin":
+        goal = "bin"
+    else:
+        goal = f"{spec.goal}_zone" if spec.goal in ZONES else f"{spec.goal}_cube"
+    return ENTITIES.index(obj), ENTITIES.index(goal)
+
+
 PROPRIO_DIM = 4
 
 

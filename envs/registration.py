@@ -21,6 +21,7 @@ physics or imagined, so the ids and the imagined env's arguments are spelled in 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from typing import Any
 
@@ -32,6 +33,12 @@ from worldsim.envs.tasks import TASKS
 NAMESPACE = "worldsim"
 IMAGINED_PREFIX = "Imagined-"
 BACKENDS: tuple[str, ...] = ("mujoco", "mjx", "warp")
+OPTIONAL_BACKENDS: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "mjx": (("jax", "mujoco.mjx"), "JAX and MuJoCo XLA", "worldsim.envs.mjx.vector_env:MjxVectorEnv"),
+    "warp": (("warp", "mujoco_warp"), "NVIDIA Warp and MuJoCo Warp", "worldsim.envs.warp.vector_env:WarpVectorEnv"),
+}
+"""The backends behind an extra: the modules each needs, what they are (for the install hint)
+and its vector env class (``module:Class``, imported on first use)."""
 
 
 def task_env_id(task: str, *, imagined: bool = False) -> str:
@@ -65,22 +72,14 @@ def make_vector_env(task: str, num_envs: int = 1, *, backend: str = "mujoco", **
         from worldsim.envs.vector_env import TabletopVectorEnv
 
         return TabletopVectorEnv(task, num_envs, **kwargs)
-    if backend == "mjx":
-        missing = [m for m in ("jax", "mujoco.mjx") if importlib.util.find_spec(m) is None]
+    if backend in OPTIONAL_BACKENDS:
+        modules, needs, env_class = OPTIONAL_BACKENDS[backend]
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
         if missing:
-            raise ImportError(f"backend='mjx' needs JAX and MuJoCo XLA ({', '.join(missing)} not installed): "
-                              'pip install "worldsim[mjx]"')
-        from worldsim.envs.mjx.vector_env import MjxVectorEnv
-
-        return MjxVectorEnv(task, num_envs, **kwargs)
-    if backend == "warp":
-        missing = [m for m in ("warp", "mujoco_warp") if importlib.util.find_spec(m) is None]
-        if missing:
-            raise ImportError(f"backend='warp' needs NVIDIA Warp and MuJoCo Warp ({', '.join(missing)} not "
-                              'installed): pip install "worldsim[warp]"')
-        from worldsim.envs.warp.vector_env import WarpVectorEnv
-
-        return WarpVectorEnv(task, num_envs, **kwargs)
+            raise ImportError(f"backend={backend!r} needs {needs} ({', '.join(missing)} not installed): "
+                              f'pip install "worldsim[{backend}]"')
+        module, name = env_class.split(":")
+        return getattr(importlib.import_module(module), name)(task, num_envs, **kwargs)
     raise ValueError(f"backend={backend!r} is not a backend; allowed: {', '.join(map(repr, BACKENDS))}")
 
 

@@ -32,12 +32,9 @@ from torch import nn
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
-    config_from_dict,
-    load_pretrained_weights,
-    read_pretrained_config,
-    save_pretrained_folder,
+    load_pretrained_model,
+    save_pretrained_model,
 )
-from worldsim.runtime.run_logging import to_jsonable
 
 Batch = dict[str, torch.Tensor]
 """A processed observation batch: tensor per key, batch axis first."""
@@ -117,8 +114,7 @@ class Policy(nn.Module, ABC):
     # ---------------------------------------------------------------- checkpoints
     def save_pretrained(self, path: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into folder ``path``, each atomically."""
-        return save_pretrained_folder(path, self, {"policy_type": self.policy_type,
-                                                   "config": to_jsonable(self.config)})
+        return save_pretrained_model(path, self, "policy_type", self.policy_type)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> Policy:
@@ -140,12 +136,9 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     one in ``policy/``)."""
     import worldsim.policies  # noqa: F401  (registers the built-in policy types)
 
-    path, kind, fields = read_pretrained_config(path, "policy", "policy_type", "policy checkpoint")
-    config_path = path / CONFIG_FILE
-    if kind not in POLICY_TYPES:
-        raise ValueError(f"{config_path}: unknown policy_type {kind!r}; known: {', '.join(sorted(POLICY_TYPES))}")
-    cls = POLICY_TYPES[kind]
-    config = config_from_dict(cls.config_class, fields, str(config_path))  # type: ignore[attr-defined]
-    policy = cls(config)
-    load_pretrained_weights(path, policy, f"a {cls.__name__} built from {config_path}")
-    return policy.to(device).eval()
+    def policy_class(kind: str, config_path: Path) -> type[Policy]:
+        if kind not in POLICY_TYPES:
+            raise ValueError(f"{config_path}: unknown policy_type {kind!r}; known: {', '.join(sorted(POLICY_TYPES))}")
+        return POLICY_TYPES[kind]
+
+    return load_pretrained_model(path, "policy", "policy_type", "policy checkpoint", policy_class, device)

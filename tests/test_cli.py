@@ -228,8 +228,8 @@ def test_train_rl_takes_the_chosen_algorithms_options(capsys):
 def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_flags():
     from worldsim.envs.imagination import ImaginationConfig
 
-    imagine = ["--world-model", "wm", "--keyframes", "k.h5", "--frames", "rendered", "--sampling-steps", "2",
-               "--success-threshold", "0.4"]
+    imagine = ["--world-model", "wm", "--keyframes", "k.h5", "--rung", "oracle", "--judge", "head",
+               "--sampling-steps", "2", "--success-threshold", "0.4"]
     training = ["--keyframe-ratio", "0", "--horizon", "None", "--reward-type", "dense"]
     required = {"collect": ["--out", "x.h5"], "evaluate": ["--policy", "p"], "rank-policies": ["--policies", "a", "b"],
                 "imagined-vs-real": ["--policy", "p"], "train-rl": ["--algo", "grpo", "--obs-mode", "pixels"]}
@@ -237,20 +237,23 @@ def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_
                         ("evaluate", []), ("rank-policies", [])):
         config = parse(load(name), [*required[name], *imagine, *extra], f"worldsim {name}")
         assert isinstance(config.imagination, ImaginationConfig), name
-        assert (config.imagination.world_model, config.imagination.frames, config.imagination.sampling_steps,
-                config.imagination.success_threshold) == (Path("wm"), "rendered", 2, 0.4), name
+        assert (config.imagination.world_model, config.imagination.rung, config.imagination.judge,
+                config.imagination.sampling_steps, config.imagination.success_threshold) == (
+            Path("wm"), "oracle", "head", 2, 0.4), name
         if extra:
             assert (config.imagination.keyframe_ratio, config.imagination.horizon) == (0.0, None), name
-    # the defaults: the world model's own frames; training imagines 40 steps from starts half at keyframes
+    # the defaults: the pixels rung judged as the model was trained to; training imagines 40 steps from
+    # starts half at keyframes
     default = parse(load("train-rl"), [], "worldsim train-rl").imagination
-    assert default == ImaginationConfig() and default.frames == "generated" and not default.imagined
+    assert default == ImaginationConfig() and (default.rung, default.judge) == ("pixels", None)
+    assert not default.imagined
     # a command hides what it sets itself: evaluations run whole episodes from episode starts, a
     # trainer's world model runs on its --device, co-evolution trains its own world model
     with pytest.raises(ValueError, match="--horizon"):
         parse(load("evaluate"), ["--policy", "p", "--horizon", "10"], "worldsim evaluate")
-    coevolve = parse(load("coevolve"), ["--base-policy", "p", "--device", "cpu", "--frames", "rendered",
+    coevolve = parse(load("coevolve"), ["--base-policy", "p", "--device", "cpu", "--rung", "oracle",
                                         "--max-real-drop", "0.2"], "worldsim coevolve")
-    assert coevolve.imagination.device == "cpu" and coevolve.imagination.frames == "rendered"
+    assert coevolve.imagination.device == "cpu" and coevolve.imagination.rung == "oracle"
     assert coevolve.guard.max_real_drop == 0.2
     for name, args in (("coevolve", ["--base-policy", "p", "--world-model", "wm"]),
                        ("train-rl", ["--world-model", "wm", "--keyframes", "k", "--imagination.device", "cpu"])):

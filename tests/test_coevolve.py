@@ -7,6 +7,7 @@ import torch
 
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, guard
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 from worldsim.runtime.run_logging import to_jsonable
 
@@ -24,8 +25,9 @@ def base_policy(tmp_path_factory):
 
 def tiny(base_policy, out, **kwargs):
     return CoevolveConfig(**{**dict(
-        base_policy=base_policy, task="PushCube-v0", real_episodes=2, rounds=2, wm_steps=2, wm_refine_steps=2,
-        rl_env_steps=1, rl_num_envs=2, group_size=2, eval_episodes=2, imagined_eval_episodes=2,
+        base_policy=base_policy, task="PushCube-v0", real_episodes=2, rounds=2,
+        wm=WorldModelRounds(steps=2, refine_steps=2), rl=RLRounds(env_steps=1, num_envs=2, group_size=2),
+        eval_episodes=2, imagined_eval_episodes=2,
         imagination=ImaginationConfig(horizon=3), videos=1, out=out, device="cpu", progress=False), **kwargs})
 
 
@@ -55,11 +57,11 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
     # everything is recorded: a resumed run redoes nothing and reproduces the results
     again = coevolve(tiny(base_policy, run, resume=True, test_episodes=3))
     assert again["rounds"] == results["rounds"] and again["test"] == results["test"]
-    # the default: the world model's own frames, on the run's device
+    # the default: the pixels rung, on the run's device
     assert state["config"]["imagination"] | {"horizon": 40} == to_jsonable(ImaginationConfig(device="cpu"))
     with pytest.raises(ValueError, match="settings changed since it started \\(imagination"):
         coevolve(tiny(base_policy, run, resume=True, test_episodes=3,
-                      imagination=ImaginationConfig(horizon=3, frames="rendered")))
+                      imagination=ImaginationConfig(horizon=3, rung="oracle")))
     # ... and reports the whole run's time, not the few seconds the resumed call took
     stage_seconds = sum(stage["seconds"] for stage in state["stages"].values())
     assert again["wall_clock_s"] == results["wall_clock_s"] == pytest.approx(stage_seconds, abs=0.1)
@@ -90,9 +92,10 @@ def test_two_rounds_of_coevolution_leave_a_full_report(base_policy, tmp_path):
 @pytest.mark.slow
 def test_frozen_world_model_and_direct_rl_spend_their_budgets(base_policy, tmp_path):
     frozen = coevolve(tiny(base_policy, tmp_path / "frozen", frozen_world_model=True, videos=0,
-                           imagination=ImaginationConfig(horizon=3, reward_type="dense")))
+                           imagination=ImaginationConfig(horizon=3, reward_type="dense", rung="sim-seeded")))
     assert frozen["real_budget"] == 2 and not (tmp_path / "frozen" / "round_1" / "data.h5").exists()
-    # RL saw the dense reward: shaping in (0, 1) per step, so a return of 3 imagined steps is no whole number
+    # RL saw the dense reward: shaping in (0, 1) per step, so a return of 3 imagined steps is no whole
+    # number (objects seeded at the recorded state: an untrained detector could put the cube anywhere)
     assert frozen["ablation"]["imagination"]["reward_type"] == "dense"
     returns = [json.loads(line)["episode/return"] for line in
                (tmp_path / "frozen" / "round_1" / "rl" / "metrics.jsonl").read_text().splitlines()
@@ -149,10 +152,86 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
         CoevolveConfig(base_policy=base_policy, suite="tabletop-4", real_episodes=3)
     with pytest.raises(KeyError):
         tiny(base_policy, tmp_path, task="NoSuchTask-v0")
-    with pytest.raises(ValueError, match="kl_coef=0.1 is GRPO's KL term; algo='ppo' has none"):
-        tiny(base_policy, tmp_path, kl_coef=0.1, algo="ppo")
-    with pytest.raises(ValueError, match="kl_coef=-1.0 must be a finite number >= 0"):
-        tiny(base_policy, tmp_path, kl_coef=-1.0)
+    with pytest.raises(ValueError, match="rl.kl_coef=0.1 is GRPO's KL term; rl.algo='ppo' has none"):
+        RLRounds(kl_coef=0.1, algo="ppo")
+    with pytest.raises(ValueError, match="rl.kl_coef=-1.0 must be a finite number >= 0"):
+        RLRounds(kl_coef=-1.0)
+    with pytest.raises(ValueError, match="wm.refine_steps=0 must be an int >= 1"):
+        WorldModelRounds(refine_steps=0)
+    with pytest.raises(ValueError, match="wm.preset='huge' is not one of tiny, base"):
+        WorldModelRounds(preset="huge")
+    with pytest.raises(ValueError, match="rl.num_envs=3 must be a multiple of the 4 tasks"):
+        CoevolveConfig(base_policy=base_policy, rl=RLRounds(num_envs=3))
+
+
+def test_the_parts_pass_their_settings_on(tmp_path):
+    from worldsim.training.grpo import GRPOConfig
+    from worldsim.training.ppo import PPOConfig
+
+    rl = RLRounds(env_steps=64, num_envs=8, group_size=4, lr=1e-4, kl_coef=0.05, time_budget=30.0)
+    grpo = rl.train_config(128, task="PushCube-v0", out=tmp_path / "rl", seed=3)
+    assert isinstance(grpo, GRPOConfig)
+    assert (grpo.num_envs, grpo.group_size, grpo.lr, grpo.kl_coef, grpo.total_env_steps, grpo.time_budget,
+            grpo.seed) == (8, 4, 1e-4, 0.05, 128, 30.0, 3)
+    ppo = RLRounds(algo="ppo", num_envs=8, lr=2e-4).train_config(64, task="PushCube-v0", out=tmp_path / "ppo")
+    assert isinstance(ppo, PPOConfig) and (ppo.num_envs, ppo.lr, ppo.total_env_steps) == (8, 2e-4, 64)
+    wm = WorldModelRounds(preset="base", steps=40, refine_steps=12, time_budget=5.0)
+    (tmp_path / "d.h5").write_bytes(b"")
+    first = wm.train_config(tmp_path / "d.h5", tmp_path / "wm", None, 7, device="cpu")
+    refined = wm.train_config(tmp_path / "d.h5", tmp_path / "wm2", tmp_path / "wm", 8, device="cpu")
+    assert type(first).__name__ == "TrainWMBaseConfig" and first.model.channels == (128, 256, 256)
+    assert (first.steps, first.val_every, first.checkpoint_every, first.time_budget, first.seed) == (40, 10, 40, 5.0, 7)
+    assert (refined.steps, refined.init, refined.seed) == (12, tmp_path / "wm", 8)
+
+
+def test_round0_is_adopted_only_from_a_run_with_the_same_world_model_part(base_policy, tmp_path):
+    from worldsim.pipelines.coevolve_stages import Stages
+
+    def recorded(out, **kwargs):
+        out.mkdir()
+        stages = Stages(out, to_jsonable(tiny(base_policy, out, **kwargs)), resume=False)
+        stages.state["stages"] = {"round 0: train world model": {"seconds": 1.0},
+                                  "round 0: evaluate": {"seconds": 1.0}}
+        (out / "round_0").mkdir()
+        (out / "state.json").write_text(json.dumps(stages.state))
+        return stages
+
+    source = recorded(tmp_path / "source", wm=WorldModelRounds(steps=2, refine_steps=2))
+    other = Stages(tmp_path / "other", to_jsonable(tiny(base_policy, tmp_path / "other",
+                                                        wm=WorldModelRounds(steps=3, refine_steps=2))), False)
+    with pytest.raises(ValueError, match="was run with other wm.steps: its round 0 is not this run's"):
+        other.adopt_round0(tmp_path / "source", tmp_path / "other" / "round_0")
+    # what comes after round 0 (refinements, RL) may differ
+    later = dict(wm=WorldModelRounds(steps=2, refine_steps=5), rl=RLRounds(env_steps=3, num_envs=2, group_size=2))
+    (tmp_path / "same").mkdir()
+    same = Stages(tmp_path / "same", to_jsonable(tiny(base_policy, tmp_path / "same", **later)), False)
+    same.adopt_round0(tmp_path / "source", tmp_path / "same" / "round_0")
+    assert set(same.state["stages"]) == set(source.state["stages"]) and (tmp_path / "same" / "round_0").is_dir()
+
+
+def test_nested_parts_are_prefixed_flags_with_one_line_errors(tmp_path, capsys):
+    from worldsim.commands.cli import load, main
+    from worldsim.commands.parsing import parse
+
+    config = parse(load("coevolve"), ["--base-policy", "p", "--task", "PushCube-v0", "--wm.steps", "9",
+                                      "--rl.env-steps", "640", "--rl.group-size", "4", "--rl.algo", "ppo"],
+                   "worldsim coevolve")
+    assert config.wm == WorldModelRounds(steps=9) and config.rl == RLRounds(algo="ppo", env_steps=640, group_size=4)
+    quick = parse(load("quickstart"), ["--rl.lr", "1e-4"], "worldsim quickstart")
+    assert quick.rl == RLRounds(env_steps=12_800, num_envs=32, group_size=8, lr=1e-4)
+    assert quick.wm == WorldModelRounds(steps=800)
+    assert main(["coevolve", "--base-policy", "p", "--task", "PushCube-v0", "--rl.env-steps", "0",
+                 "--out", str(tmp_path / "co")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: rl.env_steps=0 must be an int >= 1") and "\n" not in error
+    assert main(["quickstart", "--wm.time-budget", "-1", "--out", str(tmp_path / "q")]) == 2
+    assert capsys.readouterr().err.startswith("error: wm.time_budget=-1.0 must be > 0 seconds")
+    # the quickstart sets what it does not let a user choose (its one round runs GRPO, refines nothing)
+    for flag, value in (("--rl.algo", "ppo"), ("--wm.refine-steps", "5")):
+        assert main(["quickstart", flag, value, "--out", str(tmp_path / "q")]) == 2
+        assert capsys.readouterr().err.startswith(f"error: unrecognized options: {flag}")
+    assert main(["coevolve", "--base-policy", "p", "--wm-steps", "3"]) == 2
+    assert "unrecognized options: --wm-steps" in capsys.readouterr().err
 
 
 def test_quickstart_refuses_bad_values_before_running(tmp_path):

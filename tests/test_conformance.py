@@ -14,23 +14,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import host
 from gymnasium.vector import AutoresetMode
 
 N = 4
 BACKENDS = ["mujoco", "mjx", "warp", "imagined"]
-
-
-def host(x: Any) -> Any:
-    """Outputs as numpy (JAX arrays and torch tensors copied to the host), recursively."""
-    if isinstance(x, dict):
-        return {k: host(v) for k, v in x.items()}
-    if isinstance(x, tuple) and not (x and isinstance(x[0], str)):
-        return tuple(host(v) for v in x)
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().numpy()
-    if isinstance(x, (str, tuple)) or x is None:
-        return x
-    return np.asarray(x) if not (isinstance(x, np.ndarray) and x.dtype == object) else x
 
 
 def row(obs: Any, i: int) -> np.ndarray:
@@ -106,9 +94,12 @@ def backend(request, make_vec) -> Backend:
     return Backend(name, make_imagined, {"success_threshold": 1e-6}, lambda env: np.zeros((N, 4), np.float32))
 
 
-def run_until_done(backend: Backend, env, limit: int = 40):
+def run_until_done(backend: Backend, env, limit: int = 40, driver: Callable[[Any], Any] | None = None):
+    """Step ``env`` with ``driver``'s actions (the backend's by default) until some env finishes:
+    that step's results, on the host."""
+    driver = driver or backend.driver
     for _ in range(limit):
-        out = host(env.step(backend.driver(env)))
+        out = host(env.step(driver(env)))
         if (out[2] | out[3]).any():
             return out
     raise AssertionError("no env finished")
@@ -192,10 +183,7 @@ def test_success_terminates_and_rewards_one(backend):
 def test_next_step_restarts_on_the_following_step_and_ignores_its_action(backend):
     env = backend.make(max_episode_steps=40, reset_schedule="staggered")
     env.reset(seed=0)
-    for _ in range(12):
-        _, _, terminated, truncated, info = host(env.step(zeros()))
-        if (terminated | truncated).any():
-            break
+    _, _, terminated, truncated, info = run_until_done(backend, env, 12, lambda env: zeros())
     done = terminated | truncated
     assert done.any() and not done.all() and "final_obs" not in info
     _, reward, terminated2, truncated2, info2 = host(env.step(np.ones((N, 4), np.float32)))
@@ -207,10 +195,7 @@ def test_next_step_restarts_on_the_following_step_and_ignores_its_action(backend
 def test_disabled_mode_refuses_finished_envs_until_a_masked_reset(backend):
     env = backend.make(max_episode_steps=40, reset_schedule="staggered", autoreset_mode="Disabled")
     env.reset(seed=0)
-    for _ in range(12):
-        obs, _, terminated, truncated, _ = host(env.step(zeros()))
-        if (terminated | truncated).any():
-            break
+    obs, _, terminated, truncated, _ = run_until_done(backend, env, 12, lambda env: zeros())
     done = terminated | truncated
     assert done.any() and not done.all()
     with pytest.raises(RuntimeError, match=r"reset\(options=\{'reset_mask'"):

@@ -169,9 +169,13 @@ def test_protocol_gives_a_length_only_detector_chance_auc(monkeypatch):
     monkeypatch.setattr(protocol, "make_detector", lambda name, **kw: StepCounter(None))
     rollouts = synthetic_rollouts(per_task=45)  # failures are all longer than successes
     config = ProtocolConfig(seen_tasks=("a", "b"), unseen_tasks=("c",), seeds=(0, 1), alpha=0.2)
-    summary = evaluate_detector("step-counter", rollouts, config).summary()
+    result = evaluate_detector("step-counter", rollouts, config)
+    summary = result.summary()
     assert summary["seen"]["roc_auc"]["mean"] == 0.5
     assert summary["unseen"]["roc_auc"]["mean"] == 0.5
+    one_task = evaluate_detector("step-counter", rollouts, ProtocolConfig(seen_tasks=("a",), seeds=(0, 1), alpha=0.2))
+    for window, verdict in one_task.verdicts()["seen"].items():  # at the median success too: length leaks nothing
+        assert verdict.auc == 0.5 and verdict.interval == (0.5, 0.5) and verdict.call == "chance", window
 
 
 def test_offline_scores_equal_the_online_stream_with_staggered_episodes():
@@ -365,3 +369,70 @@ def test_roc_legend_covers_no_curve(tmp_path, monkeypatch):
         legend = ax.get_legend().get_window_extent()
         assert not legend.overlaps(ax.get_window_extent())  # beside the axes...
         assert fig.bbox.contains(legend.x1 - 1, legend.y0 + 1)  # ...and inside the picture
+
+
+# ---------------------------------------------------------------------------- verdicts
+def _seeds(failure_scores, success_scores, seeds=3, per_seed=24, seed=0):
+    """Three seeds' test sets drawn (overlapping, as the protocol's are) from 40 failures and 40
+    successes whose scores are ``failure_scores`` and ``success_scores``."""
+    from worldsim.failure.verdict import SeedScores
+
+    rng = np.random.default_rng(seed)
+    scores = np.concatenate([failure_scores, success_scores])
+    failed = np.arange(len(scores)) < len(failure_scores)
+    out = []
+    for _ in range(seeds):
+        picked = np.concatenate([rng.choice(np.flatnonzero(failed), per_seed // 2, replace=False),
+                                 rng.choice(np.flatnonzero(~failed), per_seed // 2, replace=False)])
+        out.append(SeedScores(picked, failed[picked], scores[picked]))
+    return out
+
+
+def test_verdicts_on_separable_inverted_and_chance_scores():
+    from worldsim.failure.verdict import judge
+
+    rng = np.random.default_rng(0)
+    high, low = rng.normal(2.0, 1.0, 40), rng.normal(0.0, 1.0, 40)
+    same_a, same_b = rng.normal(0.0, 1.0, 40), rng.normal(0.0, 1.0, 40)
+    separable, inverted, chance = judge(_seeds(high, low)), judge(_seeds(low, high)), judge(_seeds(same_a, same_b))
+    assert separable.call == "separates" and separable.interval[0] > 0.5
+    assert separable.verdict == "separates failures from successes"
+    assert inverted.call == "below chance" and inverted.interval[1] < 0.5
+    assert inverted.verdict == ("below chance: the score is inverted, it ranks successes as riskier (a finding about "
+                                "the score, not a detector that works)")
+    assert chance.call == "chance" and chance.interval[0] < 0.5 < chance.interval[1]
+    assert chance.verdict == "cannot be told apart from chance on 24 rollouts (12 failures) per seed"
+    assert judge(_seeds(high, low)) == separable  # seeded: the interval repeats exactly
+
+
+def test_weighted_auc_is_scikit_learns_and_the_interval_brackets_the_mean():
+    from sklearn.metrics import roc_auc_score
+
+    from worldsim.failure.verdict import auc_interval, weighted_auc
+
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 5, 7).astype(float), rng.integers(0, 5, 9).astype(float)  # ties included
+    wa, wb = rng.integers(0, 3, (4, 7)).astype(float), rng.integers(1, 3, (4, 9)).astype(float)
+    wa[:, 0] = 1
+    expected = [roc_auc_score(np.r_[np.ones(7), np.zeros(9)], np.r_[a, b], sample_weight=np.r_[wa[i], wb[i]])
+                for i in range(4)]
+    np.testing.assert_allclose(weighted_auc(a, b, wa, wb), expected)
+    auc, (low, high) = auc_interval(_seeds(rng.normal(0.5, 1, 40), rng.normal(0, 1, 40)))
+    assert low < auc < high
+    with pytest.raises(ValueError, match="level"):
+        auc_interval(_seeds(a, b, per_seed=6), level=1.0)
+
+
+def test_median_success_window_compares_the_rollouts_still_running():
+    from worldsim.failure.protocol import roc_scores
+    from worldsim.failure.rollouts import median_success_lengths
+
+    rollouts = synthetic_rollouts(tasks=("a",), per_task=9)  # 6 successes of 30-49 steps, 3 failures of 60
+    medians = median_success_lengths(rollouts)
+    successes = sorted(r.length for r in rollouts if r.success)
+    assert medians == {"a": successes[2]}
+    curves = [np.arange(1.0, r.length + 1)[:, None] for r in rollouts]  # a step counter's scores
+    scores = roc_scores(StepCounter(None), curves, rollouts, medians)
+    running = np.isfinite(scores)
+    assert running.tolist() == [r.length >= medians["a"] for r in rollouts]
+    assert set(scores[running].tolist()) == {float(medians["a"])}  # every rollout read at the same step

@@ -13,42 +13,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from conftest import assert_follows_mujoco, backend_envs, host, same_start
 
 from worldsim.envs.observations import STATE_LAYOUT
 
 N = 4
-# The parts of the state observation compared between backends: positions and velocities.
-# Cube quaternions are left out: under a pushing paddle a cube's yaw is the first thing the two
-# contact pipelines disagree on (see test_mjx_matches_mujoco_over_a_short_horizon).
-POSITIONS = [n for n in STATE_LAYOUT if not n.endswith("_quat") and not n.endswith("_vel")]
 
 
 @pytest.fixture(autouse=True)
-def compiled(mjx_compiled):
-    """Every MJX env here has 4 envs: one compiled physics step for the module."""
-
-
-@pytest.fixture
-def make(make_vec):
-    def make_env(task="ReachCube-v0", backend="mjx", **kwargs):
-        return make_vec(task, N, backend=backend, **kwargs)
-    return make_env
-
-
-def host(x):
-    if isinstance(x, dict):
-        return {k: host(v) for k, v in x.items()}
-    if isinstance(x, tuple):
-        return tuple(host(v) for v in x)
-    return np.asarray(x)
-
-
-def copy_layout(cpu, mjx_env):
-    """Put the MJX env in the MuJoCo env's current physical state."""
-    snapshot = mjx_env.unwrapped.get_state()
-    snapshot.update(qpos=cpu.unwrapped.physics.qpos, qvel=cpu.unwrapped.physics.qvel,
-                    warmstart=np.zeros_like(snapshot["warmstart"]), elapsed=cpu.unwrapped._elapsed)
-    mjx_env.unwrapped.set_state(snapshot)
+def make(mjx_compiled, make_vec):
+    """MJX envs (``backend=`` for another), 4 each: every test here shares one compiled physics step."""
+    return backend_envs(make_vec, "mjx")
 
 
 # ------------------------------------------------------------------ equivalence
@@ -59,32 +34,12 @@ def test_mjx_matches_mujoco_over_a_short_horizon(make, task):
     the backends agree to float32 precision; the slack is for contacts, which MJX generates
     with its own box-box routine (4 points per pair, float32). An env is compared until its
     episode ends: the layouts the two backends then draw come from different random numbers."""
-    cpu, mjx_env = make(task, backend="mujoco"), make(task)
-    cpu.reset(seed=3)
-    mjx_env.reset(seed=3)
-    copy_layout(cpu, mjx_env)
-    live = np.ones(N, bool)
-    for step in range(6):
-        actions = cpu.unwrapped.expert_action()
-        obs_c, rew_c, term_c, trunc_c, info_c = cpu.step(actions)
-        obs_m, rew_m, term_m, trunc_m, info_m = host(mjx_env.step(actions))
-        for name in POSITIONS:
-            sl = STATE_LAYOUT[name]
-            np.testing.assert_allclose(obs_m[live, sl], obs_c[live, sl], atol=0.015, err_msg=f"{name} at step {step}")
-        np.testing.assert_allclose(rew_m[live], rew_c[live], atol=0.05)
-        np.testing.assert_array_equal(info_m["success"][live], info_c["success"][live])
-        np.testing.assert_array_equal(term_m[live], term_c[live])
-        np.testing.assert_array_equal(trunc_m[live], trunc_c[live])
-        assert sorted(info_m["reward_terms"]) == sorted(info_c["reward_terms"])
-        live &= ~(term_c | trunc_c)
-    assert live.any()
+    assert_follows_mujoco(make(task, backend="mujoco"), make(task))
 
 
 def test_free_space_motion_matches_to_float32_precision(make):
     cpu, mjx_env = make(backend="mujoco"), make()
-    cpu.reset(seed=0)
-    mjx_env.reset(seed=0)
-    copy_layout(cpu, mjx_env)
+    same_start(cpu, mjx_env, seed=0)
     actions = np.array([[1.0, -0.5, 1.0, -1.0], [-1.0, 0.2, 0.5, 1.0], [0.3, 1.0, 0.8, 0.0], [0, 0, 1.0, 1.0]],
                        np.float32)
     for _ in range(4):  # upwards: nothing touches anything

@@ -63,7 +63,8 @@ def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp
         model.objects.net[-1].weight.normal_(0.0, 0.05)
     model.eval()
     episodes, starts, horizon = np.arange(3), np.array([0, 4, int(bank.lengths[2]) - 2]), 4
-    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(0))
+    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(0),
+                    rung="sim-seeded")  # from the recorded objects, as imagined_states starts
     features, head, success, valid = imagined_states(model, bank, episodes, starts, horizon)
     assert features.shape[:2] == (3, horizon) and run.points is not None
     points = (features[..., :2 * len(ENTITIES)].reshape(3, horizon, len(ENTITIES), 2) + 1) / 2 * 32

@@ -3,11 +3,20 @@ verdict with intervals, world-model fidelity beside base rates, detection, links
 
 import copy
 import json
+import re
 
-from worldsim.pipelines.quickstart_report import budget_lines, write_report
+from worldsim.pipelines.quickstart_report import budget_lines, detection_summary, write_report
+
+
+def _judged(auc, low, high, call, verdict, rollouts=25, failures=15):
+    return {"auc": auc, "interval": [low, high], "verdict": verdict, "call": call, "rollouts": rollouts,
+            "failures": failures, "seeds": 3}
+
+
+CHANCE = "cannot be told apart from chance on {} rollouts ({} failures) per seed"
 
 SUMMARY = {
-    "task": "PushCube-v0", "seed": 0, "torch_threads": 2, "demos": 20,
+    "task": "PushCube-v0", "seed": 0, "torch_threads": 2, "demos": 20, "rung": "pixels",
     "timings_s": {"behaviour cloning": 12.5, "failure detection": 3.0}, "wall_clock_s": 15.5,
     "budgets": {"bc": {"steps": 50, "asked": 50, "stopped_by": "steps"},
                 "world_model": {"steps": 20, "asked": 20, "stopped_by": "steps"},
@@ -24,7 +33,10 @@ SUMMARY = {
                     "agreement": {k: {"accuracy": 0.65, "balanced_accuracy": 0.64, "base_rate": 0.5}
                                   for k in ("last_16", "full")},
                     "physics_ceiling": {"exact": 1.0, "shift_0.1mm": 0.75, "shift_0.33mm": 0.65, "shift_1mm": 0.6}},
-    "detectors_roc_auc": {"knn": 0.8}, "detection_skipped": None,
+    "detectors": {"knn": {**_judged(0.8, 0.66, 0.92, "separates", "separates failures from successes"), "step": 10,
+                          "where_rollouts_differ": {"step": 57, **_judged(0.62, 0.4, 0.81, "chance",
+                                                                          CHANCE.format(21, 15), 21)}}},
+    "detection": {"rollouts": 100, "failures": 63, "median_failure_length": 100}, "detection_skipped": None,
     "guard": {"accepted": False, "reasons": ["imagined success exceeds real by 0.46 > 0.3"]},
 }
 
@@ -45,6 +57,17 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     assert json.loads((tmp_path / "summary.json").read_text())["comparison"]["episodes"] == 200
 
 
+def test_the_report_names_the_rung_and_calls_the_oracle_an_upper_bound(tmp_path):
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "detect" / "table.md").write_text("| detector | ROC-AUC |\n|---|---|\n")
+    pixels = write_report(tmp_path, SUMMARY).read_text()
+    assert "GRPO imagined on the **pixels** rung" in pixels and "nothing came from the simulator" in pixels
+    assert "upper bound" not in pixels
+    oracle = write_report(tmp_path, {**SUMMARY, "rung": "oracle"}).read_text()
+    assert "the **oracle** rung" in oracle and "an upper bound for analysis" in oracle
+    assert json.loads((tmp_path / "summary.json").read_text())["rung"] == "oracle"
+
+
 def test_a_stage_cut_by_its_time_budget_is_flagged_loudly():
     cut = copy.deepcopy(SUMMARY)
     cut["budgets"]["world_model"] = {"steps": 597, "asked": 800, "stopped_by": "time_budget"}
@@ -54,7 +77,7 @@ def test_a_stage_cut_by_its_time_budget_is_flagged_loudly():
 
 
 def test_skipped_detection_says_why(tmp_path):
-    skipped = copy.deepcopy(SUMMARY) | {"detectors_roc_auc": None,
+    skipped = copy.deepcopy(SUMMARY) | {"detectors": None, "detection": None,
                                         "detection_skipped": "the calibration set holds no successful rollouts"}
     text = write_report(tmp_path, skipped).read_text()
     assert "Skipped: the calibration set holds no successful rollouts" in text
@@ -100,5 +123,64 @@ def test_the_quickstart_says_how_long_it_should_take_when_it_starts(tmp_path, ca
     said = " ".join(capsys.readouterr().out.split())
     assert f"quickstart: about 19 minutes on 2 quiet CPU cores (the default budgets take {quickstart.DEFAULT_MINUTES}" \
         in said
-    longer = quickstart.QuickstartConfig(out=tmp_path / "r", wm_steps=1600)
-    assert quickstart.estimate_minutes(longer) > quickstart.estimate_minutes(quickstart.QuickstartConfig())
+    from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
+
+    default = quickstart.estimate_minutes(quickstart.QuickstartConfig())
+    assert default == pytest.approx(quickstart.DEFAULT_MINUTES)
+    longer = quickstart.QuickstartConfig(out=tmp_path / "r", wm=WorldModelRounds(steps=1600))
+    assert quickstart.estimate_minutes(longer) == pytest.approx(default * 1.5)  # the world model: half the time
+    more_rl = quickstart.QuickstartConfig(rl=RLRounds(env_steps=2 * 12_800, num_envs=32))
+    assert quickstart.estimate_minutes(more_rl) == pytest.approx(default * (1 + 0.5 / len(quickstart._SCALED)))
+
+
+def test_detection_states_verdicts_with_intervals_and_base_rate(tmp_path):
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "detect" / "table.md").write_text("")
+    text = write_report(tmp_path, SUMMARY).read_text()
+    assert "100 rollouts, 63 failures (base rate 63.0%); each of 3 seeds tests 25 of them (15 failures)" in text
+    assert ("| knn | separates failures from successes (ROC-AUC 0.80, 95% CI 0.66-0.92) | cannot be told apart from "
+            "chance on 21 rollouts (15 failures) per seed (ROC-AUC 0.62, 95% CI 0.40-0.81) |") in text
+    assert "knn separates this policy's failures from its successes" in text
+    assert "ROC-AUC 0.5 is chance" not in text
+    assert json.loads((tmp_path / "summary.json").read_text())["detectors"]["knn"]["interval"] == [0.66, 0.92]
+
+
+def test_a_below_chance_detector_is_called_inverted_never_a_result(tmp_path):
+    inverted = copy.deepcopy(SUMMARY)
+    below = ("below chance: the score is inverted, it ranks successes as riskier (a finding about the score, not a "
+             "detector that works)")
+    inverted["detectors"] = {"knn": {**_judged(0.44, 0.28, 0.6, "chance", CHANCE.format(25, 15)), "step": 10,
+                                     "where_rollouts_differ": {"step": 57, **_judged(0.31, 0.2, 0.45, "below chance",
+                                                                                     below, 21)}}}
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "detect" / "table.md").write_text("")
+    text = write_report(tmp_path, inverted).read_text()
+    assert "knn: below chance, its score is inverted (it ranks successes as riskier)" in text
+    assert "No detector tells this policy's failures from its successes here" in text
+    assert "steps 1-10 of the 100 a failure runs" in text and "leaving 6 per seed beside 15 failures" in text
+    figures = [m for m in re.finditer(r"0\.(44|31)\b", text)]
+    assert len(figures) == 2
+    for m in figures:  # each figure stands behind its verdict, never bare
+        before = text[text.rfind("|", 0, m.start()): m.start()]
+        assert before.startswith(("| cannot be told apart from chance", "| below chance: the score is inverted"))
+
+
+def test_detection_summary_reads_a_detection_run(tmp_path):
+    import numpy as np
+
+    from worldsim.failure import ProtocolConfig, Rollout, evaluate_detector
+    from worldsim.failure.detect import rollout_lengths
+
+    rng = np.random.default_rng(0)  # successes end early around one direction; failures run 60 steps, around another
+    rollouts = [Rollout("PushCube-v0", i % 3 != 0, (rng.normal(size=(n, 4)) + 3 * np.eye(4)[int(i % 3 == 0)])
+                        .astype(np.float32), None, i)
+                for i, n in enumerate(60 if i % 3 == 0 else int(rng.integers(30, 50)) for i in range(40))]
+    protocol = ProtocolConfig(seen_tasks=("PushCube-v0",), seeds=(0, 1), alpha=0.2, cp="constant")
+    results = {"episodes": 40, "failures": 14, "lengths": rollout_lengths(rollouts),
+               "detectors": {"knn": evaluate_detector("knn", rollouts, protocol).to_json()}}
+    summary = detection_summary(json.loads(json.dumps(results)), "PushCube-v0")
+    knn = summary["detectors"]["knn"]
+    successes = sorted(r.length for r in rollouts if r.success)
+    assert knn["step"] == successes[0] and knn["where_rollouts_differ"]["step"] == successes[(len(successes) - 1) // 2]
+    assert knn["call"] == "separates" and knn["interval"][0] > 0.5 and knn["seeds"] == 2
+    assert summary["detection"] == {"rollouts": 40, "failures": 14, "median_failure_length": 60}

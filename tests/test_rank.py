@@ -38,13 +38,13 @@ def test_rank_policies_cli_writes_the_ranking(tmp_path, untrained_world_model, p
     assert main(args + ["--policies", *policies]) == 0
     result = json.loads((tmp_path / "rank" / "ranking.json").read_text())
     assert result["tasks"] == ["PushCube-v0"] and len(result["policies"]) == 2
-    assert result["frames"] == "generated"  # the world model's own; this one has no pathway to render
+    assert result["rung"] == "pixels"  # the default: nothing from the simulator while imagining
     assert all(p["real"]["episodes"] == 2 and p["imagined"]["episodes"] == 2 for p in result["policies"])
     assert (tmp_path / "rank" / "ranking.png").stat().st_size > 0
     report = (tmp_path / "rank" / "ranking.md").read_text()
     assert "Spearman" in report and "permutation p" in report
     assert re.search(r"\| \d+% \(\d+-\d+\) / \d+% \(\d+-\d+\) \|", report)  # imagined / real, Wilson intervals
     assert main(args + ["--policies", policies[0]]) == 2  # one policy: nothing to rank
-    assert main(args + ["--policies", *policies, "--frames", "rendered"]) == 2
-    assert main(args + ["--policies", *policies, "--frames", "painted"]) == 2
+    assert main(args + ["--policies", *policies, "--rung", "oracle"]) == 2  # this model has no pathway to draw
+    assert main(args + ["--policies", *policies, "--rung", "painted"]) == 2
     assert main(args + ["--policies", *policies, "--task", "StackCube-v0"]) == 2  # not a task of the model

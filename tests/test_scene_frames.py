@@ -1,4 +1,4 @@
-"""Imagined states drawn by the scene's renderer (``frames="rendered"``): the frame is the state the
+"""Imagined states drawn by the scene's renderer (the ``oracle`` rung): the frame is the state the
 outcome is judged on, drawn as the physics env draws its observation, and nothing is denoised."""
 
 import shutil
@@ -61,7 +61,7 @@ def test_a_recorded_state_is_drawn_as_it_was_observed(files):
 
 def test_rendered_imagination_draws_the_judged_state_without_denoising(files):
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=files / "pathway",
-                       keyframes=files / "push.h5", device="cpu", frames="rendered", reset_schedule="synchronous",
+                       keyframes=files / "push.h5", device="cpu", rung="oracle", reset_schedule="synchronous",
                        terminate_on_success=False)
     world = env.unwrapped
     obs, _ = env.reset(seed=0)
@@ -111,29 +111,29 @@ def test_rendered_frames_need_the_pathway_and_recorded_states(files):
         kwargs = {"world_model": files / "pathway", "keyframes": files / "push.h5", "device": "cpu", **kwargs}
         return gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=1, **kwargs)
 
-    with pytest.raises(ValueError, match="frames='painted'; allowed: generated, rendered"):
-        make(frames="painted")
-    with pytest.raises(ValueError, match="frames='rendered'.*no pathway.*--object-pathway"):
-        make(frames="rendered", world_model=files / "frames_only")
-    with pytest.raises(ValueError, match="frames='rendered'.*pixels.h5.*no 'state'"):
-        make(frames="rendered", keyframes=files / "pixels.h5")
-    make(frames="generated", keyframes=files / "pixels.h5").close()  # the world model's own frames need no state
+    with pytest.raises(ValueError, match="rung='painted'; allowed: oracle, sim-seeded, pixels, video"):
+        make(rung="painted")
+    with pytest.raises(ValueError, match="rung='oracle'.*no object pathway.*use rung 'pixels'"):
+        make(rung="oracle", world_model=files / "frames_only")
+    with pytest.raises(ValueError, match="rung='oracle'.*pixels.h5.*no 'state'.*use rung 'pixels'"):
+        make(rung="oracle", keyframes=files / "pixels.h5")
+    make(rung="pixels", keyframes=files / "pixels.h5").close()  # the world model's own frames need no state
 
 
-def test_trainers_and_evaluations_pass_the_frames_on(files, tmp_path):
+def test_trainers_and_evaluations_pass_the_rung_on(files, tmp_path):
     instruction = "push the red cube onto the blue square"
     TinyVLA(TinyVLAConfig(instructions=(instruction,), image_size=32, language="learned", channels=(8, 8),
                           hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / "vla")
     policy = worldsim.training.rl.load_policy(tmp_path / "vla", torch.device("cpu"))
-    for frames in ("generated", "rendered"):
+    for rung in ("sim-seeded", "oracle"):
         config = worldsim.training.grpo.GRPOConfig(
             task="PushCube-v0", obs_mode="pixels", policy=str(tmp_path / "vla"), num_envs=2, group_size=2,
             out=tmp_path / "grpo", device="cpu",
-            imagination=ImaginationConfig(files / "pathway", files / "push.h5", frames=frames))
+            imagination=ImaginationConfig(files / "pathway", files / "push.h5", rung=rung))
         env = worldsim.training.rl.make_train_env(config, 2, policy, reset_schedule="keyframe")
-        assert (env.unwrapped.scene_frames is not None) == (frames == "rendered")
+        assert (env.unwrapped.scene_frames is not None) == (rung == "oracle")
         env.close()
-    imagination = ImaginationConfig(files / "pathway", files / "push.h5", device="cpu", frames="rendered")
+    imagination = ImaginationConfig(files / "pathway", files / "push.h5", device="cpu", rung="oracle")
     result = evaluate_policy(policy, ["PushCube-v0"], 3, num_envs=2, progress=False, imagination=imagination)
     assert result.tasks["PushCube-v0"].episodes == 3
 
@@ -141,7 +141,7 @@ def test_trainers_and_evaluations_pass_the_frames_on(files, tmp_path):
 def test_replays_and_fidelity_reports_draw_the_imagined_state(files, tmp_path):
     model = WorldModel.from_pretrained(files / "pathway")
     bank = EpisodeBank(files / "push.h5")
-    run = open_loop(model, bank, np.arange(3), np.zeros(3, np.int64), 5, frames="rendered")
+    run = open_loop(model, bank, np.arange(3), np.zeros(3, np.int64), 5, rung="oracle")
     drawn = SceneFrames(model.rules, 32, 3)
     drawn.start(np.arange(3), bank.state[bank.obs_start])
     assert np.array_equal(run.imagined[:, 0], run.real[:, 0])
@@ -150,14 +150,14 @@ def test_replays_and_fidelity_reports_draw_the_imagined_state(files, tmp_path):
                  torch.from_numpy(run.heights[:, k]))
         assert np.array_equal(run.imagined[:, k], drawn.draw(np.arange(3), *state))
     drawn.close()
-    report = evaluate_world_model(model, bank, frames="rendered", horizon=4, physics_ceiling=False, videos=0,
+    report = evaluate_world_model(model, bank, rung="oracle", horizon=4, physics_ceiling=False, videos=0,
                                   progress=False)
-    assert report["frames"] == "rendered" and len(report["episode_start"]["psnr"]) == 4
+    assert report["rung"] == "oracle" and len(report["episode_start"]["psnr"]) == 4
     video = imagine_episodes(files / "pathway", files / "push.h5", tmp_path / "imagined.mp4", episodes=2, horizon=3,
-                             frames="rendered")
+                             rung="oracle")
     assert video.episodes == 2 and video.path.stat().st_size > 0
-    with pytest.raises(ValueError, match="no pathway"):
+    with pytest.raises(ValueError, match="no object pathway"):
         open_loop(WorldModel.from_pretrained(files / "frames_only"), bank, np.arange(1), np.zeros(1, np.int64), 2,
-                  frames="rendered")
+                  rung="oracle")
     with pytest.raises(ValueError, match="pixels.h5.*no 'state'"):
-        open_loop(model, EpisodeBank(files / "pixels.h5"), np.arange(1), np.zeros(1, np.int64), 2, frames="rendered")
+        open_loop(model, EpisodeBank(files / "pixels.h5"), np.arange(1), np.zeros(1, np.int64), 2, rung="oracle")

@@ -6,6 +6,7 @@ Warp is not installed."""
 import numpy as np
 import pytest
 import torch
+from conftest import assert_follows_mujoco, backend_envs
 
 from worldsim.envs.expert import expert_success
 from worldsim.envs.observations import STATE_LAYOUT
@@ -13,29 +14,13 @@ from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.reset_schedule import ResetSchedule
 
 N = 4
-POSITIONS = [n for n in STATE_LAYOUT if not n.endswith("_quat") and not n.endswith("_vel")]
 
 
 @pytest.fixture(autouse=True)
-def compiled(warp_compiled):
-    """MuJoCo Warp's kernels, compiled once per test run (skips where it is not installed)."""
-
-
-@pytest.fixture
-def make(make_vec):
-    def make_env(task="ReachCube-v0", backend="warp", **kwargs):
-        if backend == "warp":
-            kwargs.setdefault("device", "cpu")
-        return make_vec(task, N, backend=backend, **kwargs)
-    return make_env
-
-
-def same_start(cpu, warp_env) -> None:
-    """Put the Warp env in the MuJoCo env's current physical state."""
-    snapshot = warp_env.unwrapped.get_state()
-    snapshot.update(qpos=cpu.unwrapped.physics.qpos, qvel=cpu.unwrapped.physics.qvel,
-                    warmstart=np.zeros_like(snapshot["warmstart"]), elapsed=cpu.unwrapped._elapsed)
-    warp_env.unwrapped.set_state(snapshot)
+def make(warp_compiled, make_vec):
+    """Warp envs on Warp's CPU device (``backend=`` for another), 4 each, after MuJoCo Warp's
+    kernels are compiled once per test run (every test here skips where it is not installed)."""
+    return backend_envs(make_vec, "warp")
 
 
 @pytest.mark.parametrize("task", ["ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0"])
@@ -44,25 +29,7 @@ def test_warp_matches_mujoco_over_a_short_horizon(make, task):
     positions within 1.5 cm, rewards within 0.05, the same success and termination flags. In
     free space the backends agree to float32 precision (0.3 mm); pushing a cube, Warp's float32
     contact solve drifts by millimetres within these 6 steps."""
-    cpu, warp_env = make(task, backend="mujoco"), make(task)
-    cpu.reset(seed=3)
-    warp_env.reset(seed=3)
-    same_start(cpu, warp_env)
-    live = np.ones(N, bool)  # an env is compared until its episode ends: new layouts differ by backend
-    for step in range(6):
-        actions = cpu.unwrapped.expert_action()
-        obs_c, rew_c, term_c, trunc_c, info_c = cpu.step(actions)
-        obs_w, rew_w, term_w, trunc_w, info_w = (x.numpy() if isinstance(x, torch.Tensor) else x
-                                                 for x in warp_env.step(torch.from_numpy(actions)))
-        for name in POSITIONS:
-            sl = STATE_LAYOUT[name]
-            np.testing.assert_allclose(obs_w[live, sl], obs_c[live, sl], atol=0.015, err_msg=f"{name} at step {step}")
-        np.testing.assert_allclose(rew_w[live], rew_c[live], atol=0.05)
-        np.testing.assert_array_equal(info_w["success"].numpy()[live], info_c["success"][live])
-        np.testing.assert_array_equal(term_w[live], term_c[live])
-        np.testing.assert_array_equal(trunc_w[live], trunc_c[live])
-        live &= ~(term_c | trunc_c)
-    assert live.any()
+    assert_follows_mujoco(make(task, backend="mujoco"), make(task), torch.from_numpy)
 
 
 @pytest.mark.parametrize("task", ["PickPlaceCube-v0", "StackCube-v0"])

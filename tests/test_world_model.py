@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each forked rank)
+from conftest import noisy_push_episodes
 from safetensors.torch import load_file
 
 from worldsim.commands.parsing import parse
@@ -49,10 +50,7 @@ NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")  # 
 
 @pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wm") / "push.h5"
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)), 6, path,
-                     num_envs=6, image_size=32, progress=False)
-    return path
+    return noisy_push_episodes(tmp_path_factory.mktemp("wm") / "push.h5", 6)
 
 
 def config(episodes, out, **kwargs) -> TrainWMConfig:
@@ -412,8 +410,7 @@ def test_agreement_reports_the_base_rate_and_balanced_accuracy():
 def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
     mixed = tmp_path / "mixed.h5"
     # A noisy expert: 7 of these 10 seeded episodes succeed, 3 fail.
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3, epsilon=0.2)), 10,
-                     mixed, num_envs=10, image_size=32, progress=False)
+    noisy_push_episodes(mixed, 10, epsilon=0.2)
     model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY))
     with EpisodeReader(mixed) as reader:
         outcomes = [i.success for i in reader.episode_info()]
@@ -431,7 +428,8 @@ def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
 def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path):
     out, _ = trained
     report = evaluate_world_model(out, episodes, horizon=4, rl_horizons=(2, 4), contact_horizon=3,
-                                  out=tmp_path / "eval", videos=1, progress=False)
+                                  out=tmp_path / "eval", videos=1, progress=False, rung="sim-seeded")
+    assert report["rung"] == "sim-seeded"
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
     gripper = report["episode_start"]["gripper_cm"]
@@ -576,8 +574,7 @@ def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcom
     from worldsim.world_models.train import calibrate_success_threshold
 
     data = tmp_path / "mixed.h5"
-    collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, 0.3, 0.5, seed=3)), 4,
-                     data, num_envs=4, image_size=32, progress=False)
+    noisy_push_episodes(data, 4, epsilon=0.5, seed=3)
     bank = EpisodeBank(data)
     assert 0 < sum(info.success for info in bank.infos) < len(bank)
     torch.manual_seed(1)

@@ -1,6 +1,8 @@
 """The imagined env beyond the shared contract (test_conformance.py): the same spaces as the physics
 env, keyframe starts, the transition reward, its own bad input, and the trainers running on it."""
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -82,19 +84,27 @@ def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
     assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:], strict=True))
 
 
-def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files):
+def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files, tmp_path):
     bank = EpisodeBank(files[1])
     real_firsts = bank.images[bank.obs_start]
     plain = make(8, reset_schedule="synchronous")
     obs, info = plain.reset(seed=0)
     assert (info["episode_step"] == 0).all()
     assert all(any(np.array_equal(img, f) for f in real_firsts) for img in obs["image"])
-    keyed = make(16, keyframe_rule=KeyframeRule(ratio=1.0))
+    # the pushes' keyframes are placed by the recorded state (the gripper never toggles), which the
+    # default pixels rung never reads: there every start is an episode start
+    assert len(plain.unwrapped.keyframes) == 0
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
+                                success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
+                                outcome="rule")).save_pretrained(tmp_path / "wm")
+    seeded = functools.partial(make, world_model=tmp_path / "wm", rung="sim-seeded")
+    keyed = seeded(16, keyframe_rule=KeyframeRule(ratio=1.0))
     obs, info = keyed.reset(seed=0)
     assert (info["episode_step"] > 0).all() and not info["success"].any()
     starts = bank.obs_start[keyed.unwrapped.start_episode] + info["episode_step"]  # which recorded state
     assert np.array_equal(obs["image"], bank.images[starts])
-    mixed = make(64, keyframe_rule={"ratio": 0.5})
+    mixed = seeded(64, keyframe_rule={"ratio": 0.5})
     _, info = mixed.reset(seed=0)
     assert 10 < (info["episode_step"] > 0).sum() < 54
     staggered = make(8, reset_schedule="staggered")
@@ -124,7 +134,8 @@ def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, 
                                 success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
                                 outcome="rule")).save_pretrained(tmp_path / "wm")
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm", keyframes=files[1],
-                       device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False)
+                       device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False,
+                       rung="sim-seeded")  # the objects start at the recorded state
     _, info = env.reset(seed=0)
     bank, scene = EpisodeBank(files[1]), Scene.load()
     physics = make_family(get_task("PushCube-v0"), scene).evaluate(qpos_from_state(scene, bank.state[bank.obs_start]))
@@ -306,9 +317,9 @@ def test_the_imagined_env_takes_its_defaults_from_the_imagination_config():
     from worldsim.world_models.env import ImaginedVectorEnv
 
     parameters = inspect.signature(ImaginedVectorEnv.__init__).parameters
-    for name in ("reward_type", "success_threshold", "sampling_steps", "frames", "device"):
+    for name in ("reward_type", "success_threshold", "sampling_steps", "rung", "judge", "device"):
         assert parameters[name].default == getattr(DEFAULT_IMAGINATION, name), name
-    assert DEFAULT_IMAGINATION.frames == "generated"  # the model's own frames, never the simulator's
+    assert DEFAULT_IMAGINATION.rung == "pixels"  # the model's own frames, nothing from the simulator
     assert parameters["horizon"].default is None  # made on its own, the env runs to the time limit
     kwargs = DEFAULT_IMAGINATION.replace(world_model="wm", keyframes="k.h5", keyframe_ratio=0.0).env_kwargs()
     assert kwargs["reset_schedule"] == "synchronous" and kwargs["keyframe_rule"] == {"ratio": 0.0}

@@ -56,6 +56,12 @@ class WorldModelConfig:
     object_pathway: bool = True
     """Predict where the scene's objects go first and draw the frame there
     (:mod:`~worldsim.world_models.objects`); needs ``state`` in the training data."""
+    state_supervision: bool = True
+    """Trained with the data's simulator ``state`` as supervision (the object pathway's
+    positions, the detector's keypoint and the goal-offset targets). False: frames, proprio,
+    actions and success flags only, as from a real robot's cameras; such a model has no object
+    pathway and the success head judges it (``train-wm`` sets it False for data without
+    ``state``). The ``video`` imagination rung needs False."""
     object_hidden: int = 256
     """Width of the object pathway's MLP."""
     dynamics_batch: int = 512

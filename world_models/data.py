@@ -21,6 +21,7 @@ selected episodes of a worldsim episode file into flat arrays (the rows and tran
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,13 +70,16 @@ class EpisodeBank:
         tasks: only episodes of these tasks (default: all); each must be in the file.
         episodes: only these file indices (after the task filter; default: all).
         argument: the name of the argument ``data`` came from, used in error messages.
+        state: load the file's ``state`` observations when it has them; False treats the file
+            as one without (imagination on the ``pixels`` and ``video`` rungs, training without
+            state supervision), so nothing downstream can read them.
 
     Raises ``ValueError`` naming the file when it holds no ``image`` or ``proprio``
     observations, lacks a task named, or when the selection is empty.
     """
 
     def __init__(self, data: str | Path | EpisodeReader, tasks: Sequence[str] | None = None,
-                 episodes: Sequence[int] | None = None, argument: str = "data") -> None:
+                 episodes: Sequence[int] | None = None, argument: str = "data", state: bool = True) -> None:
         with open_reader(data) as reader:
             missing = [k for k in ("image", "proprio") if k not in reader.obs_keys]
             if missing:
@@ -83,7 +87,7 @@ class EpisodeBank:
                                  f"(it holds {', '.join(reader.obs_keys)}); a world model needs both: "
                                  "collect with obs_mode='pixels' or 'pixels+state'")
             self.image_shape = reader.image_shape
-            self.has_state = "state" in reader.obs_keys
+            self.has_state = state and "state" in reader.obs_keys
             keys = ["image", "proprio", "actions", "success"] + (["state"] if self.has_state else [])
             self.index = EpisodeIndex(reader, tasks=tasks, episodes=episodes, keys=keys, argument=argument)
         index, arrays = self.index, self.index.arrays
@@ -106,6 +110,18 @@ class EpisodeBank:
 
     def __len__(self) -> int:
         return len(self.infos)
+
+    def without_state(self) -> EpisodeBank:
+        """This bank as if its file had no ``state`` (itself when it has none): the same
+        episodes and arrays, the state and everything derived from it dropped."""
+        if not self.has_state:
+            return self
+        bank = copy.copy(self)
+        bank.index = copy.copy(self.index)
+        bank.index.arrays = {k: v for k, v in self.index.arrays.items() if k != "state"}
+        bank.has_state, bank.state, bank.entity_pixels, bank.entity_heights = False, None, None, None
+        bank._tensors = {}
+        return bank
 
     @property
     def num_transitions(self) -> int:

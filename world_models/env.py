@@ -21,16 +21,20 @@ inside the env, and the same info keys (``success``, ``episode_step``, ``failure
 What imagination cannot do, and what it does instead:
 
 - observations: only ``obs_mode="pixels"``; the 56-d ``state`` (cube poses, velocities) is not
-  imagined, so ``"state"`` and ``"pixels+state"`` are refused, as is the wrist camera. The
-  frames are the world model's own (``frames="generated"``), or, for a model with the object
-  pathway, the imagined gripper and objects drawn by the scene's renderer
-  (``frames="rendered"``, :mod:`~worldsim.world_models.scene_frames`: the frame a policy acts
-  on is then the very state its outcome is judged on, and no frame is denoised);
+  imagined, so ``"state"`` and ``"pixels+state"`` are refused, as is the wrist camera. What
+  the frames are and what imagination takes from the simulator is the ``rung``
+  (:mod:`~worldsim.world_models.ladder`): on ``"pixels"`` (default) and ``"video"`` the world
+  model's own frames, the keyframes read as if they had no ``state`` (the model finds the
+  objects in the real start frames); on ``"sim-seeded"`` its own frames, the objects started at
+  the recorded state; on ``"oracle"`` the imagined gripper and objects drawn by the scene's
+  renderer (:mod:`~worldsim.world_models.scene_frames`; no frame is denoised: an upper bound
+  for analysis, not a world-model figure);
 - reward: ``reward_type="transition"`` (default) gives 1 on the step where the imagined
   verdict turns from 0 to 1 (WoVR), else 0; ``"sparse"`` gives 1 on every step whose new frame
   is judged a success, as the physics env's sparse reward does. The verdict is the success
-  head's probability against the threshold, or, for a model with ``outcome="rule"``, each task's
-  own success rule on the objects' imagined positions (:mod:`~worldsim.world_models.outcome`). With
+  head's probability against the threshold, or, with ``judge="rule"`` (by default for a model
+  with ``outcome="rule"``), each task's own success rule on the objects' imagined positions
+  (:mod:`~worldsim.world_models.outcome`). With
   ``terminate_on_success=True`` (default) the two are the same. ``"dense"`` is the physics env's
   dense reward on the imagined gripper and objects: the mean of the task's shaping terms and a
   success stage, 1 on a success; it needs a model with the object pathway (the objects'
@@ -45,12 +49,18 @@ What imagination cannot do, and what it does instead:
   task), with their real preceding frames as context: ``reset_schedule="keyframe"`` mixes
   episode starts and mid-episode keyframes (:mod:`worldsim.world_models.keyframes`; the
   ``episode_step`` counter of a keyframe start is its real step, so the time limit means what
-  it means in physics); the physics schedules ``"synchronous"``, ``"staggered"``,
-  ``"staggered-random"`` and ``"staggered-groups"`` start at episode starts and offset the
-  counters as in physics (``"staggered-warmup"`` needs physics and is refused). Each env's
-  current start is :attr:`ImaginedVectorEnv.start_episode` (an episode of :attr:`bank`) at its
-  reset's ``episode_step``: ``bank.state`` there restarts physics from the same real state
-  (``reset(options={"start_state": ...})``), which :mod:`worldsim.evaluation.start_agreement` does.
+  it means in physics). Keyframes at the task object's motion onset and a failed episode's
+  closest approach read the objects' positions from the file's ``state`` on the seeded rungs,
+  from the model's own keypoint detector on the real frames on ``pixels`` (a model trained with
+  state supervision), and not at all on ``video`` (gripper events only): see
+  :attr:`ImaginedVectorEnv.keyframe_source` and ``keyframes.counts()``. The physics schedules
+  ``"synchronous"``, ``"staggered"``, ``"staggered-random"`` and ``"staggered-groups"`` start
+  at episode starts and offset the counters as in physics (``"staggered-warmup"`` needs
+  physics and is refused). Each env's current start is :attr:`ImaginedVectorEnv.start_episode`
+  (an episode of :attr:`bank`) at its reset's ``episode_step``: the keyframe file's ``state``
+  there restarts physics from the same real state (``reset(options={"start_state": ...})``), which
+  :mod:`worldsim.evaluation.start_agreement` does (the env's own :attr:`bank` holds no state on
+  the ``pixels`` and ``video`` rungs).
 
 Same seed, same imagined episodes (on the same device): ``reset(seed=s)`` seeds the start
 draws and the diffusion noise.
@@ -77,7 +87,8 @@ from worldsim.envs.single_env import SingleEnv
 from worldsim.envs.tasks import TaskSpec
 from worldsim.runtime.device import resolve_device
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.keyframes import KeyframeRule, Keyframes, select_keyframes
+from worldsim.world_models.keyframes import KeyframeRule, Keyframes, detected_positions, select_keyframes
+from worldsim.world_models.ladder import check_judge, rung_bank, seeds_objects
 from worldsim.world_models.model import Rollout, WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -116,9 +127,10 @@ class ImaginedVectorEnv(BatchedEnv):
         success_threshold: success probability at or above which a frame is a success
             (default: the threshold ``train-wm`` calibrated and saved with the model).
         sampling_steps: denoising steps per frame (default: the model's).
-        frames: ``"generated"`` (default: the model draws each frame) or ``"rendered"`` (the scene's
-            renderer draws the imagined state; a model with the object pathway and keyframes with
-            ``state`` only).
+        rung: the imagination rung, ``"oracle"``, ``"sim-seeded"``, ``"pixels"`` (default) or
+            ``"video"`` (:mod:`~worldsim.world_models.ladder`, which says what each refuses).
+        judge: who judges success and so the reward, ``"rule"`` (a model with the object
+            pathway) or ``"head"`` (default None: the model's own ``outcome``).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
     """
@@ -146,7 +158,8 @@ class ImaginedVectorEnv(BatchedEnv):
         terminate_on_success: bool = True,
         success_threshold: float | None = DEFAULT_IMAGINATION.success_threshold,
         sampling_steps: int | None = DEFAULT_IMAGINATION.sampling_steps,
-        frames: str = DEFAULT_IMAGINATION.frames,
+        rung: str = DEFAULT_IMAGINATION.rung,
+        judge: str | None = DEFAULT_IMAGINATION.judge,
         render_mode: str | None = None,
         device: str | torch.device = DEFAULT_IMAGINATION.device,
         **unknown: Any,
@@ -193,8 +206,11 @@ class ImaginedVectorEnv(BatchedEnv):
             raise ValueError(f"sampling_steps={sampling_steps!r} must be in [1, 50]")
         self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
 
-        self.bank = (keyframes if isinstance(keyframes, EpisodeBank)
-                     else EpisodeBank(keyframes, tasks=[self.task.name], argument="keyframes"))
+        self.outcome = check_judge(self.model, judge)
+        self.rung = rung
+        # the pixels and video rungs never load the file's state: nothing can leak into imagination
+        self.bank = rung_bank(self.model, keyframes if isinstance(keyframes, EpisodeBank) else EpisodeBank(
+            keyframes, tasks=[self.task.name], argument="keyframes", state=seeds_objects(rung)), rung)
         if self.bank.image_shape != (cfg.image_size, cfg.image_size, 3):
             raise ValueError(f"keyframes={str(self.bank.path)!r} holds {self.bank.image_shape} images; the "
                              f"world model imagines ({cfg.image_size}, {cfg.image_size}, 3): record the "
@@ -204,11 +220,18 @@ class ImaginedVectorEnv(BatchedEnv):
         if len(self._bank_episodes) == 0:
             raise ValueError(f"keyframes={str(self.bank.path)!r} holds no episodes of {self.task.name} "
                              f"(it has {', '.join(self.bank.tasks)})")
-        self.scene_frames = scene_frames(self.model, self.bank, frames, self.num_envs)
+        self.scene_frames = scene_frames(self.model, self.bank, rung, self.num_envs)
         rule = keyframe_rule if keyframe_rule is None or isinstance(keyframe_rule, KeyframeRule) \
             else KeyframeRule(**keyframe_rule)
         self.keyframe_rule = rule or KeyframeRule(ratio=DEFAULT_IMAGINATION.keyframe_ratio)
-        keys = select_keyframes(self.bank, self.keyframe_rule)
+        # without state, the motion-onset and failure keyframes read where the world model's own
+        # detector finds the objects in the real frames; only a detector trained on keypoints
+        # (state_supervision) knows where they are: else (the video rung) gripper events alone
+        positions, self.keyframe_source = None, "state" if self.bank.has_state else "gripper"
+        if not self.bank.has_state and cfg.state_supervision:
+            positions = detected_positions(self.bank, self.model.success_head.locate, cfg.patch, self.device)
+            self.keyframe_source = "detector"
+        keys = select_keyframes(self.bank, self.keyframe_rule, positions)
         mine = np.isin(keys.episode, self._bank_episodes)
         self.keyframes = Keyframes(keys.episode[mine], keys.step[mine], keys.weight[mine], keys.kind[mine])
 
@@ -326,7 +349,8 @@ class ImaginedVectorEnv(BatchedEnv):
         action = torch.from_numpy(actions[index]).to(self.device)
         rollout = self._rollout.rows(rows)
         draw = self.scene_frames is None
-        pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator, draw=draw)
+        pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator, draw=draw,
+                                  outcome=self.outcome)
         self._rollout.put(rows, rollout.advance(pred))
         self._frames[index] = step_frames(pred, self.model.config.patch, self.scene_frames, index)
         prob = pred.success_prob.float().cpu().numpy()

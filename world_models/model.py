@@ -67,12 +67,9 @@ from torch import nn
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
     PRETRAINED_WEIGHTS,
-    config_from_dict,
-    load_pretrained_weights,
-    read_pretrained_config,
-    save_pretrained_folder,
+    load_pretrained_model,
+    save_pretrained_model,
 )
-from worldsim.runtime.run_logging import to_jsonable
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import Denoiser
@@ -109,6 +106,7 @@ class WorldModel(nn.Module):
     ``(B, C, E, 2)`` of the context. Imagination goes through :meth:`start` and :meth:`predict`.
     """
 
+    config_class = WorldModelConfig  # what a saved model's config fields build (load_pretrained_model)
     # buffers: proprio normalisation
     proprio_mean: torch.Tensor
     proprio_std: torch.Tensor
@@ -356,10 +354,16 @@ class WorldModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
-                generator: torch.Generator | None = None, draw: bool = True) -> Prediction:
+                generator: torch.Generator | None = None, draw: bool = True, outcome: str | None = None
+                ) -> Prediction:
         """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks ``(B,)``
         (:meth:`Rollout.advance` takes it in); ``draw=False`` leaves the frame out (``latent`` None:
-        the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`)."""
+        the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`).
+        ``outcome``: who judges success, ``"rule"`` (the pathway) or ``"head"`` (None: ``config.outcome``)."""
+        outcome = self.config.outcome if outcome is None else outcome
+        if outcome == "rule" and self.rules is None:
+            raise ValueError("outcome='rule' judges the objects' imagined positions, which only the object pathway "
+                             "carries: use outcome='head'")
         norm, points, heights = self._step_dynamics(rollout, action, task)
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
@@ -376,7 +380,7 @@ class WorldModel(nn.Module):
                 raise ValueError("draw=False needs the object pathway: without it success is judged on the frame")
             return Prediction(latent, next_proprio, torch.sigmoid(self.success_head(latent, task, norm)))
         # judged where the pathway put the objects, as the frame was drawn there
-        if self.config.outcome == "rule":
+        if outcome == "rule":
             success, failed = self.rules.outcome(task, next_proprio, points, heights)
             return Prediction(latent, next_proprio, success.float(), points, heights, failed)
         success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
@@ -405,21 +409,19 @@ class WorldModel(nn.Module):
     # ------------------------------------------------------------------ checkpoints
     def save_pretrained(self, path: str | Path) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into folder ``path``, each atomically."""
-        return save_pretrained_folder(path, self, {"model_type": MODEL_TYPE,
-                                                   "config": to_jsonable(self.config)})
+        return save_pretrained_model(path, self, "model_type", MODEL_TYPE)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> WorldModel:
         """Load a world model folder (or a training run folder holding one in ``world_model/``);
         errors name the file and what does not fit."""
-        path, kind, fields = read_pretrained_config(path, MODEL_DIR, "model_type", "world model", " (give the folder "
-                                                    "written by `worldsim train-wm --out`, or its world_model/)")
-        config_path = path / CONFIG_FILE
-        if kind != MODEL_TYPE:
-            raise ValueError(f"{config_path} holds a {kind!r}, not a {MODEL_TYPE!r}")
-        model = cls(config_from_dict(WorldModelConfig, fields, str(config_path)))
-        load_pretrained_weights(path, model, f"the model of {config_path}")
-        return model.to(device).eval()
+        def model_class(kind: str, config_path: Path) -> type[WorldModel]:
+            if kind != MODEL_TYPE:
+                raise ValueError(f"{config_path} holds a {kind!r}, not a {MODEL_TYPE!r}")
+            return cls
+
+        return load_pretrained_model(path, MODEL_DIR, "model_type", "world model", model_class, device,
+                                     " (give the folder written by `worldsim train-wm --out`, or its world_model/)")
 
     @property
     def device(self) -> torch.device:

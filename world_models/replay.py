@@ -7,7 +7,8 @@ real one: what every fidelity figure (:mod:`~worldsim.world_models.metrics`) rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import torch
@@ -15,6 +16,7 @@ import torch
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
+from worldsim.world_models.ladder import seeds_objects
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -40,31 +42,32 @@ class OpenLoop:
 
     def head(self, steps: int) -> OpenLoop:
         """The first ``steps`` imagined steps of these replays (and their start)."""
-        def head(value: np.ndarray | None) -> np.ndarray | None:
-            return None if value is None else value[:, :steps + 1]
-
-        return OpenLoop(self.real[:, :steps + 1], self.imagined[:, :steps + 1], self.valid[:, :steps + 1],
-                        self.success_prob[:, :steps + 1], self.success[:, :steps + 1],
-                        self.real_proprio[:, :steps + 1], self.imagined_proprio[:, :steps + 1],
-                        head(self.points), head(self.heights))
+        cut: dict[str, Any] = {}
+        for f in fields(self):
+            array = getattr(self, f.name)
+            cut[f.name] = None if array is None else array[:, :steps + 1]
+        return OpenLoop(**cut)
 
 
 @torch.no_grad()
 def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int, *,
               sampling_steps: int | None = None, generator: torch.Generator | None = None,
-              batch_size: int = 64, policy: Policy | None = None, frames: str = "generated") -> OpenLoop:
+              batch_size: int = 64, policy: Policy | None = None, rung: str = "pixels") -> OpenLoop:
     """Replay the recorded actions of bank episodes ``episodes`` from steps ``starts`` for
     ``horizon`` steps (past an episode's end the last action repeats and ``valid`` is False).
 
     With a ``policy`` (one that reads pixels), the policy acts instead, on the imagined
     observations (``image``, ``proprio``, ``instruction``; its chunks are served by a
     :class:`~worldsim.policies.runner.ChunkQueue`); ``real`` still shows the recorded episode
-    from the same start, for reference, and every step is ``valid``. ``frames="rendered"``
-    (a model with the object pathway, a bank with ``state``): the imagined frames are the imagined
-    states drawn by the scene's renderer (:mod:`~worldsim.world_models.scene_frames`), as the
-    imagined env's ``frames="rendered"`` shows them, and no frame is denoised."""
+    from the same start, for reference, and every step is ``valid``. ``rung``
+    (:mod:`~worldsim.world_models.ladder`) as the imagined env takes it: on ``"pixels"`` and
+    ``"video"`` the model finds the objects in the real start frames itself (the bank's state
+    is still what the real side is measured by); on ``"sim-seeded"`` they start at the recorded
+    state; on ``"oracle"`` the imagined frames are the imagined states drawn by the scene's
+    renderer (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised."""
     cfg = model.config
-    scene = scene_frames(model, bank, frames, min(batch_size, len(episodes)))
+    scene = scene_frames(model, bank, rung, min(batch_size, len(episodes)))
+    seeded = seeds_objects(rung)
     device = model.device
     n, h = len(episodes), int(horizon)
     proprio_size = bank.proprio.shape[1]
@@ -77,7 +80,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         context_rows = bank.context_rows(j, t0, cfg.context)
         rollout = model.start(torch.from_numpy(bank.images[context_rows]),
                               torch.from_numpy(bank.images[bank.obs_start[j]]),
-                              torch.from_numpy(bank.proprio[context_rows]), bank.recorded_objects(context_rows))
+                              torch.from_numpy(bank.proprio[context_rows]),
+                              bank.recorded_objects(context_rows) if seeded else None)
         task = torch.tensor([model.task_index(bank.infos[e].task) for e in j], device=device)
         steps_t = np.arange(h + 1)[None] + t0[:, None]
         valid = steps_t <= bank.lengths[j][:, None]

@@ -1,4 +1,5 @@
-"""Imagined states drawn by the scene's own renderer: what a policy sees with ``frames="rendered"``.
+"""Imagined states drawn by the scene's own renderer: what a policy sees on the ``oracle`` rung
+(:mod:`~worldsim.world_models.ladder`), an upper bound for analysis rather than a world-model figure.
 
 The world model's low-dimensional dynamics carry the whole imagined scene: the gripper (the
 proprio head: TCP and finger gap) and, with the object pathway, every object's image position
@@ -27,11 +28,10 @@ from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.scene import CUBES
 from worldsim.world_models.data import IMAGE_CAMERA, EpisodeBank
 from worldsim.world_models.imagined_step import Prediction
+from worldsim.world_models.ladder import rung_bank
 from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.outcome import TaskRules
-
-FRAME_SOURCES = ("generated", "rendered")
 
 
 class SceneFrames:
@@ -66,21 +66,15 @@ class SceneFrames:
         self.renderer.close()
 
 
-def scene_frames(model: WorldModel, bank: EpisodeBank, frames: str, num_envs: int) -> SceneFrames | None:
-    """What draws ``num_envs`` imagined scenes of ``model`` started from ``bank``: None for
-    ``frames="generated"`` (the model itself), a :class:`SceneFrames` for ``"rendered"``.
-    ``ValueError`` for another value, a model without the object pathway, or a bank without
-    ``state`` (the cubes' orientations come from it)."""
-    if frames not in FRAME_SOURCES:
-        raise ValueError(f"frames={frames!r}; allowed: {', '.join(FRAME_SOURCES)}")
-    if frames == "generated":
+def scene_frames(model: WorldModel, bank: EpisodeBank, rung: str, num_envs: int) -> SceneFrames | None:
+    """What draws ``num_envs`` imagined scenes of ``model`` started from ``bank`` on ``rung``: a
+    :class:`SceneFrames` on ``"oracle"``, None on the other rungs (the model draws its frames).
+    ``ValueError`` for what the rung refuses (:func:`~worldsim.world_models.ladder.rung_bank`:
+    the oracle needs the object pathway and a bank with ``state``, whose cubes' orientations it keeps)."""
+    rung_bank(model, bank, rung)
+    if rung != "oracle":
         return None
-    if model.rules is None:
-        raise ValueError("frames='rendered' draws the imagined objects where the object pathway put them, and "
-                         "this world model has no pathway: train it with --object-pathway (on data with 'state')")
-    if bank.state is None:
-        raise ValueError(f"frames='rendered' keeps the cubes' recorded orientations, and {str(bank.path)!r} "
-                         "holds no 'state' observations (record with obs_mode='pixels+state')")
+    assert model.rules is not None  # checked by rung_bank
     return SceneFrames(model.rules, model.config.image_size, num_envs)
 
 

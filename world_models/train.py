@@ -75,7 +75,7 @@ WARMUP_STEPS = 100
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override (the rest are the preset's).
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "outcome",
-                       "dynamics_horizon")
+                       "dynamics_horizon", "state_supervision")
 # Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
 RESUME_FIELDS = ("data", "task", "init", "batch_size", "seed", "val_fraction", "model", "success_fraction",
                  "success_weight", "dynamics_updates")
@@ -209,13 +209,15 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                              f"the data holds {size}-pixel images")
         return model.train()
     architecture = config.model
-    if bank.state is None and architecture.object_pathway:
+    if bank.state is None and architecture.state_supervision:
         # The object pathway learns from the objects' recorded positions; without them the model
         # is built without it rather than refusing data a model can still learn from.
-        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
         print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the world model is built without "
               "its object pathway, its success judged by the learned head (collect with obs_mode='pixels+state' "
               "to have both)", file=sys.stderr)
+        architecture = dataclasses.replace(architecture, state_supervision=False)
+    if not architecture.state_supervision:
+        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
     model = WorldModel(dataclasses.replace(architecture, tasks=tuple(bank.tasks),
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
@@ -250,6 +252,10 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
 
     # 2. model
     model = build_model(config, train).to(device)
+    if not model.config.state_supervision:  # nothing in training may read the data's state
+        train, val = train.without_state(), None if val is None else val.without_state()
+    # validation replays start the objects as training saw them: at the recorded state when it supervised
+    replay_rung = "sim-seeded" if model.objects is not None and train.state is not None else "pixels"
     if config.compile != "off":
         compile_losses(model, config.compile)
     task_ids = {t: model.task_index(t) for t in train.tasks}
@@ -293,7 +299,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             terms = model.dynamics_loss(state_windows(val, model, task_ids, windows, device), noise)[1]
             dynamics_terms.append({name: value.item() for name, value in terms.items()})
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
-                           generator=torch.Generator(device).manual_seed(config.seed + 2))
+                           generator=torch.Generator(device).manual_seed(config.seed + 2), rung=replay_rung)
         model.train()
         figures = {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}": float(psnr_curve(replay)[-1])}
         for name in dynamics_terms[0]:  # val/proprio and, with the pathway, val/objects
@@ -303,7 +309,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     def sample_video() -> None:
         model.eval()
         replay = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
-                           config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3))
+                           config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3),
+                           rung=replay_rung)
         write_video(config.out / "videos" / f"step_{step:06d}.mp4", upscale(side_by_side(replay, 0)), fps=10)
         model.train()
 
@@ -372,8 +379,9 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
 
     training = model.training
     model.eval()
+    rung = "sim-seeded" if model.objects is not None and val.state is not None else "pixels"
     run = open_loop(model, val, np.arange(len(val)), np.zeros(len(val), np.int64), int(val.lengths.max()),
-                    generator=generator)
+                    generator=generator, rung=rung)
     model.train(training)
     scores, real = episode_scores(run)
     if real.all() or not real.any():

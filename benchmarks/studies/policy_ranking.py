@@ -49,7 +49,7 @@ from pathlib import Path
 import torch
 
 from worldsim.data.policy_episodes import policy_episodes
-from worldsim.envs.imagination import ImaginationConfig
+from worldsim.envs.imagination import RUNGS, ImaginationConfig
 from worldsim.evaluation.rank import RankConfig, rank_policies
 from worldsim.training.bc import BCConfig, train_bc
 
@@ -87,9 +87,9 @@ def main() -> None:
     parser.add_argument("--imagined-episodes", type=int, default=64)
     parser.add_argument("--outcome", choices=("head", "rule"),
                         help="judge imagined success this way instead of as the world model was trained to")
-    parser.add_argument("--frames", choices=("generated", "rendered"), default="generated",
-                        help="what the policies see in imagination: the world model's frames, or the imagined "
-                             "state drawn by the scene's renderer")
+    parser.add_argument("--rung", choices=RUNGS, default="sim-seeded",
+                        help="the imagination rung (sim-seeded, as the committed results ran; oracle: the imagined "
+                             "state drawn by the scene's renderer, an upper bound)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the BC checkpoints, the world model's data and training, the keyframes "
@@ -146,7 +146,7 @@ def main() -> None:
         world_model = args.out / f"world_model_{args.outcome}"
         model.save_pretrained(world_model)
     start = time.time()
-    imagination = ImaginationConfig(world_model=world_model, keyframes=keyframes, frames=args.frames, device="cpu")
+    imagination = ImaginationConfig(world_model=world_model, keyframes=keyframes, rung=args.rung, device="cpu")
     result = rank_policies(RankConfig(policies=tuple(policies), task=tuple(tasks), episodes=args.episodes,
                                       imagined_episodes=args.imagined_episodes, out=args.out, seed=args.seed,
                                       progress=False, imagination=imagination))
@@ -158,7 +158,7 @@ def main() -> None:
 
     report("policy_ranking_" + args.out.name, {
         "tasks": tasks, "world_model": str(world_model), "outcome": model.config.outcome,
-        "frames": args.frames,
+        "rung": args.rung,
         "keyframes": str(keyframes), "policies": len(policies), "seed": args.seed,
         "wm_policies": [str(p) for p in args.wm_policies], "wm_policy_episodes": args.wm_policy_episodes,
         "real_episodes": args.episodes, "imagined_episodes": args.imagined_episodes,

@@ -26,7 +26,7 @@ default sets, so those figures are tuned; a shifted set tests them.
     python benchmarks/studies/wm_contact_study.py --threads 2 --outcome head --out runs/study/h16u1  # the defaults now
     python benchmarks/studies/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
         --out runs/study/fine
-    python benchmarks/studies/wm_contact_study.py --evaluate-only --frames rendered --out runs/study/h16u1_s1
+    python benchmarks/studies/wm_contact_study.py --evaluate-only --rung oracle --out runs/study/h16u1_s1
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def main() -> None:
                              "settings were chosen on the default sets")
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead"),
                         help="torch.compile the training step's losses (train-wm --compile; for a GPU)")
-    parser.add_argument("--frames", choices=("generated", "rendered"), default="generated",
-                        help="who draws the imagined frames the image figures read: the world model, or the "
-                             "scene's renderer from its imagined state (results and eval folders get _rendered)")
+    parser.add_argument("--rung", choices=("oracle", "sim-seeded", "pixels", "video"), default="sim-seeded",
+                        help="the imagination rung the image figures read (sim-seeded, as the committed results ran; "
+                             "other rungs' results and eval folders get _<rung>)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the model an earlier run left in --out (after an evaluation change)")
     parser.add_argument("--out", type=Path, required=True)
@@ -97,7 +97,7 @@ def main() -> None:
     held_out = {"iid": (1000 + args.held_out_seed, 0.3, 0.2), "noisier": (2000 + args.held_out_seed, 0.6, 0.3)}
     # a shifted test lives beside the default sets in --out, so one model is scored on both
     shifted = f"_seed{args.held_out_seed}" if args.held_out_seed else ""
-    drawn = "" if args.frames == "generated" else f"_{args.frames}"
+    drawn = "" if args.rung == "sim-seeded" else f"_{args.rung}"
     for name, count, seed, noise, epsilon in (("train", args.episodes, 0, 0.3, 0.2),
                                               *((n, args.val_episodes, *v) for n, v in held_out.items())):
         path = args.out / f"{name}{shifted if name in held_out else ''}.h5"
@@ -126,7 +126,7 @@ def main() -> None:
     model = WorldModel.from_pretrained(args.out / "wm", device=resolve_device(args.device))
     sets = {}
     for name in held_out:
-        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True, frames=args.frames,
+        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True, rung=args.rung,
                                         out=args.out / f"eval_{name}{shifted}{drawn}", progress=False)
         contact = fidelity["object_error_after_contact"]
         sets[name] = {
@@ -147,7 +147,7 @@ def main() -> None:
             "detector_floor_cm": contact["real_cm"] if contact else None}
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}{shifted}{drawn}", {
-        "frames": args.frames,
+        "rung": args.rung,
         "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
         "object_pathway": model.config.object_pathway,
         "carry_objects": model.config.carry_objects, "dynamics_horizon": model.config.dynamics_horizon,

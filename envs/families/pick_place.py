@@ -1,6 +1,7 @@
 """Pick and place: grasp a cube, carry it, and let go of it in the bin or on a goal zone.
 
-:func:`carry_expert` is the scripted grasp-carry-release behaviour that stacking reuses.
+:func:`carry_expert` is the scripted grasp-carry-release behaviour and :func:`carry_evaluation`
+the success and reward terms of carrying a cube somewhere, both of which stacking reuses.
 """
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ AT_PLACE = 0.008  # cube centre within this height of the place point: open
 BIN_SLACK = 0.005  # a cube up to this beyond touching an inner bin wall (leaning on it) still counts as in
 IN_BIN = BIN_INNER_HALF - CUBE_HALF + BIN_SLACK  # cube centre at most this far (max-norm) from the bin centre
 DOWN = 0.01  # cube centre at most this far above its resting height on the goal
+
+
+def carry_evaluation(held: Array, placed: Array, reach: Array, place: Array) -> Evaluation:
+    """Success once the cube is ``placed`` and let go of; the terms: the gripper's closeness to
+    the cube (``reach``: their distance), ``grasp`` (1 while the cube is held or placed) and,
+    while grasped, the cube's closeness to where it goes (``place``: their distance)."""
+    grasp = namespace(reach).astype(held | placed, reach.dtype)
+    terms = {
+        "reach": closeness(reach, REACH_SHAPING),
+        "grasp": grasp,
+        "place": closeness(place, PLACE_SHAPING) * grasp,
+    }
+    return Evaluation(placed & ~held, terms)
 
 
 def carry_expert(scene: Scene, qpos: Array, colour: str, place: Array) -> Array:
@@ -92,13 +106,7 @@ class PickPlace(TaskFamily):
         held = self.scene.is_grasped(qpos, str(self.spec.obj))
         inside = IN_BIN if self.spec.goal == "bin" else ON_ZONE
         placed = (xp.max(xp.abs(cube[:, :2] - goal[:, :2]), axis=1) <= inside) & (cube[:, 2] < goal[:, 2] + DOWN)
-        grasp = xp.astype(held | placed, qpos.dtype)
-        terms = {
-            "reach": closeness(norm(tcp - cube, axis=1), REACH_SHAPING),
-            "grasp": grasp,
-            "place": closeness(norm(cube - goal, axis=1), PLACE_SHAPING) * grasp,
-        }
-        return Evaluation(placed & ~held, terms)
+        return carry_evaluation(held, placed, norm(tcp - cube, axis=1), norm(cube - goal, axis=1))
 
     def expert(self, qpos: Array) -> Array:
         _, goal = self.object_and_goal(qpos)

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from worldsim.envs.families.base import (
-    PLACE_SHAPING,
-    REACH_SHAPING,
-    RESTING_TOLERANCE,
-    Evaluation,
-    TaskFamily,
-    closeness,
-)
-from worldsim.envs.families.pick_place import RELEASE_DROP, carry_expert
+from worldsim.envs.families.base import RESTING_TOLERANCE, Evaluation, TaskFamily
+from worldsim.envs.families.pick_place import RELEASE_DROP, carry_evaluation, carry_expert
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.xp import Array, constant, namespace
 
@@ -36,13 +29,7 @@ class Stack(TaskFamily):
         offset = top - goal
         stacked = (norm(offset[:, :2], axis=1) < CENTRED) & (xp.abs(offset[:, 2]) < SEATED)
         stacked &= base_z < CUBE_HALF + RESTING_TOLERANCE
-        grasp = xp.astype(held | stacked, qpos.dtype)
-        terms = {
-            "reach": closeness(norm(self.scene.tcp(qpos) - top, axis=1), REACH_SHAPING),
-            "grasp": grasp,
-            "place": closeness(norm(offset, axis=1), PLACE_SHAPING) * grasp,
-        }
-        return Evaluation(stacked & ~held, terms)
+        return carry_evaluation(held, stacked, norm(self.scene.tcp(qpos) - top, axis=1), norm(offset, axis=1))
 
     def expert(self, qpos: Array) -> Array:
         _, goal = self.object_and_goal(qpos)

@@ -61,6 +61,14 @@ def nested_parts(cls: type) -> dict[str, tuple[type, frozenset[str]]]:
             for f in dataclasses.fields(cls) if f.name in FLAT and dataclasses.is_dataclass(_strip(hints[f.name]))}
 
 
+def hidden_fields(cls: type) -> dict[type, frozenset[str]]:
+    """Per nested part's dataclass: the fields that ``cls`` sets itself (``cls.SET_BY_COMMAND``,
+    for a :data:`FLAT` part or a prefixed one alike), which are then not flags."""
+    hints = typing.get_type_hints(cls)
+    return {_strip(hints[name]): frozenset(names) for name, names in getattr(cls, "SET_BY_COMMAND", {}).items()
+            if dataclasses.is_dataclass(_strip(hints[name]))}
+
+
 @_registry.struct_rule
 def _repeated_task_lists(info: StructTypeInfo) -> StructConstructorSpec | None:
     """tyro's own spec of a dataclass, with :data:`REPEATED` fields marked to append."""
@@ -171,7 +179,7 @@ def parse(command: Callable[..., Any], args: list[str], prog: str) -> Any:
         target = choice.choices[name]
         description = f"{description.rstrip()}\n\n{choice.describe(name)}"
     global _hidden
-    _hidden = {part: names for part, names in nested_parts(target).values()}
+    _hidden = hidden_fields(target)
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), _unwrapped(not {"-h", "--help"} & set(args)):

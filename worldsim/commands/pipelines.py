@@ -43,8 +43,9 @@ def quickstart(config: QuickstartConfig) -> None:
     last = wm["agreement"]["last_16"]
     table.add_row("imagined vs real outcome, last 16 steps (base rate)",
                   f"{100 * last['accuracy']:.0f}% ({100 * last['base_rate']:.0f}%)")
-    for name, auc in (summary["detectors_roc_auc"] or {}).items():
-        table.add_row(f"failure detector {name}, ROC-AUC", f"{auc:.2f}")
+    for name, d in (summary["detectors"] or {}).items():  # a verdict, never a bare ROC-AUC (report.md has both)
+        table.add_row(f"failure detector {name}, steps 1-{d['step']} / 1-{d['where_rollouts_differ']['step']}",
+                      f"{d['call']} / {d['where_rollouts_differ']['call']}")
     if summary["detection_skipped"]:
         table.add_row("failure detection", "skipped (see report)")
     console = Console()

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worldsim.commands.parsing import Choice
+from worldsim.envs.imagination import Rung
 from worldsim.world_models.train import MODEL_DIR, PRESET_CONFIGS, TrainWMConfig
 
 
@@ -56,9 +57,9 @@ class EvalWMArgs:
     model's, calibrated by train-wm)."""
     sampling_steps: int | None = None
     """Denoising steps per frame (default: the model's)."""
-    frames: Literal["generated", "rendered"] = "generated"
-    """Imagined frames: the world model's, or its imagined state drawn by the scene's renderer (a
-    model with the object pathway, data with state; worldsim.world_models.scene_frames)."""
+    rung: Rung = "pixels"
+    """The imagination rung the replays run on (worldsim.world_models.ladder): its fidelity figures;
+    oracle's are an upper bound, not the model's frames."""
     seed: int = 0
     """Seed of the diffusion noise and of the keyframe choice."""
     physics_ceiling: bool = True
@@ -86,7 +87,7 @@ def eval_wm(args: EvalWMArgs) -> None:
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
                                   near_miss_m=args.near_miss, horizon=args.horizon,
                                   success_threshold=args.success_threshold,
-                                  sampling_steps=args.sampling_steps, frames=args.frames, seed=args.seed,
+                                  sampling_steps=args.sampling_steps, rung=args.rung, seed=args.seed,
                                   physics_ceiling=args.physics_ceiling, out=out, videos=args.videos)
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "
@@ -139,9 +140,9 @@ class ImagineArgs:
     """Imagined steps per episode (default: the longest episode of the selection)."""
     sampling_steps: int | None = None
     """Denoising steps per frame (default: the model's)."""
-    frames: Literal["generated", "rendered"] = "generated"
-    """Imagined frames: the world model's, or its imagined state drawn by the scene's renderer (a
-    model with the object pathway, data with state; worldsim.world_models.scene_frames)."""
+    rung: Rung = "pixels"
+    """The imagination rung the video shows (worldsim.world_models.ladder): pixels, video,
+    sim-seeded or oracle (the scene's renderer, not the model's frames)."""
     seed: int = 0
     """Seed of the diffusion noise."""
     torch_threads: int | None = None
@@ -162,6 +163,6 @@ def imagine(args: ImagineArgs) -> None:
         torch.set_num_threads(args.torch_threads)
     result = imagine_episodes(args.world_model, args.data, args.out, policy=args.policy,
                               episodes=args.episodes, horizon=args.horizon,
-                              sampling_steps=args.sampling_steps, frames=args.frames, seed=args.seed)
+                              sampling_steps=args.sampling_steps, rung=args.rung, seed=args.seed)
     Console().print(f"{result.episodes} episodes, imagined success {result.imagined_success:.0%} "
                     f"(recorded: {result.recorded_success:.0%}) -> {result.path}")

@@ -27,7 +27,7 @@ class Imagined:
 def imagine_episodes(world_model: str | Path, data: str | Path, out: str | Path, *,
                      policy: Literal["expert"] | str | Path = "expert", episodes: int = 8,
                      horizon: int | None = None, sampling_steps: int | None = None,
-                     frames: str = "generated", seed: int = 0) -> Imagined:
+                     rung: str = "pixels", seed: int = 0) -> Imagined:
     """Imagine the first ``episodes`` episodes of ``data`` (those of the model's tasks) from their
     first frames and write them one after another to the video ``out``, each real | imagined.
 
@@ -35,8 +35,9 @@ def imagine_episodes(world_model: str | Path, data: str | Path, out: str | Path,
     ``state`` observation, which imagination does not produce, so its recorded actions are the
     exact counterpart of the real frames). A pixel policy checkpoint instead acts on the
     imagined frames; the left column then shows the recorded episode from the same start.
-    ``horizon``: imagined steps per episode (default: the longest selected episode); ``frames``:
-    who draws the imagined frames (:func:`~worldsim.world_models.replay.open_loop`)."""
+    ``horizon``: imagined steps per episode (default: the longest selected episode); ``rung``:
+    the imagination rung (:func:`~worldsim.world_models.replay.open_loop`; ``"oracle"`` draws
+    the imagined state with the scene's renderer, an upper bound rather than the model's frames)."""
     from worldsim.data.reader import EpisodeReader
     from worldsim.policies import load_policy
     from worldsim.world_models import EpisodeBank, WorldModel
@@ -58,7 +59,7 @@ def imagine_episodes(world_model: str | Path, data: str | Path, out: str | Path,
             acting.check_task(bank.instructions[task])
     steps = horizon or int(bank.lengths.max())
     run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), steps,
-                    sampling_steps=sampling_steps, policy=acting, frames=frames,
+                    sampling_steps=sampling_steps, policy=acting, rung=rung,
                     generator=torch.Generator().manual_seed(seed))
     clips = [side_by_side(run, i) for i in range(len(bank))]
     path = write_video(out, upscale(np.concatenate(clips)), fps=10)

@@ -134,7 +134,7 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
     pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
              for r in rows for t in tasks]
     result = {"tasks": tasks, "world_model": str(config.imagination.world_model),
-              "frames": config.imagination.frames, "policies": rows,
+              "rung": config.imagination.rung, "policies": rows,
               "over_policies": rank_agreement(real, imagined),
               "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
               "per_task": {t: rank_agreement([r["real"]["per_task"][t]["success_rate"] for r in rows],

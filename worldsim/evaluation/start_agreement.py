@@ -29,6 +29,7 @@ import torch
 from rich.table import Table
 from tqdm import tqdm
 
+from worldsim.data.reader import EpisodeReader
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import get_task
@@ -148,13 +149,26 @@ def rates(imagined: np.ndarray, real: np.ndarray) -> dict[str, Any]:
 
 def recorded_start(world: ImaginedVectorEnv, episode: np.ndarray, step: np.ndarray) -> dict[str, np.ndarray]:
     """Reset options that put physics where the imagined envs started: the first recorded state of
-    each bank ``episode``, then its recorded actions replayed up to ``step``."""
+    each bank ``episode``, then its recorded actions replayed up to ``step``. The state is read
+    from the keyframes file here, for physics alone: on the ``pixels`` and ``video`` rungs the
+    imagined env's own bank holds none. ``ValueError`` when the file has no ``state``."""
     bank = world.bank
-    assert bank.state is not None
+    with EpisodeReader(bank.path) as reader:
+        check_state(reader)
+        files = bank.index.file_index
+        first = {j: reader.load(int(files[j]), "state")[0] for j in np.unique(episode).tolist()}
     actions = np.zeros((len(episode), int(step.max(initial=0)), bank.actions.shape[1]), np.float32)
     for i, (j, t) in enumerate(zip(episode, step, strict=True)):
         actions[i, :t] = bank.actions[bank.step_start[j]:bank.step_start[j] + t]
-    return {"start_state": bank.state[bank.obs_start[episode]], "replay_actions": actions, "replay_steps": step}
+    return {"start_state": np.stack([first[j] for j in episode.tolist()]), "replay_actions": actions,
+            "replay_steps": step}
+
+
+def check_state(reader: EpisodeReader) -> None:
+    """``ValueError`` when the keyframes file of ``reader`` holds no ``state`` to restart physics from."""
+    if "state" not in reader.obs_keys:
+        raise ValueError(f"keyframes={str(reader.path)!r} holds no 'state' observations: physics cannot be "
+                         "restarted from its states (record it with obs_mode='pixels+state')")
 
 
 def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfig, *, starts: int = 200,
@@ -181,9 +195,8 @@ def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfi
                                       **env_kwargs)
         try:
             world = cast(ImaginedVectorEnv, imagined_env.unwrapped)
-            if world.bank.state is None:
-                raise ValueError(f"keyframes={str(imagination.keyframes)!r} holds no 'state' observations: physics "
-                                 "cannot be restarted from its states (record it with obs_mode='pixels+state')")
+            with EpisodeReader(world.bank.path) as reader:
+                check_state(reader)
             obs, info = imagined_env.reset(seed=seed)
             episode, step = world.start_episode.copy(), np.asarray(info["episode_step"]).copy()
             restart = recorded_start(world, episode, step)
@@ -210,7 +223,7 @@ def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfi
     real = physics[0].success
     kind = np.where(step > 0, "keyframe", "episode_start")
     report = {"task": task, "world_model": str(imagination.world_model), "keyframes": str(imagination.keyframes),
-              "frames": imagination.frames,
+              "rung": imagination.rung,
               "keyframe_ratio": imagination.keyframe_ratio, "horizon": horizon, "seed": seed,
               "deterministic": deterministic, **rates(imagined.success, real),
               "ceiling": None if deterministic else agreement(physics[1].success, real),

@@ -2,8 +2,9 @@
 
 :func:`run_detection` reads an episode file written by ``worldsim collect --record-features``,
 fits, calibrates and tests every detector on every seed (:mod:`~worldsim.failure.protocol`), and
-writes to ``out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
-``sweep.png``, ``videos/`` (annotated rollouts of the best detectors) and ``detectors/<name>/``
+writes to ``out``: ``results.json`` (every metric, seed and alpha; each ROC-AUC's interval and
+verdict, :mod:`~worldsim.failure.verdict`), ``table.md``, ``roc.png``, ``sweep.png``, ``videos/``
+(annotated rollouts of the best detectors) and ``detectors/<name>/``
 (each detector fitted and calibrated on the first seed, ready for
 :class:`~worldsim.failure.DetectorWrapper`).
 """
@@ -30,7 +31,7 @@ from worldsim.failure.protocol import (
     evaluate_detector,
 )
 from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown
-from worldsim.failure.rollouts import load_rollouts
+from worldsim.failure.rollouts import Rollout, load_rollouts, median_success_lengths, shortest_success_lengths
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
@@ -135,7 +136,7 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
                          + "; ".join(f"{name}: {reason}" for name, reason in skipped.items()))
     write_json(config.out / "results.json", {
         "rollouts": str(config.data), "protocol": to_jsonable(protocol), "episodes": len(rollouts),
-        "failures": failures, "seconds": round(time.perf_counter() - start, 1),
+        "failures": failures, "lengths": rollout_lengths(rollouts), "seconds": round(time.perf_counter() - start, 1),
         "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped})
     with atomic_path(config.out / "table.md") as tmp:
         tmp.write_text(results_markdown(results, config.alpha)
@@ -146,6 +147,19 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
         for name in sorted(results, key=lambda n: -_seen_auc(results[n]))[:2]:
             annotated_videos(results[name], config.data, config.out / "videos", config.videos)
     return results
+
+
+def rollout_lengths(rollouts: list[Rollout]) -> dict[str, dict[str, int | None]]:
+    """Per task, the steps ROC-AUC compares scores at (its shortest and median successful length)
+    and the median failure's length (``None`` without failures): how far into the rollouts the
+    scores are read."""
+    shortest, median = shortest_success_lengths(rollouts), median_success_lengths(rollouts)
+    out: dict[str, dict[str, int | None]] = {}
+    for task in shortest:
+        failed = sorted(r.length for r in rollouts if r.task == task and not r.success)
+        out[task] = {"shortest_success": shortest[task], "median_success": median[task],
+                     "median_failure": failed[(len(failed) - 1) // 2] if failed else None}
+    return out
 
 
 def _seen_auc(result: DetectorResult) -> float:

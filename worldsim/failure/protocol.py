@@ -9,6 +9,13 @@ ever tested. Reported per split (``seen``: the seen tasks' test part, ``unseen``
   ``T_task`` being the task's shortest successful rollout. Scores are never compared at
   different steps, so "failures run to the time limit" cannot leak the label: a detector that
   only counts steps scores exactly 0.5.
+- where the rollouts differ: the same ROC-AUC at step ``M_task - 1``, ``M_task`` being the
+  task's median successful length, among the test rollouts still running then (every failure
+  that runs to the time limit, the later half of the successes). The shortest success can end
+  before a weak policy has touched the scene, so the first comparison may read the rollouts
+  before they differ; at the median, too, a task's rollouts are all read at one step, so length
+  leaks nothing there either. Both are judged by :mod:`~worldsim.failure.verdict`: a 95%
+  interval from an episode bootstrap, and "separates", "below chance" or "chance".
 - with the thresholds calibrated at ``alpha``: ``tpr`` (failures alarmed), ``tnr`` (successes
   not alarmed), ``balanced_accuracy`` = (TPR + TNR) / 2, and ``detection_time``: the first
   alarm's step / the rollout's length, averaged over the alarmed failures (lower is earlier).
@@ -37,10 +44,13 @@ from worldsim.failure.conformal import (
     smallest_alpha,
 )
 from worldsim.failure.detectors import Detector, make_detector
-from worldsim.failure.rollouts import Rollout, shortest_success_lengths
+from worldsim.failure.rollouts import Rollout, median_success_lengths, shortest_success_lengths
+from worldsim.failure.verdict import AucVerdict, SeedScores, judge
 
 SPLITS: tuple[str, ...] = ("seen", "unseen")
 METRICS: tuple[str, ...] = ("roc_auc", "tpr", "tnr", "balanced_accuracy", "detection_time")
+WINDOWS: tuple[str, ...] = ("shortest_success", "median_success")
+"""Where ROC-AUC reads the running maximum: the task's shortest and median successful length."""
 DEFAULT_SWEEP: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
 
 
@@ -103,6 +113,8 @@ class SeedResult:
     """split -> one row per alpha: alpha, balanced_accuracy, detection_time, tpr, tnr."""
     fit_seconds: float
     score_ms_per_step: float
+    scores: dict[str, dict[str, SeedScores]] = field(default_factory=dict)
+    """split -> window (:data:`WINDOWS`) -> the test rollouts' running-max scores there."""
 
 
 @dataclass
@@ -129,9 +141,19 @@ class DetectorResult:
                 }
         return out
 
+    def verdicts(self) -> dict[str, dict[str, AucVerdict]]:
+        """split -> window (:data:`WINDOWS`) -> the ROC-AUC's interval and verdict over seeds
+        (:func:`~worldsim.failure.verdict.judge`); empty for seeds run without scores."""
+        out: dict[str, dict[str, AucVerdict]] = {}
+        for split in self.seeds[0].scores:
+            out[split] = {window: judge([s.scores[split][window] for s in self.seeds]) for window in WINDOWS}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "summary": self.summary(),
+            "verdicts": {split: {w: v.to_json() for w, v in windows.items()}
+                         for split, windows in self.verdicts().items()},
             "fit_seconds": float(np.mean([s.fit_seconds for s in self.seeds])),
             "score_ms_per_step": float(np.mean([s.score_ms_per_step for s in self.seeds])),
             "seeds": [{"metrics": s.metrics, "sweep": s.sweep} for s in self.seeds],
@@ -202,9 +224,10 @@ def check_calibration(rollouts: Sequence[Rollout], config: ProtocolConfig) -> No
 def roc_scores(
     detector: Detector, curves: Sequence[np.ndarray], rollouts: Sequence[Rollout], lengths: dict[str, int]
 ) -> np.ndarray:
-    """Running max of each rollout's detection score at step ``lengths[task] - 1``."""
-    return np.array([detector.detection_score(c)[: lengths[r.task]].max()
-                     for c, r in zip(curves, rollouts, strict=True)])
+    """Running max of each rollout's detection score at step ``lengths[task] - 1``; NaN for a
+    rollout that ended before that step."""
+    return np.array([detector.detection_score(c)[: lengths[r.task]].max() if r.length >= lengths[r.task]
+                     else math.nan for c, r in zip(curves, rollouts, strict=True)])
 
 
 def alarm_metrics(
@@ -255,6 +278,8 @@ def evaluate_detector(
             f"no rollouts of task(s) {missing}; the rollouts hold {sorted({r.task for r in rollouts})}"
         )
     lengths = shortest_success_lengths(rollouts)
+    medians = median_success_lengths(rollouts)
+    episode = {id(r): i for i, r in enumerate(rollouts)}
     result = DetectorResult(name)
     for k, seed in enumerate(config.seeds):
         train, calibration, test = split_rollouts(rollouts, config, seed)
@@ -264,7 +289,10 @@ def evaluate_detector(
         fit_seconds = time.perf_counter() - start
         calibration_curves = detector.score_rollouts(calibration)
         detector.calibrate(calibration, config.alpha, config.cp, seed=seed)
-        metrics, roc, sweep = {}, {}, {}
+        metrics: dict[str, Any] = {}
+        roc: dict[str, Any] = {}
+        sweep: dict[str, Any] = {}
+        kept: dict[str, Any] = {}
         steps, score_seconds = 0, 0.0
         for split in SPLITS:
             tested = test[split]
@@ -280,6 +308,12 @@ def evaluate_detector(
             fpr, tpr, _ = roc_curve(failed, scores) if not math.isnan(auc) else ([], [], None)
             metrics[split] = {"roc_auc": auc, **alarm_metrics(detector, curves, tested)}
             roc[split] = (list(map(float, fpr)), list(map(float, tpr)))
+            episodes = np.array([episode[id(r)] for r in tested])
+            kept[split] = {}
+            for window, values in (("shortest_success", scores),
+                                   ("median_success", roc_scores(detector, curves, tested, medians))):
+                running = np.isfinite(values)
+                kept[split][window] = SeedScores(episodes[running], failed[running], values[running])
             sweep[split] = [
                 {"alpha": a, **_swept(detector, curves, tested, calibration_curves, a, config.cp, seed)}
                 for a in config.sweep
@@ -287,7 +321,7 @@ def evaluate_detector(
             if k == 0:
                 result.test[split] = list(zip(tested, curves, strict=True))
         score_ms = 1000 * score_seconds / max(steps, 1)
-        result.seeds.append(SeedResult(metrics, roc, sweep, fit_seconds, score_ms))
+        result.seeds.append(SeedResult(metrics, roc, sweep, fit_seconds, score_ms, kept))
         if k == 0:
             result.detector = detector
     return result

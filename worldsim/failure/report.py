@@ -14,15 +14,18 @@ from rich.console import Console
 from rich.table import Table
 
 from worldsim.data.reader import EpisodeReader
-from worldsim.failure.protocol import DetectorResult
+from worldsim.failure.protocol import WINDOWS, DetectorResult
+from worldsim.failure.verdict import cell
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.video import write_video
 
 COLUMNS = (
-    ("roc_auc", "ROC-AUC"),
+    ("roc_auc", "ROC-AUC, shortest success"),
+    ("roc_auc_median", "ROC-AUC, median success"),
     ("tpr", "TPR"),
     ("tnr", "TNR"),
     ("balanced_accuracy", "bal. acc"),
@@ -30,24 +33,45 @@ COLUMNS = (
 )
 
 
+VERDICT_NOTE = ("ROC-AUC: running maximum of the score at the task's shortest successful length (all test "
+                "rollouts), and at its median successful length (the rollouts still running then), mean over "
+                "seeds with a 95% episode-bootstrap interval: 'separates' when the interval lies above 0.5, "
+                "'below chance' when below (the score is inverted), 'chance' otherwise. TPR, TNR, balanced "
+                "accuracy and T-det read each rollout to its end, where a failure that runs to the time limit "
+                "has more steps to alarm on than a success that ends early.")
+
+
 def _cell(stats: dict[str, float]) -> str:
     return "-" if math.isnan(stats["mean"]) else f"{stats['mean']:.3f} ± {stats['std']:.3f}"
 
 
+def _cells(result: DetectorResult) -> dict[str, list[str]]:
+    """split -> the row's cells: ROC-AUC with its interval and call at both windows (mean ± std
+    and "-" for a result run without per-rollout scores), then the alarm metrics."""
+    summary, verdicts = result.summary(), result.verdicts()
+    rows = {}
+    for split, stats in summary.items():
+        windows = verdicts.get(split)
+        aucs = ([cell(windows[w]) for w in WINDOWS] if windows else [_cell(stats["roc_auc"]), "-"])
+        rows[split] = [*aucs, *(_cell(stats[key]) for key, _ in COLUMNS[2:])]
+    return rows
+
+
 def results_table(results: dict[str, DetectorResult], alpha: float) -> Table:
-    """A rich table: one row per detector and split, mean ± std over seeds. Names are never cut
+    """A rich table: one row per detector and split, ROC-AUC with its interval and call, the alarm
+    metrics as mean ± std over seeds. Names are never cut
     (piped output is 80 columns wide): the figures wrap at their "±" instead."""
-    table = Table(title=f"failure detection (alpha = {alpha}; mean ± std over seeds)")
+    table = Table(title=f"failure detection (alpha = {alpha}; alarm metrics: mean ± std over seeds)")
     names = max([len("detector"), *map(len, results)])
     table.add_column("detector", no_wrap=True, min_width=names)
     table.add_column("split", no_wrap=True, min_width=len("unseen"))
     for column in (*(label for _, label in COLUMNS), "ms/step"):
         table.add_column(column, justify="right")
     for name, result in results.items():
-        summary = result.summary()
         ms = f"{np.mean([s.score_ms_per_step for s in result.seeds]):.3f}"
-        for split, stats in summary.items():
-            table.add_row(name, split, *(_cell(stats[key]) for key, _ in COLUMNS), ms)
+        for split, cells in _cells(result).items():
+            table.add_row(name, split, *cells, ms)
+    table.caption = VERDICT_NOTE
     return table
 
 
@@ -69,14 +93,14 @@ def print_table(table: Table, console: Console | None = None) -> None:
 def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
     """The same table in Markdown (``table.md`` of a run)."""
     lines = [
-        f"Failure detection at alpha = {alpha} (mean ± std over seeds)",
+        f"Failure detection at alpha = {alpha} (alarm metrics: mean ± std over seeds)", "", VERDICT_NOTE,
         "",
         "| detector | split | " + " | ".join(label for _, label in COLUMNS) + " |",
         "|---|---|" + "---:|" * len(COLUMNS),
     ]
     for name, result in results.items():
-        for split, stats in result.summary().items():
-            lines.append(f"| {name} | {split} | " + " | ".join(_cell(stats[k]) for k, _ in COLUMNS) + " |")
+        for split, cells in _cells(result).items():
+            lines.append(f"| {name} | {split} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -89,21 +113,30 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
-    """ROC curves of the first seed, seen and unseen side by side (AUC: mean over seeds)."""
+def _split_panels(results: dict[str, DetectorResult], field: str,
+                 width: float) -> tuple[Figure, list[tuple[Axes, str]]]:
+    """A figure with one panel ``width`` inches wide per split (seen, then unseen) that the first
+    seed's ``field`` (``roc`` or ``sweep``) holds, and its (axes, split) pairs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    splits = sorted({s for r in results.values() for s in r.seeds[0].roc}, key=["seen", "unseen"].index)
-    fig, axes = plt.subplots(1, len(splits), figsize=(7 * len(splits), 4.5), squeeze=False)
-    for ax, split in zip(axes[0], splits, strict=True):
+    splits = sorted({s for r in results.values() for s in getattr(r.seeds[0], field)}, key=["seen", "unseen"].index)
+    fig, axes = plt.subplots(1, len(splits), figsize=(width * len(splits), 4.5), squeeze=False)
+    return fig, list(zip(axes[0], splits, strict=True))
+
+
+def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
+    """ROC curves of the first seed, seen and unseen side by side (AUC: mean over seeds)."""
+    fig, panels = _split_panels(results, "roc", 7)
+    for ax, split in panels:
         for name, result in results.items():
             fpr, tpr = result.seeds[0].roc.get(split, ([], []))
             if fpr:
+                verdict = result.verdicts().get(split, {}).get("shortest_success")
                 auc = result.summary()[split]["roc_auc"]["mean"]
-                ax.plot(fpr, tpr, label=f"{name} ({auc:.2f})")
+                ax.plot(fpr, tpr, label=f"{name} ({auc:.2f}{', ' + verdict.call if verdict else ''})")
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
         ax.set(title=f"{split} tasks", xlabel="false-positive rate", ylabel="true-positive rate")
         if ax.get_legend_handles_labels()[0]:  # beside the axes, where it covers no curve
@@ -114,14 +147,8 @@ def plot_roc(results: dict[str, DetectorResult], path: Path) -> Path:
 
 def plot_sweep(results: dict[str, DetectorResult], path: Path) -> Path:
     """Balanced accuracy against mean detection time as alpha varies (mean over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    splits = sorted({s for r in results.values() for s in r.seeds[0].sweep}, key=["seen", "unseen"].index)
-    fig, axes = plt.subplots(1, len(splits), figsize=(5 * len(splits), 4.5), squeeze=False)
-    for ax, split in zip(axes[0], splits, strict=True):
+    fig, panels = _split_panels(results, "sweep", 5)
+    for ax, split in panels:
         for name, result in results.items():
             rows = [s.sweep[split] for s in result.seeds if split in s.sweep]
             if not rows:

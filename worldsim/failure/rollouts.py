@@ -96,3 +96,16 @@ def shortest_success_lengths(rollouts: Sequence[Rollout]) -> dict[str, int]:
         successes = [r.length for r in mine if r.success]
         lengths[task] = min(successes) if successes else min(r.length for r in mine)
     return lengths
+
+
+def median_success_lengths(rollouts: Sequence[Rollout]) -> dict[str, int]:
+    """Per task, the (lower) median length of its successful rollouts (its shortest rollout if
+    none succeeded): the step by which half the successes have ended. The protocol's second
+    comparison step, where a weak policy's rollouts have had time to differ: the shortest success
+    may end before the policy has touched the scene."""
+    lengths: dict[str, int] = {}
+    for task in dict.fromkeys(r.task for r in rollouts):
+        mine = [r for r in rollouts if r.task == task]
+        successes = sorted(r.length for r in mine if r.success)
+        lengths[task] = successes[(len(successes) - 1) // 2] if successes else min(r.length for r in mine)
+    return lengths

@@ -52,7 +52,6 @@ The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -61,6 +60,7 @@ from rich.console import Console
 
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_suite, get_task
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
@@ -106,31 +106,8 @@ class CoevolveConfig:
     """Real episodes per collection, split evenly over the tasks (the budget is this x rounds)."""
     rounds: int = 2
     """RL rounds (each after a world-model (re)training)."""
-    algo: Literal["grpo", "ppo"] = "grpo"
-    """RL algorithm in imagination (and for the direct-rl baseline)."""
     frozen_world_model: bool = False
     """Ablation: train the world model once and never refine it (no co-evolution)."""
-    kl_coef: float = 0.0
-    """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
-    wm_config: Literal["tiny", "base"] = "tiny"
-    """World-model preset."""
-    wm_steps: int = 4000
-    """Optimiser steps of the first world-model training."""
-    wm_refine_steps: int = 1500
-    """Optimiser steps of each refinement."""
-    wm_time_budget: float | None = None
-    """Seconds per world-model training (None: no limit)."""
-    rl_env_steps: int = 80_000
-    """Imagined env steps per RL round (direct-rl: replaced by the real budget); with GRPO and the
-    default horizon, 32 iterations of 64 episodes of 40 steps."""
-    rl_time_budget: float | None = None
-    """Seconds per RL round (None: no limit)."""
-    rl_num_envs: int = 64
-    """Parallel (imagined) envs, split evenly over the tasks."""
-    group_size: int = 8
-    """GRPO: rollouts per start state."""
-    lr: float = 3e-5
-    """RL learning rate (fine-tuning a pretrained policy: small)."""
     eval_episodes: int = 50
     """Real evaluation episodes per task after every round."""
     imagined_eval_episodes: int = 32
@@ -162,6 +139,10 @@ class CoevolveConfig:
     show the policy; the world model and keyframes are each round's own, on --device."""
     guard: GuardConfig = field(default_factory=GuardConfig)
     """When a round's policy is rolled back: the guard against a policy that exploits the world model."""
+    wm: WorldModelRounds = field(default_factory=WorldModelRounds)
+    """The world model each round trains: its preset, the first training's and each refinement's steps."""
+    rl: RLRounds = field(default_factory=RLRounds)
+    """The RL of each round: algorithm (PPO or GRPO), imagined env steps, envs and learning rate."""
 
     SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("world_model", "keyframes", "device")}
     """Each round trains its own world model on its own real episodes, on the run's device."""
@@ -185,8 +166,7 @@ class CoevolveConfig:
             raise ValueError("name the tasks: --suite or --task")
         else:
             get_suite(self.suite)
-        for name in ("real_episodes", "rounds", "wm_steps", "wm_refine_steps", "rl_env_steps", "rl_num_envs",
-                     "group_size", "eval_episodes", "imagined_eval_episodes"):
+        for name in ("real_episodes", "rounds", "eval_episodes", "imagined_eval_episodes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be an int >= 1")
@@ -195,12 +175,8 @@ class CoevolveConfig:
         if self.real_episodes < len(self.tasks):
             raise ValueError(f"real_episodes={self.real_episodes} must give each of the {len(self.tasks)} "
                              "tasks at least one episode")
-        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
-            raise ValueError(f"kl_coef={self.kl_coef!r} must be a finite number >= 0")
-        if self.kl_coef and self.algo != "grpo":
-            raise ValueError(f"kl_coef={self.kl_coef!r} is GRPO's KL term; algo={self.algo!r} has none")
-        if self.rl_num_envs % len(self.tasks):
-            raise ValueError(f"rl_num_envs={self.rl_num_envs} must be a multiple of the {len(self.tasks)} tasks")
+        if self.rl.num_envs % len(self.tasks):
+            raise ValueError(f"rl.num_envs={self.rl.num_envs} must be a multiple of the {len(self.tasks)} tasks")
 
     @property
     def tasks(self) -> list[str]:
@@ -239,13 +215,11 @@ def collect_real(config: CoevolveConfig, policy_path: Path, out: Path, seed: int
 
 def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, seed: int) -> dict[str, Any]:
     """Train a world model on ``data`` (or refine ``init`` on it)."""
-    from worldsim.world_models.train import PRESET_CONFIGS, train_world_model
+    from worldsim.world_models.train import train_world_model
 
-    steps = config.wm_steps if init is None else config.wm_refine_steps
-    summary = train_world_model(PRESET_CONFIGS[config.wm_config](
-        data=data, out=out, init=init, steps=steps, time_budget=config.wm_time_budget,
-        val_every=max(steps // 4, 1), video_every=steps, checkpoint_every=steps, seed=seed,
-        device=config.device, torch_threads=config.torch_threads, progress=config.progress))
+    summary = train_world_model(config.wm.train_config(
+        data, out, init, seed, state_supervision=config.imagination.rung != "video", device=config.device,
+        torch_threads=config.torch_threads, progress=config.progress))
     return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
 
 
@@ -272,19 +246,16 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     final evaluation (``config.seed``: the same real episodes as every round's) is the round's
     real evaluation."""
     from worldsim.training.grpo import GRPOConfig, train_grpo
-    from worldsim.training.ppo import PPOConfig, train_ppo
+    from worldsim.training.ppo import train_ppo
 
-    common: dict[str, Any] = dict(policy=str(policy_path), obs_mode="pixels", num_envs=config.rl_num_envs, lr=config.lr,
-                  total_env_steps=total_env_steps, time_budget=config.rl_time_budget, eval_every=0,
-                  eval_episodes=config.eval_episodes, checkpoint_every=0, seed=config.seed, out=out,
-                  device=config.device, torch_threads=config.torch_threads, progress=config.progress)
-    common |= {"suite": config.suite} if config.suite else {"task": config.task}
+    run: dict[str, Any] = dict(policy=str(policy_path), obs_mode="pixels", eval_every=0,
+                               eval_episodes=config.eval_episodes, checkpoint_every=0, seed=config.seed, out=out,
+                               device=config.device, torch_threads=config.torch_threads, progress=config.progress)
+    run |= {"suite": config.suite} if config.suite else {"task": config.task}
     if world_model is not None:
-        common["imagination"] = config.imagination.replace(world_model=world_model, keyframes=keyframes)
-    if config.algo == "grpo":
-        summary = train_grpo(GRPOConfig(group_size=config.group_size, kl_coef=config.kl_coef, **common))
-    else:
-        summary = train_ppo(PPOConfig(**common))
+        run["imagination"] = config.imagination.replace(world_model=world_model, keyframes=keyframes)
+    rl_config = config.rl.train_config(total_env_steps, **run)
+    summary = train_grpo(rl_config) if isinstance(rl_config, GRPOConfig) else train_ppo(rl_config)
     return {"policy": str(out / "policy"), "env_steps": summary["global_step"],
             "train_seconds": summary["train_seconds"], "stopped_by": summary["stopped_by"],
             "eval": summary.get("eval")}
@@ -360,9 +331,9 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     current, used = config.base_policy, data["episodes"]
     for r in range(1, config.rounds + 1):
         folder = out / f"round_{r}"
-        rl = stages.run(f"round {r}: RL in imagination ({config.algo})", folder / "rl",
+        rl = stages.run(f"round {r}: RL in imagination ({config.rl.algo})", folder / "rl",
                         lambda: train_rl(config, current, folder / "rl", world_model, keyframes,
-                                         config.rl_env_steps))
+                                         config.rl.env_steps))
         evaluation = stages.run(f"round {r}: evaluate", None,
                                 lambda: evaluate_both(config, Path(rl["policy"]), world_model, keyframes,
                                                       rl["eval"]))
@@ -440,7 +411,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
         return real_outcomes(config.tasks, row)
 
     comparison = paired_comparison(outcomes(rounds[0]), outcomes(final))
-    results = {"mode": config.mode, "algo": config.algo, "tasks": config.tasks, "rounds": rounds,
+    results = {"mode": config.mode, "algo": config.rl.algo, "tasks": config.tasks, "rounds": rounds,
                "real_budget": config.real_budget,
                "demonstrations": str(config.demonstrations) if config.demonstrations else None,
                "base_real_success": rounds[0]["real"]["success_rate"],
@@ -458,7 +429,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
     videos = []
     if world_model is not None and config.videos:
         videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
-                                     config.out / "videos", config.imagination.frames)
+                                     config.out / "videos", config.imagination.rung)
     results["videos"] = [str(v) for v in videos]
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")

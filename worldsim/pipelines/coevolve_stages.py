@@ -17,9 +17,10 @@ from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
 STATE_FILE = "state.json"
-# The settings round 0 depends on (a run reusing another's round 0 must share them).
-ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm_config", "wm_steps",
-                 "wm_time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
+# The settings round 0 depends on (a run reusing another's round 0 must share them); ``part.field``
+# names a field of a part of the config (its refinements and RL come after round 0).
+ROUND0_FIELDS = ("base_policy", "suite", "task", "real_episodes", "demonstrations", "wm.preset", "wm.steps",
+                 "wm.time_budget", "eval_episodes", "imagined_eval_episodes", "collect_deterministic",
                  "record_features", "seed")
 # The settings a resumed run may change: the guard's (recorded verdicts stand, the rounds still
 # to be judged use the new ones) and the final test evaluation's.
@@ -58,7 +59,9 @@ class Stages:
         if not state_file.exists():
             raise ValueError(f"round0_from={str(source)!r} holds no co-evolution run ({STATE_FILE} missing)")
         theirs = json.loads(state_file.read_text())
-        changed = [k for k in ROUND0_FIELDS if theirs["config"].get(k) != self.state["config"].get(k)]
+        changed = [k for k in ROUND0_FIELDS if _setting(theirs["config"], k) != _setting(self.state["config"], k)]
+        if _state_free(theirs["config"]) != _state_free(self.state["config"]):
+            changed.append("imagination.rung (a 'video' run trains its world model without state)")
         if changed:
             raise ValueError(f"round0_from={str(source)!r} was run with other {', '.join(changed)}: its round 0 "
                              "is not this run's")
@@ -92,6 +95,19 @@ class Stages:
         self.state["stages"][name] = result
         write_json(self.path, self.state)
         return result
+
+
+def _state_free(config: dict[str, Any]) -> bool:
+    """Whether the recorded ``config``'s world models train without state (the ``video`` rung)."""
+    return _setting(config, "imagination.rung") == "video"
+
+
+def _setting(config: dict[str, Any], name: str) -> Any:
+    """The recorded ``config``'s setting ``name`` (``part.field`` for a part's field; None if absent)."""
+    value: Any = config
+    for key in name.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _moved(value: Any, source: Path, target: Path) -> Any:

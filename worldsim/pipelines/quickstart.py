@@ -4,8 +4,8 @@
 2. **behaviour cloning**: TinyVLA learns from them (``bc_steps``);
 3. **co-evolution, one round** (:mod:`worldsim.pipelines.coevolve`): the BC policy collects
    ``real_episodes`` real episodes (with its features, for step 6); a world model trains on
-   them and the demonstrations (``wm_steps``); GRPO post-trains the policy in imagination
-   (``rl_env_steps``); the BC and the post-trained policy are evaluated in physics on the same
+   them and the demonstrations (``wm.steps``); GRPO post-trains the policy in imagination
+   (``rl.env_steps``); the BC and the post-trained policy are evaluated in physics on the same
    ``eval_episodes`` episodes (paired starts, :mod:`worldsim.evaluation.compare`) and in
    imagination;
 4. **world-model fidelity** on ``heldout_episodes`` new real episodes of the BC policy, balanced
@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,7 +38,8 @@ from rich.console import Console
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_task
 from worldsim.failure.detect import parse_detectors
-from worldsim.pipelines.quickstart_report import write_report
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
+from worldsim.pipelines.quickstart_report import detection_summary, write_report
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE
 from worldsim.runtime.run_logging import write_json
 
@@ -56,10 +58,6 @@ class QuickstartConfig:
     """Behaviour-cloning optimiser steps."""
     real_episodes: int = 100
     """Real episodes the BC policy collects for the world model (and the failure detectors)."""
-    wm_steps: int = 800
-    """World-model optimiser steps (the learning-rate schedule spans them)."""
-    rl_env_steps: int = 12_800
-    """Imagined env steps of GRPO: 10 iterations of 32 episodes of 40 steps."""
     eval_episodes: int = 200
     """Real evaluation episodes per policy: the same episodes for both (a paired comparison)."""
     imagined_eval_episodes: int = 32
@@ -68,10 +66,6 @@ class QuickstartConfig:
     """New real episodes of the BC policy on which the world model's fidelity is measured."""
     detectors: str = "safe-mlp,stac,knn,action-variance"
     """Failure detectors to compare (see `worldsim detect --help`)."""
-    wm_time_budget: float | None = None
-    """Safety net: stop world-model training after this many seconds (the report says so)."""
-    rl_time_budget: float | None = None
-    """Safety net: stop GRPO after this many seconds (the report says so)."""
     out: Path = Path("runs/quickstart")
     """Run folder; report.md is the place to start."""
     resume: bool = False
@@ -85,19 +79,27 @@ class QuickstartConfig:
     imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
     """How GRPO imagines and what the imagined evaluations show the policy (the world model is
     the one this run trains, on the CPU)."""
+    wm: WorldModelRounds = field(default_factory=lambda: WorldModelRounds(steps=800))
+    """The world model's training: 800 optimiser steps (the learning-rate schedule spans them); a
+    time budget is a safety net that stops it (the report says so). One round: no refinement."""
+    rl: RLRounds = field(default_factory=lambda: RLRounds(env_steps=12_800, num_envs=32, group_size=8))
+    """GRPO in imagination: 12,800 imagined env steps, 10 iterations of 32 episodes of 40 steps; a
+    time budget is a safety net that stops it (the report says so)."""
 
-    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("world_model", "keyframes", "device")}
-    """The run trains its own world model, takes keyframes from its own real episodes, on the CPU."""
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("world_model", "keyframes", "device"),
+                                                             "wm": ("refine_steps",), "rl": ("algo",)}
+    """The run trains its own world model once (no refinement), takes keyframes from its own real
+    episodes, on the CPU, and post-trains with GRPO."""
 
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name
-        for name in ("demos", "bc_steps", "real_episodes", "wm_steps", "rl_env_steps", "eval_episodes",
-                     "imagined_eval_episodes", "heldout_episodes", "torch_threads"):
+        for name in ("demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes",
+                     "heldout_episodes", "torch_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be >= 1")
-        for name in ("wm_time_budget", "rl_time_budget"):
-            if getattr(self, name) is not None and not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be > 0 seconds")
+        if self.rl.algo != "grpo":  # its report is GRPO's
+            raise ValueError(f"rl.algo={self.rl.algo!r}: the quickstart runs GRPO (`worldsim coevolve --rl.algo ppo` "
+                             "runs PPO)")
         parse_detectors(self.detectors)
 
 
@@ -105,9 +107,9 @@ DEFAULT_MINUTES = 19.0
 """Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads; sharing the cores
 with another job takes about twice as long."""
 WORLD_MODEL_SHARE = 0.5
-"""Share of that time the world model's training takes (it scales with ``wm_steps``); the other
+"""Share of that time the world model's training takes (it scales with ``wm.steps``); the other
 budgets are taken to share the rest equally."""
-_SCALED = ("demos", "bc_steps", "real_episodes", "rl_env_steps", "eval_episodes", "imagined_eval_episodes",
+_SCALED = ("demos", "bc_steps", "real_episodes", "rl.env_steps", "eval_episodes", "imagined_eval_episodes",
            "heldout_episodes")
 
 
@@ -116,8 +118,8 @@ def estimate_minutes(config: QuickstartConfig) -> float:
     scaled by each budget's ratio to its default, weighted by :data:`WORLD_MODEL_SHARE` (a rough
     guide, printed when a run starts)."""
     default = QuickstartConfig()
-    rest = sum(getattr(config, name) / getattr(default, name) for name in _SCALED) / len(_SCALED)
-    return DEFAULT_MINUTES * (WORLD_MODEL_SHARE * config.wm_steps / default.wm_steps
+    rest = sum(attrgetter(name)(config) / attrgetter(name)(default) for name in _SCALED) / len(_SCALED)
+    return DEFAULT_MINUTES * (WORLD_MODEL_SHARE * config.wm.steps / default.wm.steps
                               + (1 - WORLD_MODEL_SHARE) * rest)
 
 
@@ -167,10 +169,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         resume=resume_bc, overwrite=not resume_bc, progress=config.progress)))
     coevolution = CoevolveConfig(
         base_policy=bc / "policy", task=config.task, demonstrations=demos, real_episodes=config.real_episodes,
-        rounds=1, wm_steps=config.wm_steps, wm_time_budget=config.wm_time_budget,
-        rl_env_steps=config.rl_env_steps, rl_time_budget=config.rl_time_budget, rl_num_envs=32, group_size=8,
-        eval_episodes=config.eval_episodes, imagined_eval_episodes=config.imagined_eval_episodes,
-        record_features=True, videos=2, out=out / "coevolve",
+        rounds=1, wm=config.wm, rl=config.rl, eval_episodes=config.eval_episodes,
+        imagined_eval_episodes=config.imagined_eval_episodes, record_features=True, videos=2, out=out / "coevolve",
         resume=config.resume and (out / "coevolve" / "state.json").exists(), seed=config.seed, device="cpu",
         torch_threads=config.torch_threads, progress=config.progress,
         imagination=config.imagination.replace(device="cpu"))
@@ -186,8 +186,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         lambda: _describe_outcomes(heldout))
     with_both = set(_outcomes(heldout)) == {True, False}
     stage("world-model fidelity", out / "fidelity" / "fidelity.json", lambda: evaluate_world_model(
-        world_model, heldout, balance=with_both, out=out / "fidelity", videos=2, seed=config.seed,
-        progress=config.progress), lambda: _describe_fidelity(out / "fidelity" / "fidelity.json"))
+        world_model, heldout, balance=with_both, rung=config.imagination.rung, out=out / "fidelity", videos=2,
+        seed=config.seed, progress=config.progress), lambda: _describe_fidelity(out / "fidelity" / "fidelity.json"))
     detect = out / "detect"
 
     def detection() -> None:
@@ -249,11 +249,12 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
     contact = fidelity["object_error_after_contact"]
     return {
         "task": config.task, "seed": config.seed, "torch_threads": config.torch_threads, "demos": config.demos,
+        "rung": config.imagination.rung,
         "timings_s": timings,
         "wall_clock_s": round(seconds, 1),
         "budgets": {"bc": {"steps": bc["steps"], "asked": bc["steps_asked"], "stopped_by": bc["stopped_by"]},
-                    "world_model": {"steps": wm["steps"], "asked": config.wm_steps, "stopped_by": wm["stopped_by"]},
-                    "grpo": {"env_steps": rl.get("env_steps"), "asked": config.rl_env_steps,
+                    "world_model": {"steps": wm["steps"], "asked": config.wm.steps, "stopped_by": wm["stopped_by"]},
+                    "grpo": {"env_steps": rl.get("env_steps"), "asked": config.rl.env_steps,
                              "stopped_by": rl.get("stopped_by")}},
         "bc_loss": {"train": bc.get("train_loss"), "val": bc.get("val_loss")},
         "comparison": results["last_round_comparison"],
@@ -266,7 +267,6 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
                         "agreement": {k: fidelity["success_by_horizon"][k] for k in ("last_16", "full")},
                         "physics_ceiling": {k: a["accuracy"]
                                             for k, a in (fidelity.get("physics_ceiling") or {}).items()}},
-        "detectors_roc_auc": None if detection is None else {
-            name: d["summary"]["seen"]["roc_auc"]["mean"] for name, d in detection["detectors"].items()},
+        **(detection_summary(detection, config.task) if detection else {"detectors": None, "detection": None}),
         "detection_skipped": json.loads(skipped.read_text())["reason"] if detection is None else None,
     }

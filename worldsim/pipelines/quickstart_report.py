@@ -3,7 +3,8 @@
 Success rates come with their 95% intervals and the two policies are compared on the same
 episodes (a gain is called one only when McNemar's test finds it); the world model's outcome
 agreement stands beside its base rate; the budgets actually run are listed, and a stage a time
-budget cut short is flagged; every plot and video the run made is linked.
+budget cut short is flagged; a failure detector's ROC-AUC is called a result only when its interval
+lies above chance (:mod:`worldsim.failure.verdict`); every plot and video the run made is linked.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from worldsim.evaluation.compare import verdict
+from worldsim.failure.verdict import sentence
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import write_json
 
@@ -68,17 +70,109 @@ def ceiling_lines(ceiling: dict[str, float]) -> list[str]:
             "frames can be expected above those lines over full replays."]
 
 
+VERDICT_KEYS = ("auc", "interval", "verdict", "call", "rollouts", "failures", "seeds")
+
+
+def detection_summary(results: dict[str, Any], task: str) -> dict[str, Any]:
+    """``detectors`` and ``detection`` of a quickstart summary, from ``worldsim detect``'s
+    ``results.json`` on ``task``: per detector, the seen split's ROC-AUC, 95% interval and verdict
+    at the shortest success's step (``step``) and where the rollouts differ, at the median
+    success's step (``where_rollouts_differ``); and the rollouts' counts and lengths."""
+    lengths = results["lengths"][task]
+    detectors = {}
+    for name, d in results["detectors"].items():
+        if "verdicts" not in d:
+            raise ValueError(f"{name} in the detection results holds no verdicts (an older worldsim wrote it): "
+                             "remove detect/ from the run folder and --resume to rerun detection")
+        seen = d["verdicts"]["seen"]
+        detectors[name] = {**{k: seen["shortest_success"][k] for k in VERDICT_KEYS},
+                           "step": lengths["shortest_success"],
+                           "where_rollouts_differ": {"step": lengths["median_success"],
+                                                     **{k: seen["median_success"][k] for k in VERDICT_KEYS}}}
+    return {"detectors": detectors, "detection": {"rollouts": results["episodes"], "failures": results["failures"],
+                                                  "median_failure_length": lengths["median_failure"]}}
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+
+
+def detection_lines(summary: dict[str, Any], out: Path) -> list[str]:
+    """Section 5: each detector's verdict in words, with its interval, at both steps; the base rate;
+    what the scores read; and, when no detector separates, why these rollouts cannot be told apart."""
+    if summary["detection_skipped"]:
+        return [f"Skipped: {summary['detection_skipped']}"]
+    d, detectors = summary["detection"], summary["detectors"]
+    first = next(iter(detectors.values()))
+    late = first["where_rollouts_differ"]
+    base_rate = _pct(d["failures"] / d["rollouts"])
+    lines = [
+        f"{d['rollouts']} rollouts, {_count(d['failures'], 'failure')} (base rate {base_rate}); "
+        f"each of {first['seeds']} seeds tests {first['rollouts']} of them ({first['failures']} failures). Every "
+        "rollout's score (its running maximum) is read at the same step, so that failures running to the time limit "
+        "give nothing away: at the shortest success's length, and, where the rollouts differ, at the median "
+        "success's, among the rollouts still running then. A ROC-AUC is called a result only when its 95% interval "
+        "(episode bootstrap) lies above 0.5, chance.", "",
+        f"| detector | steps 1-{first['step']}, all test rollouts | steps 1-{late['step']}, the {late['rollouts']} "
+        f"still running ({late['failures']} failures) |",
+        "|---|---|---|",
+        *[f"| {name} | {sentence(v)} | {sentence(v['where_rollouts_differ'])} |" for name, v in detectors.items()],
+        "",
+    ]
+    calls = {name: {v["call"], v["where_rollouts_differ"]["call"]} for name, v in detectors.items()}
+    separating = [name for name, c in calls.items() if "separates" in c]
+    inverted = [name for name, c in calls.items() if "below chance" in c]
+    if separating:
+        lines.append(f"{_names(separating)} {'separates' if len(separating) == 1 else 'separate'} this policy's "
+                     "failures from its successes (see the table for where).")
+    else:
+        widths = [(w["interval"][1] - w["interval"][0]) / 2 for v in detectors.values()
+                  for w in (v, v["where_rollouts_differ"]) if w["interval"][0] == w["interval"][0]]
+        lines.append(
+            f"No detector tells this policy's failures from its successes here. The first reading covers steps "
+            f"1-{first['step']} of the {d['median_failure_length']} a failure runs (the shortest success ended "
+            f"there); by step {late['step']} half the successes have ended, leaving "
+            f"{late['rollouts'] - late['failures']} per seed beside {late['failures']} failures"
+            + (f"; on so few test rollouts the 95% intervals span about ±{sum(widths) / len(widths):.2f}"
+               if widths else "")
+            + ", so only a score far from chance could show.")
+    if inverted:
+        lines.append(f"{_names(inverted)}: below chance, {'its' if len(inverted) == 1 else 'their'} score is inverted "
+                     "(it ranks successes as riskier): a finding about the score, not a detector that works.")
+    lines += ["", f"TPR, TNR and balanced accuracy below read each rollout to its end: failures run "
+              f"{d['median_failure_length']} steps, successes end at a median {late['step']}, so a score that rises "
+              "with time alarms on more failures without telling them apart; they are not detection results on "
+              "their own.", "", (out / "detect" / "table.md").read_text().replace("](", "](detect/"), "",
+              "![ROC](detect/roc.png)"]
+    return lines
+
+
+RUNG_WORDS = {
+    "oracle": "the **oracle** rung: the policy saw the imagined state drawn by the simulator's renderer, "
+              "objects started at the recorded state. Its figures are an upper bound for analysis, not what "
+              "this world model's own frames give.",
+    "sim-seeded": "the **sim-seeded** rung: the policy saw the world model's own frames, with the objects "
+                  "started at the recorded simulator state; the simulator helped at every episode start.",
+    "pixels": "the **pixels** rung: the policy saw the world model's own frames, and nothing came from the "
+              "simulator while imagining (the model found the objects in the real start frames itself).",
+    "video": "the **video** rung: the policy saw the world model's own frames, from a model trained on frames, "
+             "proprio, actions and success flags alone (no simulator state, in training or imagination).",
+}
+"""What each rung of imagination (:mod:`worldsim.world_models.ladder`) means, in the report's words."""
+
+
+def rung_line(rung: str) -> str:
+    """The report's sentence naming the rung GRPO imagined on (and the videos and fidelity show)."""
+    return (f"GRPO imagined on {RUNG_WORDS[rung]} The side-by-side videos show the frames the policy saw, and "
+            "section 4 replays the world model on the same rung.")
+
+
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     """Write ``out/report.md`` and ``out/summary.json`` of a quickstart run's ``summary``."""
     c = summary["comparison"]
     wm = summary["world_model"]
     held = wm["held_out"]
     agreement = wm["agreement"]
-    if summary["detection_skipped"]:
-        detection = [f"Skipped: {summary['detection_skipped']}"]
-    else:
-        detection = [(out / "detect" / "table.md").read_text().replace("](", "](detect/"), "",
-                     "![ROC](detect/roc.png)"]
     contact = wm["object_error_16_after_contact_cm"]
     lines = [
         f"# worldsim quickstart: {summary['task']}", "",
@@ -92,6 +186,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{summary['bc_loss']['train']:.4f}, validation loss {summary['bc_loss']['val']:.4f} "
         "([curves](bc/curves.png)).", "",
         "## 3. RL in imagination: is the post-trained policy better?", "",
+        rung_line(summary["rung"]), "",
         f"Both policies ran the same {c['episodes']} real episodes "
         f"(episode k starts from the same state for both):", "",
         "| policy | real success | 95% CI |", "|---|---|---|",
@@ -121,9 +216,8 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         "Details: [fidelity/confusion.md](fidelity/confusion.md), ![error growth](fidelity/error_growth.png)", "",
         "## 5. Failure detection on the BC policy's real rollouts", "",
         "Detectors read the features TinyVLA recorded while collecting; they are fitted on part of the rollouts, "
-        "calibrated (constant conformal band) on held-out successes, and tested on the rest. "
-        "ROC-AUC 0.5 is chance.", "",
-        *detection, "",
+        "calibrated (constant conformal band) on held-out successes, and tested on the rest.", "",
+        *detection_lines(summary, out), "",
         "## Plots and videos", "", *media_links(out), "",
         "## Stage timings", "", "| stage | seconds |", "|---|---|",
         *[f"| {name} | {seconds} |" for name, seconds in summary["timings_s"].items()],

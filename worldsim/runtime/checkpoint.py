@@ -12,8 +12,9 @@ from __future__ import annotations
 import pickle
 import random
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -129,3 +130,30 @@ def load_pretrained_weights(path: str | Path, module: torch.nn.Module, built_fro
         module.load_state_dict(state, strict=True)
     except RuntimeError as err:
         raise ValueError(f"the weights in {weights} do not fit {built_from}:\n{err}") from err
+
+
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def save_pretrained_model(path: str | Path, module: torch.nn.Module, type_key: str, type_name: str) -> Path:
+    """:func:`save_pretrained_folder` with the document every policy and world model writes: its
+    type ``type_name`` under ``type_key`` and its config dataclass (``module.config``) as JSON."""
+    from worldsim.runtime.run_logging import to_jsonable
+
+    return save_pretrained_folder(path, module, {type_key: type_name, "config": to_jsonable(module.config)})
+
+
+def load_pretrained_model(path: str | Path, run_subfolder: str, type_key: str, what: str,
+                          model_class: Callable[[str, Path], type[M]], device: str | torch.device,
+                          missing_hint: str = "") -> M:
+    """Rebuild the module a :func:`save_pretrained_model` folder ``path`` holds (or the one a
+    training run folder holds in ``run_subfolder``; ``what`` and ``missing_hint`` as in
+    :func:`read_pretrained_config`): ``model_class(type, config_path)`` gives the class of the saved
+    type (or raises ``ValueError`` naming the file), which is built from its ``config_class`` and
+    the saved config fields, gets the saved weights strictly, and returns on ``device`` in eval mode."""
+    path, kind, fields = read_pretrained_config(path, run_subfolder, type_key, what, missing_hint)
+    config_path = path / PRETRAINED_CONFIG
+    cls = model_class(kind, config_path)
+    module = cls(config_from_dict(cls.config_class, fields, str(config_path)))  # type: ignore[attr-defined]
+    load_pretrained_weights(path, module, f"a {cls.__name__} built from {config_path}")
+    return module.to(device).eval()

@@ -42,12 +42,11 @@ from worldsim.training.rl import (
     RLRunConfig,
     build_policy,
     clipped_surrogate,
-    drift_kl,
+    end_iteration,
     env_actions,
     finish_run,
     flatten_batch,
     gather_rows,
-    log_iteration,
     make_train_env,
     stack_batches,
 )
@@ -269,11 +268,8 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
                     "group_return_std": float(episode_returns.view(-1, cfg.group_size).std(1).mean()),
                     "masked_fraction": 1.0 - len(keep) / mask.numel(),
                     "sps": steps_per_iter / (time.time() - iter_start)}
-        log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
-        if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
-            save()
+        end_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics, save)
 
     save()
     env.close()
-    drift = drift_kl(policy, start, b_obs) if b_obs else None  # on this process's last iteration
-    return finish_run(run, policy, cfg, "grpo", iteration * steps_per_iter, drift)
+    return finish_run(run, policy, cfg, "grpo", iteration * steps_per_iter, start, b_obs)

@@ -58,14 +58,13 @@ from worldsim.training.rl import (
     RLRunConfig,
     build_policy,
     clipped_surrogate,
-    drift_kl,
+    end_iteration,
     env_actions,
     final_obs_of,
     finish_run,
     flatten_batch,
     gather_rows,
     host_step,
-    log_iteration,
     make_train_env,
     stack_batches,
 )
@@ -394,11 +393,8 @@ def train_ppo(config: PPOConfig) -> dict[str, Any]:
         log_std = getattr(policy, "log_std", None)  # Gaussian state policies
         if isinstance(log_std, torch.Tensor):
             metrics["log_std"] = float(log_std.detach().mean())
-        log_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics)
-        if cfg.checkpoint_every and iteration % cfg.checkpoint_every == 0:
-            save()
+        end_iteration(run, policy, cfg, iteration, iteration * steps_per_iter, metrics, save)
 
     save()
     env.close()
-    drift = drift_kl(policy, start, b_obs) if b_obs else None  # on this process's last rollout
-    return finish_run(run, policy, cfg, "ppo", iteration * steps_per_iter, drift)
+    return finish_run(run, policy, cfg, "ppo", iteration * steps_per_iter, start, b_obs)

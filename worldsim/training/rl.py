@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -336,15 +337,18 @@ def evaluation_metrics(policy: Policy, config: RLRunConfig) -> tuple[dict[str, A
     return result, metrics
 
 
-def log_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iteration: int, global_step: int,
-                  metrics: dict[str, float]) -> None:
-    """Log an iteration's ``metrics`` at ``global_step``, with an evaluation every ``eval_every``
-    iterations (rank 0; not after the last iteration, which the final evaluation covers)."""
+def end_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iteration: int, global_step: int,
+                  metrics: dict[str, float], save: Callable[[], None]) -> None:
+    """The end of a PPO or GRPO iteration: log its ``metrics`` at ``global_step``, with an
+    evaluation every ``eval_every`` iterations (rank 0; not after the last iteration, which the
+    final evaluation covers), then ``save`` a checkpoint every ``checkpoint_every`` iterations."""
     if run.is_main and config.eval_every and iteration % config.eval_every == 0 and iteration < run.steps:
         result, eval_metrics = evaluation_metrics(policy, config)
         metrics = metrics | eval_metrics
         run.bar.set_postfix(eval_success=f"{result['success_rate']:.2f}")
     run.log(global_step, metrics)
+    if config.checkpoint_every and iteration % config.checkpoint_every == 0:
+        save()
 
 
 def drift_kl(policy: Policy, start: Policy, batch: Batch, rows: int = 512) -> float:
@@ -362,16 +366,18 @@ def drift_kl(policy: Policy, start: Policy, batch: Batch, rows: int = 512) -> fl
     return kl / (policy.chunk_size * policy.action_dim)
 
 
-def finish_run(run: TrainingRun, policy: Policy, config: RLRunConfig, algo: str,
-               global_step: int, drift: float | None = None) -> dict[str, Any]:
+def finish_run(run: TrainingRun, policy: Policy, config: RLRunConfig, algo: str, global_step: int,
+               start: Policy, last_batch: Batch) -> dict[str, Any]:
     """The end of a PPO or GRPO run, after its last checkpoint: the summary (the run's
     :meth:`~worldsim.runtime.run.TrainingRun.summary`, ``global_step``, ``out``,
-    ``weights_digest``, ``drift_kl`` (:func:`drift_kl` from the starting policy, when measured),
+    ``weights_digest``, ``drift_kl`` (:func:`drift_kl` from the starting policy ``start`` on this
+    process's last rollout's observations ``last_batch``; not measured when it is empty),
     and on rank 0 the final evaluation, ``eval``, also in ``eval.json``), written to
     ``summary.json`` and printed as one line; a fine-tuned policy that ended farther than
     :data:`FAR_KL` from where it started gets a warning on stderr."""
     summary = run.summary(policy) | {"global_step": global_step, "out": str(config.out),
                                      "weights_digest": weights_digest(policy)}
+    drift = drift_kl(policy, start, last_batch) if last_batch else None
     if drift is not None:
         summary["drift_kl"] = drift
         if run.is_main and config.policy is not None and drift > FAR_KL:

@@ -1,0 +1,176 @@
+"""The imagination ladder: what each rung of imagination (``oracle``, ``sim-seeded``, ``pixels``,
+``video``; :mod:`worldsim.world_models.ladder`) gives a policy trained in it, on equal terms.
+
+For each seed, one BC base (the co-evolution benchmark's: ``--bc-demos`` noisy scripted-expert
+demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
+
+- ``direct-rl``: GRPO in physics on the whole real-episode budget co-evolution spends;
+- co-evolution on each rung in ``--rungs``, with the same real-episode budget. ``oracle`` and
+  ``sim-seeded`` reuse the ``pixels`` run's round 0 (the same base episodes and world model:
+  they differ only in what imagination may take from the simulator); ``video`` trains its own
+  world models without state.
+
+Every policy of a seed is tested on the same ``--test-episodes`` real episodes that no round saw,
+so every comparison is paired (McNemar; pooled over the seeds). Each rung's world model (round
+0's) is also measured on ``--heldout-episodes`` new real episodes of the BC policy, balanced
+between successes and failures, replayed on that rung
+(:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32 steps from episode
+starts, the task object's error 16 steps after contact, outcome agreement on balanced 8-step
+keyframe windows and over full replays, beside physics' own agreement on the same episodes
+with the cube 0.33 mm and 1 mm off.
+
+Writes ``benchmarks/results/imagination_ladder.json``: under ``metrics.rungs.<rung>``
+``success``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (points), ``gain_vs_direct_rl`` and
+``gain_vs_direct_rl_ci``, ``p_vs_bc``, ``p_vs_direct_rl``, ``real_episodes``, ``seeds`` and the
+fidelity figures; ``metrics.bc`` and ``metrics.direct_rl`` the baselines.
+
+    python benchmarks/imagination_ladder.py --task PushCube-v0 --seeds 0 1 2 --real-episodes 100 \\
+        --rounds 2 --test-episodes 200 --out runs/ladder
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from coevolve import bc_base, outcomes
+from common import report
+
+from worldsim.envs.core import IMAGINED_REWARD_TYPES
+from worldsim.envs.imagination import ImaginationConfig
+from worldsim.evaluation.compare import paired_comparison
+from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
+from worldsim.world_models.ladder import RUNGS, SEEDED_RUNGS
+
+
+def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: int) -> Path:
+    """``episodes`` new real episodes of ``policy`` (with state, for the fidelity figures)."""
+    from worldsim.data.collect import collect_episodes
+    from worldsim.policies import load_policy
+
+    if not out.exists():
+        loaded = load_policy(policy).eval()
+        collect_episodes([task], lambda t: loaded, episodes, out, num_envs=min(episodes, 30), seed=seed + 50_000,
+                         obs_mode="pixels+state", progress=False)
+    return out
+
+
+def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int) -> dict[str, Any]:
+    """The rung's fidelity figures of ``world_model`` on the held-out episodes (balanced between
+    successes and failures when both occur: ``heldout.balanced`` says)."""
+    from worldsim.data.reader import EpisodeReader
+    from worldsim.world_models.evaluate import evaluate_world_model
+
+    with EpisodeReader(heldout) as reader:
+        both = {i.success for i in reader.episode_info()} == {True, False}
+    fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, out=out, videos=2,
+                               seed=seed, progress=False)
+    by = fid["success_by_horizon"]
+    contact = fid.get("object_error_after_contact") or {}
+    physics = fid.get("physics_ceiling") or {}
+
+    def accuracy(row: dict[str, Any] | None) -> float | None:
+        return None if row is None else row["accuracy"]
+
+    return {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
+            "object_error_cm_16": contact.get("at_horizon_cm"),
+            "agreement_keyframe_8": accuracy(by.get("keyframe_8_balanced")),
+            "agreement_keyframe_8_majority": (by.get("keyframe_8_balanced") or {}).get("majority_accuracy"),
+            "agreement_full": accuracy(by["full"]), "agreement_full_majority": by["full"]["majority_accuracy"],
+            "physics_full_0.33mm": accuracy(physics.get("shift_0.33mm")),
+            "physics_full_1mm": accuracy(physics.get("shift_1mm")), "heldout": fid["held_out"]}
+
+
+def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
+    """One paired comparison over every seed's episodes."""
+    return paired_comparison(sum((a for a, _ in pairs), []), sum((b for _, b in pairs), []))
+
+
+def points(comparison: dict[str, Any]) -> tuple[float, list[float]]:
+    """A comparison's difference and its 95% interval, in points."""
+    return 100 * comparison["difference"], [100 * x for x in comparison["difference_ci95"]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="PushCube-v0")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--rungs", nargs="+", default=["pixels", "video", "sim-seeded", "oracle"], choices=RUNGS)
+    parser.add_argument("--bc-demos", type=int, default=100)
+    parser.add_argument("--bc-steps", type=int, default=1500)
+    parser.add_argument("--real-episodes", type=int, default=100, help="per collection (budget: x rounds)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--wm-steps", type=int, default=800)
+    parser.add_argument("--wm-refine-steps", type=int, default=800)
+    parser.add_argument("--rl-env-steps", type=int, default=12_800)
+    parser.add_argument("--rl-num-envs", type=int, default=32)
+    parser.add_argument("--reward-type", default="transition", choices=IMAGINED_REWARD_TYPES)
+    parser.add_argument("--eval-episodes", type=int, default=50, help="per round (the guard's)")
+    parser.add_argument("--test-episodes", type=int, default=200, help="paired test episodes per seed")
+    parser.add_argument("--heldout-episodes", type=int, default=60, help="for the fidelity figures")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
+    parser.add_argument("--out", type=Path, default=Path("runs/ladder"))
+    args = parser.parse_args()
+    rungs = sorted(args.rungs, key=lambda r: r in SEEDED_RUNGS)  # pixels before the rungs that reuse its round 0
+    if any(r in SEEDED_RUNGS for r in rungs) and "pixels" not in rungs:
+        rungs.insert(0, "pixels")
+
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ("direct-rl", *rungs)}
+    fidelities: dict[str, list[dict[str, Any]]] = {r: [] for r in rungs}
+    for seed in args.seeds:
+        demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, args.out / f"base_s{seed}", args.threads)
+        heldout = heldout_episodes(bc, args.task, args.heldout_episodes, args.out / f"base_s{seed}" / "heldout.h5",
+                                   seed)
+        for name in runs:
+            out = args.out / f"{name}_s{seed}"
+            config = CoevolveConfig(
+                base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
+                rounds=args.rounds, mode="direct-rl" if name == "direct-rl" else "coevolve",
+                wm=WorldModelRounds(steps=args.wm_steps, refine_steps=args.wm_refine_steps),
+                rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs),
+                eval_episodes=args.eval_episodes, test_episodes=args.test_episodes, seed=seed, out=out,
+                resume=(out / "state.json").exists(), videos=2 if name != "direct-rl" else 0,
+                round0_from=args.out / f"pixels_s{seed}" if name in SEEDED_RUNGS else None,
+                torch_threads=args.threads, progress=False,
+                imagination=ImaginationConfig(rung="pixels" if name == "direct-rl" else name,
+                                              reward_type=args.reward_type))
+            done = out / "results.json"
+            runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
+            if name != "direct-rl":
+                world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
+                fidelities[name].append(fidelity(world_model, heldout, name, out / "fidelity", seed))
+
+    bc_pairs = [outcomes(r) for r in runs["direct-rl"]]  # test episodes: (BC, direct RL)
+    direct = pooled(bc_pairs)
+    metrics: dict[str, Any] = {
+        "task": args.task, "seeds": args.seeds, "test_episodes_per_seed": args.test_episodes,
+        "bc": {"success": float(np.mean(sum((b for b, _ in bc_pairs), [])))},
+        "direct_rl": {"success": direct["after"]["success_rate"], "gain_vs_bc": points(direct)[0],
+                      "gain_vs_bc_ci": points(direct)[1], "p_vs_bc": direct["p_value"],
+                      "real_episodes": runs["direct-rl"][0]["real_budget"]},
+        "rungs": {}}
+    for rung in rungs:
+        mine = [outcomes(r) for r in runs[rung]]
+        vs_bc = pooled(mine)
+        vs_direct = pooled([(d, m) for (_, d), (_, m) in zip(bc_pairs, mine, strict=True)])
+        figures = {k: float(np.mean([f[k] for f in fidelities[rung] if f[k] is not None]))
+                   if any(f[k] is not None for f in fidelities[rung]) else None
+                   for k in fidelities[rung][0] if k != "heldout"}
+        metrics["rungs"][rung] = {
+            "success": vs_bc["after"]["success_rate"], "success_ci": vs_bc["after"]["ci95"],
+            "gain_vs_bc": points(vs_bc)[0], "gain_vs_bc_ci": points(vs_bc)[1], "p_vs_bc": vs_bc["p_value"],
+            "gain_vs_direct_rl": points(vs_direct)[0], "gain_vs_direct_rl_ci": points(vs_direct)[1],
+            "p_vs_direct_rl": vs_direct["p_value"], "real_episodes": runs[rung][0]["real_budget"],
+            "seeds": len(runs[rung]), "per_seed_gain_vs_bc": [points(paired_comparison(*p))[0] for p in mine],
+            "wall_clock_s": [r["wall_clock_s"] for r in runs[rung]], **figures,
+            "oracle": rung == "oracle"}
+    report("imagination_ladder", metrics, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The imagination ladder (``ImaginationConfig.rung``): what each rung takes from the simulator,
+what it refuses, and that the ``pixels`` and ``video`` rungs read no recorded state."""
+
+import dataclasses
+import json
+import shutil
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from worldsim.envs.imagination import ImaginationConfig
+from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
+from worldsim.world_models.config import preset
+from worldsim.world_models.scene_frames import SceneFrames
+from worldsim.world_models.train import TrainWMConfig, build_model, train_world_model
+
+SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, push_episodes):
+    """A small untrained world model with the object pathway (judged by the rule), one trained
+    without state supervision, and the pushes without their ``state``."""
+    root = tmp_path_factory.mktemp("ladder")
+    torch.manual_seed(0)
+    WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
+               ).save_pretrained(root / "pathway")
+    WorldModel(WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="head",
+                                state_supervision=False)).save_pretrained(root / "video")
+    shutil.copy(push_episodes, root / "pixels.h5")
+    with h5py.File(root / "pixels.h5", "a") as f:  # as if recorded with obs_mode="pixels"
+        for episode in f["data"].values():
+            del episode["obs/state"]
+    return root
+
+
+def make(world_model, keyframes, num_envs=2, **kwargs):
+    return gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=num_envs, world_model=world_model,
+                        keyframes=keyframes, device="cpu", reset_schedule="synchronous", **kwargs)
+
+
+def refusal(match, **kwargs):
+    with pytest.raises(ValueError, match=match) as caught:
+        make(**kwargs).close()
+    assert "\n" not in str(caught.value)  # one line
+
+
+def test_the_config_names_the_rungs_and_judges():
+    assert (ImaginationConfig().rung, ImaginationConfig().judge) == ("pixels", None)
+    with pytest.raises(ValueError, match="^rung='rendered'; allowed: oracle, sim-seeded, pixels, video$"):
+        ImaginationConfig(rung="rendered")
+    with pytest.raises(ValueError, match="^judge='both'; allowed: rule, head"):
+        ImaginationConfig(judge="both")
+    kwargs = ImaginationConfig("wm", "k.h5", rung="video", judge="head").env_kwargs()
+    assert (kwargs["rung"], kwargs["judge"]) == ("video", "head") and "frames" not in kwargs
+
+
+def test_each_rung_refuses_what_it_cannot_do(files, push_episodes, untrained_world_model):
+    pathway, frames_only, video = files / "pathway", untrained_world_model, files / "video"
+    for rung in ("oracle", "sim-seeded"):
+        refusal(f"^rung='{rung}' seeds .* no object pathway .* use rung 'pixels'", world_model=frames_only,
+                keyframes=push_episodes, rung=rung)
+        refusal(f"^rung='{rung}' .*pixels.h5' holds no 'state' observations: use rung 'pixels'", world_model=pathway,
+                keyframes=files / "pixels.h5", rung=rung)
+    for model in (pathway, frames_only):  # trained with the data's state (the default)
+        refusal("^rung='video' needs a world model trained without .* use rung 'pixels'$", world_model=model,
+                keyframes=push_episodes, rung="video")
+    refusal("^judge='rule' .* object pathway .* use judge='head'", world_model=frames_only, keyframes=push_episodes,
+            judge="rule")
+    refusal("^rung='painted'; allowed: oracle, sim-seeded, pixels, video$", world_model=pathway,
+            keyframes=push_episodes, rung="painted")
+    # what each may do: pixels takes any model and any keyframes, video a model trained without state
+    for model, keyframes, rung in ((frames_only, files / "pixels.h5", "pixels"), (pathway, push_episodes, "pixels"),
+                                   (video, push_episodes, "video"), (video, files / "pixels.h5", "video"),
+                                   (pathway, push_episodes, "sim-seeded"), (pathway, push_episodes, "oracle")):
+        env = make(model, keyframes, rung=rung)
+        obs, _ = env.reset(seed=0)
+        obs, *_ = env.step(np.zeros((2, 4), np.float32))
+        assert obs["image"].shape == (2, 32, 32, 3), (model, rung)
+        assert (env.unwrapped.scene_frames is not None) == (rung == "oracle")
+        assert (env.unwrapped.bank.state is not None) == (rung in ("oracle", "sim-seeded")), rung
+        env.close()
+
+
+def test_pixels_reads_no_state_and_finds_the_objects_itself(files, push_episodes):
+    model = WorldModel.from_pretrained(files / "pathway")
+    poisoned = EpisodeBank(push_episodes, tasks=["PushCube-v0"])
+    recorded = EpisodeBank(push_episodes, tasks=["PushCube-v0"])
+    for name in ("state", "entity_pixels", "entity_heights"):  # any read of the state would spread NaN
+        getattr(poisoned, name)[:] = np.nan
+    starts = {}
+    for rung, bank in (("pixels", poisoned), ("sim-seeded", recorded)):
+        env = make(model, bank, num_envs=4, rung=rung)
+        world = env.unwrapped
+        env.reset(seed=0)
+        assert (world.bank.state is None) == (rung == "pixels")
+        rows = world.bank.context_rows(world.start_episode, np.zeros(4, np.int64), model.config.context)
+        starts[rung] = world._rollout.points.clone(), rows
+        obs, *_ = env.step(np.zeros((4, 4), np.float32))
+        assert np.isfinite(world._rollout.points.numpy()).all() and np.isfinite(obs["proprio"]).all()
+        env.close()
+    points, rows = starts["pixels"]
+    found = model.start(torch.from_numpy(recorded.images[rows]), torch.from_numpy(recorded.images[rows[:, 0]]),
+                        torch.from_numpy(recorded.proprio[rows])).points  # the detector on the real frames
+    assert torch.equal(points, found)
+    seeded, rows = starts["sim-seeded"]
+    assert torch.equal(seeded, recorded.recorded_objects(rows)[0])
+    assert not torch.allclose(points, seeded)  # an untrained detector is not the recorded state
+    # a keyframes file read on the pixels rung is loaded without its state at all
+    env = make(model, push_episodes, rung="pixels")
+    assert not env.unwrapped.bank.has_state and env.unwrapped.bank.entity_pixels is None
+    env.close()
+
+
+def test_the_oracle_shows_the_renderer_s_frames(files, push_episodes):
+    env = make(files / "pathway", push_episodes, num_envs=3, rung="oracle", terminate_on_success=False)
+    world = env.unwrapped
+    env.reset(seed=0)
+    drawn = SceneFrames(world.model.rules, 32, 3)
+    drawn.start(np.arange(3), world.bank.state[world.bank.obs_start[world.start_episode]])
+    for action in np.random.default_rng(0).uniform(-1, 1, (3, 3, 4)).astype(np.float32):
+        obs, *_ = env.step(action)
+        rollout = world._rollout
+        assert np.array_equal(obs["image"], drawn.draw(np.arange(3), rollout.proprio[:, -1], rollout.points[:, -1],
+                                                       rollout.heights[:, -1]))
+    drawn.close()
+    env.close()
+
+
+def test_the_judge_override_changes_who_judges(files, push_episodes, monkeypatch):
+    probabilities = {}
+    for judge in (None, "rule", "head"):
+        env = make(files / "pathway", push_episodes, num_envs=4, judge=judge, terminate_on_success=False)
+        world = env.unwrapped
+        calls = []
+        rule = world.model.rules.outcome
+        monkeypatch.setattr(world.model.rules, "outcome",
+                            lambda *a, calls=calls, rule=rule: calls.append(1) or rule(*a))
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(np.zeros((4, 4), np.float32))
+        probabilities[judge] = info["reward_terms"]["success_prob"]
+        assert world.outcome == ("head" if judge == "head" else "rule") and bool(calls) == (judge != "head")
+        env.close()
+    assert set(probabilities["rule"].tolist()) <= {0.0, 1.0}  # the rule's verdict
+    assert np.array_equal(probabilities[None], probabilities["rule"])  # the model's own outcome is the rule
+    head = probabilities["head"]
+    assert ((head > 0) & (head < 1)).all() and not set(head.tolist()) <= {0.0, 1.0}  # the head's probability
+
+
+def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_path, monkeypatch):
+    # train-wm --no-state-supervision: no pathway, judged by the head, and nothing in training reads state
+    seen: list[set[str]] = []
+    for name in ("sample", "state_windows"):  # every batch training draws, frames and state windows
+        method = getattr(EpisodeBank, name)
+        monkeypatch.setattr(EpisodeBank, name, lambda self, *a, method=method, **k: (
+            lambda batch: seen.append(set(batch)) or batch)(method(self, *a, **k)))
+    model = dataclasses.replace(preset("tiny"), **{k: SMALL[k] for k in ("context", "channels", "norm_groups",
+                                                                       "cond_hidden", "success_channels")},
+                                dynamics_batch=8, dynamics_horizon=2, state_supervision=False)
+    summary = train_world_model(TrainWMConfig(data=push_episodes, out=tmp_path / "wm", model=model, steps=2,
+                                              batch_size=4, val_fraction=0.0, video_every=0, device="cpu"))
+    monkeypatch.undo()
+    assert {"target", "actions"} <= set().union(*seen)  # both kinds of batch were drawn
+    state_keys = {"goal_offset", "entity_pixels", "context_entity_pixels", "points", "heights", "target_heights"}
+    assert not any(keys & state_keys for keys in seen)
+    trained = WorldModel.from_pretrained(summary["out"])
+    config = trained.config
+    assert (config.state_supervision, config.object_pathway, config.carry_objects, config.outcome) == (
+        False, False, False, "head")
+    env = make(trained, push_episodes, rung="video")
+    env.reset(seed=0)
+    env.step(np.zeros((2, 4), np.float32))
+    assert env.unwrapped.bank.state is None
+    env.close()
+    # data without state sets it False itself; models saved before the field load as trained with state
+    built = build_model(TrainWMConfig(data=files / "pixels.h5", out=tmp_path / "b"), EpisodeBank(files / "pixels.h5"))
+    assert not built.config.state_supervision and built.objects is None
+    saved = tmp_path / "old"
+    shutil.copytree(files / "pathway", saved)
+    document = json.loads((saved / "config.json").read_text())
+    del document["config"]["state_supervision"]
+    (saved / "config.json").write_text(json.dumps(document))
+    assert WorldModel.from_pretrained(saved).config.state_supervision
