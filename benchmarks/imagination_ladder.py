@@ -16,8 +16,11 @@ so every comparison is paired (McNemar; pooled over the seeds). Each rung's worl
 between successes and failures, replayed on that rung
 (:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32 steps from episode
 starts, the task object's error 16 steps after contact, outcome agreement on balanced 8-step
-keyframe windows and over full replays, beside physics' own agreement on the same episodes
-with the cube 0.33 mm and 1 mm off.
+keyframe windows, on the last 8 steps of every (balanced) held-out episode and over full
+replays, beside physics' own agreement on the same episodes
+with the cube 0.33 mm and 1 mm off. On ``pixels`` the outcomes are judged twice: by the model's
+own judge (the task's rule on the positions it read and predicted) and by its learned success
+head (``*_head``).
 
 Writes ``benchmarks/results/imagination_ladder.json``: under ``metrics.rungs.<rung>``
 ``success``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (points), ``gain_vs_direct_rl`` and
@@ -60,7 +63,8 @@ def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: in
     return out
 
 
-def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int) -> dict[str, Any]:
+def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, judge: str | None = None
+             ) -> dict[str, Any]:
     """The rung's fidelity figures of ``world_model`` on the held-out episodes (balanced between
     successes and failures when both occur: ``heldout.balanced`` says)."""
     from worldsim.data.reader import EpisodeReader
@@ -68,8 +72,8 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int) 
 
     with EpisodeReader(heldout) as reader:
         both = {i.success for i in reader.episode_info()} == {True, False}
-    fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, out=out, videos=2,
-                               seed=seed, progress=False)
+    fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge, out=out,
+                               videos=2, seed=seed, progress=False)
     by = fid["success_by_horizon"]
     contact = fid.get("object_error_after_contact") or {}
     physics = fid.get("physics_ceiling") or {}
@@ -81,9 +85,13 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int) 
             "object_error_cm_16": contact.get("at_horizon_cm"),
             "agreement_keyframe_8": accuracy(by.get("keyframe_8_balanced")),
             "agreement_keyframe_8_majority": (by.get("keyframe_8_balanced") or {}).get("majority_accuracy"),
+            # the last 8 steps of every held-out episode: 8-step windows from real mid-episode states
+            # whose outcomes keep the held-out set's balance (keyframe windows that end in a success
+            # within 8 steps are few: their balanced set can be empty)
+            "agreement_last_8": accuracy(by["last_8"]),
             "agreement_full": accuracy(by["full"]), "agreement_full_majority": by["full"]["majority_accuracy"],
             "physics_full_0.33mm": accuracy(physics.get("shift_0.33mm")),
-            "physics_full_1mm": accuracy(physics.get("shift_1mm")), "heldout": fid["held_out"]}
+            "physics_full_1mm": accuracy(physics.get("shift_1mm")), "judge": fid["judge"], "heldout": fid["held_out"]}
 
 
 def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
@@ -143,7 +151,12 @@ def main() -> None:
             runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
             if name != "direct-rl":
                 world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
-                fidelities[name].append(fidelity(world_model, heldout, name, out / "fidelity", seed))
+                figures = fidelity(world_model, heldout, name, out / "fidelity", seed)
+                if name == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
+                    head = fidelity(world_model, heldout, name, out / "fidelity_head", seed, judge="head")
+                    figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
+                                                                "agreement_full")}
+                fidelities[name].append(figures)
 
     bc_pairs = [outcomes(r) for r in runs["direct-rl"]]  # test episodes: (BC, direct RL)
     direct = pooled(bc_pairs)
@@ -160,7 +173,7 @@ def main() -> None:
         vs_direct = pooled([(d, m) for (_, d), (_, m) in zip(bc_pairs, mine, strict=True)])
         figures = {k: float(np.mean([f[k] for f in fidelities[rung] if f[k] is not None]))
                    if any(f[k] is not None for f in fidelities[rung]) else None
-                   for k in fidelities[rung][0] if k != "heldout"}
+                   for k in fidelities[rung][0] if k not in ("heldout", "judge")}
         metrics["rungs"][rung] = {
             "success": vs_bc["after"]["success_rate"], "success_ci": vs_bc["after"]["ci95"],
             "gain_vs_bc": points(vs_bc)[0], "gain_vs_bc_ci": points(vs_bc)[1], "p_vs_bc": vs_bc["p_value"],
@@ -168,6 +181,7 @@ def main() -> None:
             "p_vs_direct_rl": vs_direct["p_value"], "real_episodes": runs[rung][0]["real_budget"],
             "seeds": len(runs[rung]), "per_seed_gain_vs_bc": [points(paired_comparison(*p))[0] for p in mine],
             "wall_clock_s": [r["wall_clock_s"] for r in runs[rung]], **figures,
+            "judge": fidelities[rung][0]["judge"],
             "oracle": rung == "oracle"}
     report("imagination_ladder", metrics, args)
 

@@ -184,3 +184,18 @@ def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_pat
     del document["config"]["state_supervision"]
     (saved / "config.json").write_text(json.dumps(document))
     assert WorldModel.from_pretrained(saved).config.state_supervision
+
+
+def test_open_loop_replays_judge_as_the_env_does(files, push_episodes):
+    """eval-wm's replays take the judge: the rule's verdicts are 0 or 1, the head's probabilities;
+    a model without the pathway has no rule to apply."""
+    from worldsim.world_models.replay import open_loop
+
+    model, bank = WorldModel.from_pretrained(files / "pathway"), EpisodeBank(push_episodes)
+    episodes, starts = np.arange(2), np.zeros(2, np.int64)
+    by_rule = open_loop(model, bank, episodes, starts, 3, judge="rule").success_prob[:, 1:]
+    by_head = open_loop(model, bank, episodes, starts, 3, judge="head").success_prob[:, 1:]
+    assert set(np.unique(by_rule)) <= {0.0, 1.0}
+    assert ((by_head > 0) & (by_head < 1)).all()
+    with pytest.raises(ValueError, match="^judge='rule' applies the task's rule"):
+        open_loop(WorldModel.from_pretrained(files / "video"), bank, episodes, starts, 3, rung="video", judge="rule")

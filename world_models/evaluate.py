@@ -43,6 +43,7 @@ from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.ceiling import physics_agreement
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframes
+from worldsim.world_models.ladder import check_judge
 from worldsim.world_models.metrics import (
     agreement,
     episode_scores,
@@ -157,12 +158,14 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                          horizon: int = 32, rl_horizons: tuple[int, ...] = RL_HORIZONS,
                          contact_horizon: int = CONTACT_HORIZON, keyframe_rule: KeyframeRule | None = None,
                          max_keyframes: int = 256, success_threshold: float | None = None,
-                         sampling_steps: int | None = None, rung: str = "pixels", seed: int = 0,
+                         sampling_steps: int | None = None, rung: str = "pixels", judge: str | None = None,
+                         seed: int = 0,
                          physics_ceiling: bool = True,
                          out: str | Path | None = None, videos: int = 4, progress: bool = True) -> dict[str, Any]:
     """The fidelity report of the module docstring; JSON-ready. ``rung``: the imagination rung
     the replays run on (:func:`~worldsim.world_models.replay.open_loop`; its ``"oracle"``
-    figures are an upper bound, not the world model's).
+    figures are an upper bound, not the world model's); ``judge`` who judges the imagined
+    outcomes (None: the model's ``outcome``; ``report["judge"]`` names it).
 
     Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``,
     ``ssim`` and ``gripper_cm`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
@@ -192,7 +195,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
 
     def replay(episode: np.ndarray, start: np.ndarray, steps: int) -> OpenLoop:
         run = open_loop(model, bank, episode, start, steps, sampling_steps=sampling_steps, generator=generator,
-                        rung=rung)
+                        rung=rung, judge=judge)
         bar.update(1)
         return run
 
@@ -217,7 +220,8 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     imagined, real = window_outcomes(full, threshold)
     scores = episode_scores(full)[0]
     report: dict[str, Any] = {"held_out": held.summary(), "horizon": horizon,
-                              "sampling_steps": sampling_steps or model.config.sampling_steps, "rung": rung}
+                              "sampling_steps": sampling_steps or model.config.sampling_steps, "rung": rung,
+                              "judge": check_judge(model, judge)}
     for name, run in (("episode_start", from_start), ("keyframe", from_keyframes)):
         report[name] = ({"psnr": psnr_curve(run).round(3).tolist(), "ssim": ssim_curve(run).round(4).tolist(),
                          "gripper_cm": gripper_error_curve(run).round(2).tolist(), "replays": len(run.real)}

@@ -16,7 +16,7 @@ import torch
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.ladder import seeds_objects
+from worldsim.world_models.ladder import check_judge, seeds_objects
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -52,7 +52,8 @@ class OpenLoop:
 @torch.no_grad()
 def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int, *,
               sampling_steps: int | None = None, generator: torch.Generator | None = None,
-              batch_size: int = 64, policy: Policy | None = None, rung: str = "pixels") -> OpenLoop:
+              batch_size: int = 64, policy: Policy | None = None, rung: str = "pixels",
+              judge: str | None = None) -> OpenLoop:
     """Replay the recorded actions of bank episodes ``episodes`` from steps ``starts`` for
     ``horizon`` steps (past an episode's end the last action repeats and ``valid`` is False).
 
@@ -64,8 +65,10 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     ``"video"`` the model finds the objects in the real start frames itself (the bank's state
     is still what the real side is measured by); on ``"sim-seeded"`` they start at the recorded
     state; on ``"oracle"`` the imagined frames are the imagined states drawn by the scene's
-    renderer (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised."""
+    renderer (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised. ``judge``:
+    who judges the imagined frames' success, as the imagined env's (None: the model's ``outcome``)."""
     cfg = model.config
+    outcome = check_judge(model, judge)
     scene = scene_frames(model, bank, rung, min(batch_size, len(episodes)))
     seeded = seeds_objects(rung)
     device = model.device
@@ -111,7 +114,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 obs = {"image": out.imagined[rows, k], "proprio": rollout.proprio[:, -1].cpu().numpy(),
                        "instruction": tuple(bank.infos[e].instruction for e in j)}
                 action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(device)
-            pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None)
+            pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None, outcome=outcome)
             rollout = rollout.advance(pred)
             out.imagined[rows, k + 1] = step_frames(pred, cfg.patch, scene, np.arange(len(j)))
             out.success_prob[rows, k + 1] = pred.success_prob.cpu().numpy()

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worldsim.commands.parsing import Choice
-from worldsim.envs.imagination import Rung
+from worldsim.envs.imagination import Judge, Rung
 from worldsim.world_models.train import MODEL_DIR, PRESET_CONFIGS, TrainWMConfig
 
 
@@ -60,6 +60,9 @@ class EvalWMArgs:
     rung: Rung = "pixels"
     """The imagination rung the replays run on (worldsim.world_models.ladder): its fidelity figures;
     oracle's are an upper bound, not the model's frames."""
+    judge: Judge | None = None
+    """Who judges the imagined outcomes: rule (the task's rule on the objects' imagined
+    positions), head (the learned success head) or None (the model's own outcome)."""
     seed: int = 0
     """Seed of the diffusion noise and of the keyframe choice."""
     physics_ceiling: bool = True
@@ -87,7 +90,7 @@ def eval_wm(args: EvalWMArgs) -> None:
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
                                   near_miss_m=args.near_miss, horizon=args.horizon,
                                   success_threshold=args.success_threshold,
-                                  sampling_steps=args.sampling_steps, rung=args.rung, seed=args.seed,
+                                  sampling_steps=args.sampling_steps, rung=args.rung, judge=args.judge, seed=args.seed,
                                   physics_ceiling=args.physics_ceiling, out=out, videos=args.videos)
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "

@@ -140,8 +140,9 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         raise ValueError(f"{out} is not empty: pass --resume to continue that run, or a new --out")
     torch.set_num_threads(config.torch_threads)
     if not config.resume:
-        console.print(f"quickstart: about {estimate_minutes(config):.0f} minutes on 2 quiet CPU cores (the default "
-                      f"budgets take {DEFAULT_MINUTES} there, scaled by these budgets); longer on shared cores")
+        minutes = max(1, round(estimate_minutes(config)))
+        console.print(f"quickstart: about {minutes} minute{'s' if minutes > 1 else ''} on 2 quiet CPU cores (the "
+                      f"default budgets take {DEFAULT_MINUTES} there, scaled by these budgets); longer on shared cores")
     # Stage timings persist, so a resumed run still reports what every stage took.
     timing_file = out / "timings.json"
     timings = json.loads(timing_file.read_text()) if config.resume and timing_file.exists() else {}
