@@ -16,7 +16,7 @@ import torch
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.ladder import check_judge, seeds_objects
+from worldsim.world_models.ladder import check_judge, rung_bank, seeds_objects
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -69,6 +69,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     who judges the imagined frames' success, as the imagined env's (None: the model's ``outcome``)."""
     cfg = model.config
     outcome = check_judge(model, judge)
+    rung_bank(model, bank, rung)  # refuses what the rung cannot do, as the imagined env does
     scene = scene_frames(model, bank, rung, min(batch_size, len(episodes)))
     seeded = seeds_objects(rung)
     device = model.device

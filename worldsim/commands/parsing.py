@@ -55,10 +55,10 @@ def _strip(tp: Any) -> Any:
 def nested_parts(cls: type) -> dict[str, tuple[type, frozenset[str]]]:
     """The :data:`FLAT` parts of dataclass ``cls``: field name -> (the part's dataclass, the names
     of its fields that ``cls`` sets itself, ``cls.SET_BY_COMMAND``)."""
-    hints = typing.get_type_hints(cls)
-    set_here = getattr(cls, "SET_BY_COMMAND", {})
-    return {f.name: (_strip(hints[f.name]), frozenset(set_here.get(f.name, ())))
-            for f in dataclasses.fields(cls) if f.name in FLAT and dataclasses.is_dataclass(_strip(hints[f.name]))}
+    hints, hidden = typing.get_type_hints(cls), hidden_fields(cls)
+    parts = {f.name: _strip(hints[f.name]) for f in dataclasses.fields(cls) if f.name in FLAT}
+    return {name: (parts[name], hidden.get(parts[name], frozenset())) for name in parts
+            if dataclasses.is_dataclass(parts[name])}
 
 
 def hidden_fields(cls: type) -> dict[type, frozenset[str]]:
