@@ -10,6 +10,11 @@ demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
   they differ only in what imagination may take from the simulator); ``video`` trains its own
   world models without state.
 
+A rung runs with the ``tiny`` world model, or with another preset when given as
+``<rung>@<preset>`` (``pixels@video-tiny``: the video transformer); ``--wm-steps`` gives round
+0's steps, for all presets or per preset (``800 video-tiny=880``: the same CPU time); each row's
+``wm_train_seconds`` says what its round 0 took.
+
 Every policy of a seed is tested on the same ``--test-episodes`` real episodes that no round saw,
 so every comparison is paired (McNemar; pooled over the seeds). Each rung's world model (round
 0's) is also measured on ``--heldout-episodes`` new real episodes of the BC policy, balanced
@@ -48,6 +53,7 @@ from worldsim.envs.imagination import ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
+from worldsim.world_models.config import PRESETS
 from worldsim.world_models.ladder import RUNGS, SEEDED_RUNGS
 
 
@@ -70,10 +76,14 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
     from worldsim.data.reader import EpisodeReader
     from worldsim.world_models.evaluate import evaluate_world_model
 
-    with EpisodeReader(heldout) as reader:
-        both = {i.success for i in reader.episode_info()} == {True, False}
-    fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge, out=out,
-                               videos=2, seed=seed, progress=False)
+    kept = out / "fidelity.json"  # a finished evaluation is read back, not run again
+    if kept.exists():
+        fid = json.loads(kept.read_text())
+    else:
+        with EpisodeReader(heldout) as reader:
+            both = {i.success for i in reader.episode_info()} == {True, False}
+        fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge, out=out,
+                                   videos=2, seed=seed, progress=False)
     by = fid["success_by_horizon"]
     contact = fid.get("object_error_after_contact") or {}
     physics = fid.get("physics_ceiling") or {}
@@ -94,6 +104,11 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
             "physics_full_1mm": accuracy(physics.get("shift_1mm")), "judge": fid["judge"], "heldout": fid["held_out"]}
 
 
+def row(rung: str, preset: str) -> str:
+    """A result row's name: the rung, with ``@<preset>`` for a world model other than ``tiny``."""
+    return rung if preset == "tiny" else f"{rung}@{preset}"
+
+
 def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
     """One paired comparison over every seed's episodes."""
     return paired_comparison(sum((a for a, _ in pairs), []), sum((b for _, b in pairs), []))
@@ -108,12 +123,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="PushCube-v0")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rungs", nargs="+", default=["pixels", "video", "sim-seeded", "oracle"], choices=RUNGS)
+    parser.add_argument("--rungs", nargs="+", default=["pixels", "video", "sim-seeded", "oracle"],
+                        help=f"rungs ({', '.join(RUNGS)}), each as RUNG or RUNG@PRESET ({', '.join(PRESETS)})")
     parser.add_argument("--bc-demos", type=int, default=100)
     parser.add_argument("--bc-steps", type=int, default=1500)
     parser.add_argument("--real-episodes", type=int, default=100, help="per collection (budget: x rounds)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--wm-steps", type=int, default=800)
+    parser.add_argument("--wm-steps", nargs="+", default=["800"],
+                        help="round 0's world-model steps: N for every preset, PRESET=N for one")
     parser.add_argument("--wm-refine-steps", type=int, default=800)
     parser.add_argument("--rl-env-steps", type=int, default=12_800)
     parser.add_argument("--rl-num-envs", type=int, default=32)
@@ -124,36 +141,53 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/ladder"))
     args = parser.parse_args()
-    rungs = sorted(args.rungs, key=lambda r: r in SEEDED_RUNGS)  # pixels before the rungs that reuse its round 0
-    if any(r in SEEDED_RUNGS for r in rungs) and "pixels" not in rungs:
-        rungs.insert(0, "pixels")
+    rows: dict[str, tuple[str, str]] = {}  # row name: (rung, world-model preset)
+    for name in args.rungs:
+        rung, _, preset = name.partition("@")
+        if rung not in RUNGS or (preset or "tiny") not in PRESETS:
+            parser.error(f"--rungs {name}: give RUNG or RUNG@PRESET, RUNG in {', '.join(RUNGS)}, PRESET in "
+                         f"{', '.join(PRESETS)}")
+        rows[row(rung, preset or "tiny")] = (rung, preset or "tiny")
+    for rung, preset in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
+        if rung in SEEDED_RUNGS:
+            rows.setdefault(row("pixels", preset), ("pixels", preset))
+    rows = dict(sorted(rows.items(), key=lambda item: item[1][0] in SEEDED_RUNGS))
+    steps: dict[str, int] = {}
+    try:
+        for entry in sorted(args.wm_steps, key=lambda e: "=" in e):  # N first, PRESET=N over it
+            preset, _, value = entry.rpartition("=")
+            for name in [preset] if preset else list(PRESETS):
+                steps[name] = int(value)
+    except ValueError:
+        parser.error(f"--wm-steps {' '.join(args.wm_steps)}: give N or PRESET=N")
 
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ("direct-rl", *rungs)}
-    fidelities: dict[str, list[dict[str, Any]]] = {r: [] for r in rungs}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ("direct-rl", *rows)}
+    fidelities: dict[str, list[dict[str, Any]]] = {r: [] for r in rows}
     for seed in args.seeds:
         demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, args.out / f"base_s{seed}", args.threads)
         heldout = heldout_episodes(bc, args.task, args.heldout_episodes, args.out / f"base_s{seed}" / "heldout.h5",
                                    seed)
         for name in runs:
             out = args.out / f"{name}_s{seed}"
+            rung, preset = rows.get(name, ("pixels", "tiny"))
             config = CoevolveConfig(
                 base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
                 rounds=args.rounds, mode="direct-rl" if name == "direct-rl" else "coevolve",
-                wm=WorldModelRounds(steps=args.wm_steps, refine_steps=args.wm_refine_steps),
+                wm=WorldModelRounds(preset=preset, steps=steps[preset], refine_steps=args.wm_refine_steps),
                 rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs),
                 eval_episodes=args.eval_episodes, test_episodes=args.test_episodes, seed=seed, out=out,
                 resume=(out / "state.json").exists(), videos=2 if name != "direct-rl" else 0,
-                round0_from=args.out / f"pixels_s{seed}" if name in SEEDED_RUNGS else None,
+                round0_from=args.out / f"{row('pixels', preset)}_s{seed}" if rung in SEEDED_RUNGS else None,
                 torch_threads=args.threads, progress=False,
-                imagination=ImaginationConfig(rung="pixels" if name == "direct-rl" else name,
-                                              reward_type=args.reward_type))
+                imagination=ImaginationConfig(rung=rung, reward_type=args.reward_type))
             done = out / "results.json"
             runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
             if name != "direct-rl":
                 world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
-                figures = fidelity(world_model, heldout, name, out / "fidelity", seed)
-                if name == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
-                    head = fidelity(world_model, heldout, name, out / "fidelity_head", seed, judge="head")
+                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed)
+                figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
+                if rung == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
+                    head = fidelity(world_model, heldout, rung, out / "fidelity_head", seed, judge="head")
                     figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
                                                                 "agreement_full")}
                 fidelities[name].append(figures)
@@ -167,7 +201,7 @@ def main() -> None:
                       "gain_vs_bc_ci": points(direct)[1], "p_vs_bc": direct["p_value"],
                       "real_episodes": runs["direct-rl"][0]["real_budget"]},
         "rungs": {}}
-    for rung in rungs:
+    for rung, (kind, preset) in rows.items():
         mine = [outcomes(r) for r in runs[rung]]
         vs_bc = pooled(mine)
         vs_direct = pooled([(d, m) for (_, d), (_, m) in zip(bc_pairs, mine, strict=True)])
@@ -181,8 +215,8 @@ def main() -> None:
             "p_vs_direct_rl": vs_direct["p_value"], "real_episodes": runs[rung][0]["real_budget"],
             "seeds": len(runs[rung]), "per_seed_gain_vs_bc": [points(paired_comparison(*p))[0] for p in mine],
             "wall_clock_s": [r["wall_clock_s"] for r in runs[rung]], **figures,
-            "judge": fidelities[rung][0]["judge"],
-            "oracle": rung == "oracle"}
+            "judge": fidelities[rung][0]["judge"], "wm_preset": preset, "wm_steps": steps[preset],
+            "oracle": kind == "oracle"}
     report("imagination_ladder", metrics, args)
 
 

@@ -27,7 +27,7 @@ from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.device import resolve_device
-from worldsim.world_models import WorldModel, preset
+from worldsim.world_models import PRESETS, WorldModel, preset
 
 
 def frames_per_second(env: gym.vector.VectorEnv, steps: int, seed: int = 0) -> float:
@@ -44,7 +44,8 @@ def frames_per_second(env: gym.vector.VectorEnv, steps: int, seed: int = 0) -> f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="PushCube-v0")
-    parser.add_argument("--config", default="tiny", choices=["tiny", "base"])
+    parser.add_argument("--config", default="tiny", choices=list(PRESETS))
+    parser.add_argument("--name", default="wm_throughput", help="write benchmarks/results/NAME.json")
     parser.add_argument("--world-model", default=None,
                         help="a trained world model (default: an untrained preset)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
@@ -90,7 +91,7 @@ def main() -> None:
               "device": str(device), "torch_threads": torch.get_num_threads(), "rows": rows,
               "imagined_fps_at_64": next((r["imagined_fps"] for r in rows if r["batch"] == 64), None),
               "target_fps_at_64": 200}
-    report("wm_throughput", result, args)
+    report(args.name, result, args)
 
 
 if __name__ == "__main__":

@@ -27,13 +27,13 @@ import torch
 from common import GpuBusy, report
 
 from worldsim.runtime.device import resolve_device
-from worldsim.world_models import TrainWMConfig, WorldModelConfig, preset, train_world_model
+from worldsim.world_models import PRESETS, TrainWMConfig, WorldModelConfig, preset, train_world_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True, help="an episode file with pixels (and state)")
-    parser.add_argument("--config", choices=("tiny", "base"), default="tiny")
+    parser.add_argument("--config", choices=tuple(PRESETS), default="tiny")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32])
     parser.add_argument("--seconds", type=float, default=60.0, help="training time per batch size")
@@ -41,6 +41,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead"),
                         help="torch.compile the step's losses (train-wm --compile)")
+    parser.add_argument("--precision", nargs="+", default=["fp32"], choices=("fp32", "bf16"),
+                        help="train-wm --precision; one row per precision and batch size")
+    parser.add_argument("--init-from", type=Path, default=None,
+                        help="a diffusers Wan folder to start a video preset's transformer from (train-wm --init-from)")
+    parser.add_argument("--lora-rank", type=int, default=0, help="LoRA rank with --init-from (train-wm --lora-rank)")
+    parser.add_argument("--name", default="wm_train_throughput", help="write benchmarks/results/NAME.json")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="record the whole step as one CUDA graph (train-wm --cuda-graph)")
     parser.add_argument("--profile", type=int, default=0,
@@ -55,15 +61,15 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     rows = []
-    for batch_size in args.batch_sizes:
+    for precision, batch_size in ((p, b) for p in args.precision for b in args.batch_sizes):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
         with tempfile.TemporaryDirectory() as out, GpuBusy() as busy:
             summary = train_world_model(TrainWMConfig(
                 data=args.data, out=Path(out), steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
-                compile=args.compile, cuda_graph=args.cuda_graph,
-                model=preset(args.config, dynamics_horizon=args.dynamics_horizon),
+                compile=args.compile, cuda_graph=args.cuda_graph, precision=precision, init_from=args.init_from,
+                model=preset(args.config, dynamics_horizon=args.dynamics_horizon, lora_rank=args.lora_rank),
                 dynamics_updates=args.dynamics_updates, profile=args.profile, progress=False))
             metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
             traced = Path(out) / "profile" / "summary.json"
@@ -78,15 +84,18 @@ def main() -> None:
                          f"{args.seconds} s; give more --seconds")
         first, last = logged[0], logged[-1]
         steps_per_s = (last["step"] - first["step"]) / (last["time"] - first["time"])
-        rows.append({"batch_size": batch_size, "steps": summary["steps"], "steps_per_s": round(steps_per_s, 2),
+        rows.append({"batch_size": batch_size, "precision": precision, "steps": summary["steps"],
+                     "steps_per_s": round(steps_per_s, 2),
                      "seconds_to_first_rated_step": round(first["time"], 1), "first_rated_loss": first["train/loss"],
                      "windows_per_s": round(steps_per_s * batch_size),
                      "gpu_busy_percent": busy.percent(since=clock + first["time"], until=clock + last["time"]),
                      "peak_memory_gib": (round(torch.cuda.max_memory_allocated() / 2**30, 1)
                                          if device.type == "cuda" else None),
-                     "parameters": summary["parameters"], "profile": profile})
+                     "parameters": summary["parameters"], "trained_parameters": summary.get("trained_parameters"),
+                     "profile": profile})
         print(json.dumps(rows[-1]))
-    report("wm_train_throughput", {"config": args.config, "device": str(device), "compile": args.compile,
+    report(args.name, {"config": args.config, "init_from": args.init_from, "lora_rank": args.lora_rank,
+                       "device": str(device), "compile": args.compile,
                   "cuda_graph": args.cuda_graph, "data": str(args.data),
                   "dynamics_horizon": args.dynamics_horizon, "dynamics_updates": args.dynamics_updates,
                   "seconds_per_batch_size": args.seconds, "rows": rows}, args)

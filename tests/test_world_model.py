@@ -91,9 +91,9 @@ def test_edm_preconditioning_schedule_and_one_step_sampling():
     top = model.config.sigma_max
     context, cond = torch.randn(2, 48 * 3 + 10, 8, 8), torch.randn(2, den.embed_dim)
     with torch.no_grad():
-        x = den.sample(context, cond, 1, torch.Generator().manual_seed(0))
+        x = den.sample((context, cond), 1, torch.Generator().manual_seed(0))
         noise = top * torch.randn((2, 48, 8, 8), generator=torch.Generator().manual_seed(0))
-        expected = den.denoise(noise, torch.full((2,), top), context, cond)
+        expected = den.denoise(noise, torch.full((2,), top), (context, cond))
     assert torch.allclose(x, expected, atol=1e-5)
 
 

@@ -27,10 +27,31 @@ from worldsim.world_models import EpisodeBank, KeyframeRule, WorldModel, WorldMo
 INSTRUCTION = "push the red cube onto the blue square"
 
 
+# The frame networks (WorldModelConfig.backbone) the imagined env serves alike, each small for 32x32 frames.
+BACKBONES = {"unet": dict(channels=(16, 32), norm_groups=8, cond_hidden=32),
+             "wan": dict(backbone="wan", heads=2, head_dim=12, layers=1, ffn_dim=32, token_patch=2, cond_hidden=16)}
+
+
+def small(backbone: str, **fields) -> WorldModelConfig:
+    """A small world model of the ``backbone`` frame network for 32x32 frames."""
+    return WorldModelConfig(image_size=32, context=2, success_channels=8, **BACKBONES[backbone], **fields)
+
+
+@pytest.fixture(scope="module", params=list(BACKBONES))
+def backbone(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def files(untrained_world_model, push_episodes):
-    """A small untrained world model (the contract does not depend on the weights) and keyframes."""
-    return untrained_world_model, push_episodes
+def files(backbone, untrained_world_model, push_episodes, tmp_path_factory):
+    """A small untrained frames-only world model of each frame network (the contract does not
+    depend on the weights) and keyframes."""
+    if backbone == "unet":
+        return untrained_world_model, push_episodes
+    folder = tmp_path_factory.mktemp("untrained_wan") / "wm"
+    torch.manual_seed(0)
+    WorldModel(small(backbone, object_pathway=False, carry_objects=False, outcome="head")).save_pretrained(folder)
+    return folder, push_episodes
 
 
 @pytest.fixture
@@ -84,7 +105,7 @@ def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
     assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:], strict=True))
 
 
-def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files, tmp_path):
+def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files, backbone, tmp_path):
     bank = EpisodeBank(files[1])
     real_firsts = bank.images[bank.obs_start]
     plain = make(8, reset_schedule="synchronous")
@@ -95,9 +116,8 @@ def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, file
     # default pixels rung never reads: there every start is an episode start
     assert len(plain.unwrapped.keyframes) == 0
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
-                                outcome="rule")).save_pretrained(tmp_path / "wm")
+    WorldModel(small(backbone, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
+               ).save_pretrained(tmp_path / "wm")
     seeded = functools.partial(make, world_model=tmp_path / "wm", rung="sim-seeded")
     keyed = seeded(16, keyframe_rule=KeyframeRule(ratio=1.0))
     obs, info = keyed.reset(seed=0)
@@ -128,11 +148,10 @@ def test_success_terminates_and_rewards_the_transition(make):
     assert [sparse.step(np.zeros((2, 4), np.float32))[1].tolist() for _ in range(2)] == [[1, 1], [1, 1]]
 
 
-def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, tmp_path):
+def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, backbone, tmp_path):
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=True, object_hidden=32, carry_objects=False,
-                                outcome="rule")).save_pretrained(tmp_path / "wm")
+    WorldModel(small(backbone, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
+               ).save_pretrained(tmp_path / "wm")
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm", keyframes=files[1],
                        device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False,
                        rung="sim-seeded")  # the objects start at the recorded state
@@ -243,6 +262,7 @@ def test_the_rl_config_picks_the_imagined_reward(files, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backbone", ["unet"], scope="module")  # the trainers see the env alone
 def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
     """--world-model points the unchanged trainers at the imagined twin; evaluation stays in physics."""
     TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned",
@@ -273,6 +293,7 @@ def test_ppo_and_grpo_train_in_imagination(files, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backbone", ["unet"], scope="module")  # wan: rank-policies (test_video_world_model_commands)
 def test_policies_are_evaluated_in_imagination(files):
     """Evaluation counts exactly the episodes asked for; envs left idle once the quota is reached
     keep ending and are reset, as in physics. It starts at episode starts and runs to the time

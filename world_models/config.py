@@ -11,6 +11,7 @@ SPATIAL_CHANNELS = 2 + 2 * PROPRIO_DIM  # x and y coordinates, current and next 
 OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cross-entropy
 SUCCESS_PRIOR = 0.02  # the success head's initial probability
 OUTCOMES = ("head", "rule")  # what decides an imagined frame's success (WorldModelConfig.outcome)
+BACKBONES = ("unet", "wan")  # the frame network (WorldModelConfig.backbone)
 KEYPOINT_L1 = 0.1  # the detector's soft-argmax distance (pixels), against its heatmap cross-entropy
 
 @dataclass
@@ -27,12 +28,34 @@ class WorldModelConfig:
     """Space-to-depth factor: the UNet works on (image_size / patch)^2 cells of 3 * patch^2 channels."""
     context: int = 4
     """Latest frames the model sees (C), besides the episode's first frame."""
+    backbone: Literal["unet", "wan"] = "unet"
+    """The frame network: ``"unet"``, a diffusers ``UNet2DModel`` with the context frames stacked
+    on its channels (:mod:`~worldsim.world_models.denoiser`); ``"wan"``, a diffusers
+    ``WanTransformer3DModel`` over the clip of first frame, context frames and the frame being
+    made, each frame modulated by its own proprio and action
+    (:mod:`~worldsim.world_models.video_backbone`)."""
     channels: tuple[int, ...] = (32, 64, 64)
     """UNet block widths; each block but the last halves the resolution."""
     layers_per_block: int = 1
     """ResNet layers per UNet block."""
     norm_groups: int = 16
     """Group-norm groups (must divide every width)."""
+    heads: int = 2
+    """wan: attention heads."""
+    head_dim: int = 64
+    """wan: width of each head (even; the model's width is ``heads * head_dim``)."""
+    layers: int = 3
+    """wan: transformer blocks."""
+    ffn_dim: int = 512
+    """wan: feed-forward width."""
+    token_patch: int = 4
+    """wan: a token covers ``token_patch`` x ``token_patch`` space-to-depth cells (must divide image_size / patch)."""
+    freq_dim: int = 256
+    """wan: width of the sinusoidal timestep features."""
+    lora_rank: int = 0
+    """wan: 0 trains the whole backbone; ``r > 0`` freezes it but its input and output layers and
+    trains rank-``r`` LoRA adapters (``peft``) on its attention and feed-forward projections: the
+    way to fine-tune a pretrained backbone (``train-wm --init-from``) on little data or memory."""
     cond_hidden: int = 128
     """Hidden width of the conditioning and proprio MLPs."""
     sigma_data: float = 0.1
@@ -99,10 +122,22 @@ class WorldModelConfig:
             raise ValueError(f"channels={self.channels}: {len(self.channels) - 1} halvings do not divide "
                              f"the {cells}x{cells} latent (image_size / patch); use fewer blocks or a "
                              "smaller patch")
+        if self.backbone not in BACKBONES:
+            raise ValueError(f"backbone={self.backbone!r}; allowed: {', '.join(BACKBONES)}")
         for name in ("context", "layers_per_block", "norm_groups", "cond_hidden", "success_channels",
-                     "object_hidden", "dynamics_batch", "dynamics_horizon"):
+                     "object_hidden", "dynamics_batch", "dynamics_horizon", "heads", "layers", "ffn_dim",
+                     "token_patch", "freq_dim"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
+        if self.head_dim < 6 or self.head_dim % 2:
+            raise ValueError(f"head_dim={self.head_dim!r} must be even and >= 6 (Wan's rotary embedding splits it "
+                             "over time, rows and columns)")
+        if self.backbone == "wan" and cells % self.token_patch:  # the UNet has no tokens
+            raise ValueError(f"token_patch={self.token_patch} must divide the {cells}x{cells} latent "
+                             "(image_size / patch)")
+        if self.lora_rank < 0 or (self.lora_rank and self.backbone != "wan"):
+            raise ValueError(f"lora_rank={self.lora_rank!r} must be >= 0, and > 0 only with backbone='wan' "
+                             "(LoRA adapts the video transformer)")
         if any(c % self.norm_groups for c in self.channels):
             raise ValueError(f"norm_groups={self.norm_groups} must divide every width of "
                              f"channels={self.channels}")
@@ -138,13 +173,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     # GPU: the defaults, wider and deeper, with three denoising steps (DIAMOND's count).
     "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
              "sampling_steps": 3, "success_channels": 64, "object_hidden": 512},
+    # CPU: the video transformer (1.25M parameters, as the tiny UNet) over the first frame, 2
+    # context frames and the new one, 16 tokens each.
+    "video-tiny": {"backbone": "wan", "context": 2},
+    # GPU: the video transformer at 512 wide, 8 blocks, 64 tokens a frame, 4 context frames.
+    "video-base": {"backbone": "wan", "heads": 8, "head_dim": 64, "layers": 8, "ffn_dim": 2048, "token_patch": 2,
+                   "cond_hidden": 512, "sampling_steps": 3, "success_channels": 64, "object_hidden": 512},
 }
 """Each preset's settings besides :class:`WorldModelConfig`'s defaults (which are ``tiny``)."""
 
 
 def preset(name: str, **fields: Any) -> WorldModelConfig:
-    """The ``tiny`` (CPU) or ``base`` (GPU) architecture, with data-given ``fields`` (tasks,
-    instructions, image_size) and any overrides."""
+    """A preset architecture (``tiny``, ``video-tiny`` on a CPU; ``base``, ``video-base`` on a
+    GPU), with data-given ``fields`` (tasks, instructions, image_size) and any overrides."""
     if name not in PRESETS:
         raise ValueError(f"config={name!r} is not a preset; allowed: {', '.join(PRESETS)}")
     return WorldModelConfig(**{**PRESETS[name], **fields})

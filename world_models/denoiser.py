@@ -1,4 +1,6 @@
-"""The EDM denoiser of the next frame's change (Karras et al. 2022), around a diffusers UNet."""
+"""The EDM denoiser of the next frame's change (Karras et al. 2022), around the config's frame
+network: a diffusers UNet with the context on its channels (``backbone="unet"``) or the video
+transformer over the clip (``"wan"``, :mod:`~worldsim.world_models.video_backbone`)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,24 @@ from torch import nn
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models.config import SPATIAL_CHANNELS, WorldModelConfig
 from worldsim.world_models.layers import randn
+from worldsim.world_models.video_backbone import ClipInputs, VideoBackbone
+
+# What the frame network reads besides the noisy frame: the UNet's stacked channels and
+# conditioning vector, or the video transformer's clip.
+Context = tuple[torch.Tensor, torch.Tensor] | ClipInputs
 
 
 class Denoiser(nn.Module):
-    """EDM denoiser ``D(x; sigma, context, cond)`` around a diffusers ``UNet2DModel``."""
+    """EDM denoiser ``D(x; sigma, context)`` around the config's frame network."""
 
     def __init__(self, config: WorldModelConfig) -> None:
         from diffusers import UNet2DModel  # here, not at import: diffusers costs seconds to import
 
         super().__init__()
         self.config = config
+        if config.backbone == "wan":
+            self.video = VideoBackbone(config)
+            return
         c = config.latent_channels
         blocks = len(config.channels)
         self.embed_dim = 4 * config.channels[0]  # UNet2DModel's time-embedding width
@@ -44,19 +54,20 @@ class Denoiser(nn.Module):
         # ln(sigma)/4 as in EDM, scaled so the UNet's sinusoidal (DDPM-style) embedding resolves it
         return 250.0 * sigma.log()
 
-    def network(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor,
-                cond: torch.Tensor) -> torch.Tensor:
-        """``F(c_in x; c_noise, context, cond)``: the raw UNet output."""
+    def network(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: Context) -> torch.Tensor:
+        """``F(c_in x; c_noise, context)``: the frame network's raw output."""
         scale = self.c_in(sigma)[:, None, None, None]
+        if isinstance(context, ClipInputs):
+            return self.video(x_noisy * scale, sigma, context)
+        stack, cond = context
         # diffusers' models are nn.Modules, callable, whatever its stubs say
-        return self.unet(torch.cat([x_noisy * scale, context], dim=1), self.c_noise(sigma),  # type: ignore[operator]
+        return self.unet(torch.cat([x_noisy * scale, stack], dim=1), self.c_noise(sigma),  # type: ignore[operator]
                          class_labels=cond).sample
 
-    def denoise(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: torch.Tensor,
-                cond: torch.Tensor) -> torch.Tensor:
+    def denoise(self, x_noisy: torch.Tensor, sigma: torch.Tensor, context: Context) -> torch.Tensor:
         """``D(x; sigma) = c_skip x + c_out F(c_in x; c_noise)``."""
         s = sigma[:, None, None, None]
-        return self.c_skip(s) * x_noisy + self.c_out(s) * self.network(x_noisy, sigma, context, cond)
+        return self.c_skip(s) * x_noisy + self.c_out(s) * self.network(x_noisy, sigma, context)
 
     def training_noise(self, target: torch.Tensor, generator: torch.Generator | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,8 +75,8 @@ class Denoiser(nn.Module):
         level's) and standard normal noise shaped like ``target``, from ``generator``."""
         return randn((len(target),), generator, target), randn(target.shape, generator, target)
 
-    def loss(self, target: torch.Tensor, context: torch.Tensor, cond: torch.Tensor,
-             noise: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, target: torch.Tensor, context: Context, noise: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, torch.Tensor]:
         """EDM training loss: sigma ~ logN(p_mean, p_std^2), the network regresses the
         preconditioned target ``(x0 - c_skip x) / c_out`` (the lambda-weighted denoising loss),
         with the draws of :meth:`training_noise` (drawn apart, so that the loss is a function of tensors
@@ -76,7 +87,7 @@ class Denoiser(nn.Module):
         s = sigma[:, None, None, None]
         x_noisy = target + s * frame_noise
         wanted = (target - self.c_skip(s) * x_noisy) / self.c_out(s)
-        output = self.network(x_noisy, sigma, context, cond)
+        output = self.network(x_noisy, sigma, context)
         with torch.no_grad():
             estimate = self.c_skip(s) * x_noisy + self.c_out(s) * output
         return ((output - wanted) ** 2).mean(), estimate
@@ -89,14 +100,14 @@ class Denoiser(nn.Module):
         levels = (cfg.sigma_max**inv + ramp * (cfg.sigma_min**inv - cfg.sigma_max**inv)) ** cfg.rho
         return torch.cat([levels, torch.zeros(1, device=device)])
 
-    def sample(self, context: torch.Tensor, cond: torch.Tensor, steps: int,
-               generator: torch.Generator | None = None) -> torch.Tensor:
+    def sample(self, context: Context, steps: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """Euler sampling of the probability-flow ODE over :meth:`sigmas`."""
-        b = len(context)
+        like = context.frames if isinstance(context, ClipInputs) else context[0]
+        b = len(like)
         shape = (b, self.config.latent_channels, self.config.latent_size, self.config.latent_size)
-        sigmas = self.sigmas(steps, context.device)
-        x = sigmas[0] * randn(shape, generator, context)
+        sigmas = self.sigmas(steps, like.device)
+        x = sigmas[0] * randn(shape, generator, like)
         for sigma, following in zip(sigmas[:-1], sigmas[1:], strict=True):
-            denoised = self.denoise(x, sigma.expand(b), context, cond)
+            denoised = self.denoise(x, sigma.expand(b), context)
             x = x + (following - sigma) * (x - denoised) / sigma  # dx/dsigma = (x - D) / sigma
         return x

@@ -72,7 +72,7 @@ from worldsim.runtime.checkpoint import (
 )
 from worldsim.world_models.config import ACTION_DIM, OFFSET_WEIGHT, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.data import image_camera
-from worldsim.world_models.denoiser import Denoiser
+from worldsim.world_models.denoiser import Context, Denoiser
 from worldsim.world_models.imagined_step import Prediction, Rollout
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import masked_step_mean, mlp, randn
@@ -87,6 +87,7 @@ from worldsim.world_models.objects import (
 from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.proprio import commanded_proprio, proprio_head
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
+from worldsim.world_models.video_backbone import ClipInputs
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
@@ -116,8 +117,9 @@ class WorldModel(nn.Module):
         self.config = config
         self.denoiser = Denoiser(config)
         n_tasks = len(config.tasks)
-        cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + n_tasks
-        self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
+        if config.backbone == "unet":  # the video transformer conditions each frame itself
+            cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + n_tasks
+            self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
         self.proprio_head = proprio_head(config)
         self.success_head = SuccessHead(config)
         self.objects = ObjectDynamics(config) if config.object_pathway else None
@@ -168,6 +170,36 @@ class WorldModel(nn.Module):
     def _carried(self, latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor) -> torch.Tensor:
         assert self.objects is not None  # carry_objects needs the pathway (checked by the config)
         return carry_objects(latent, points, next_points, self.objects.movable_index, self.config.patch)
+
+    def frame_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
+                      next_norm: torch.Tensor, level: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
+                      points: torch.Tensor | None = None, next_points: torch.Tensor | None = None) -> Context:
+        """What the frame network reads besides the noisy frame: for the UNet, the stacked
+        channels (:meth:`stack_context`) and the :meth:`conditioning` vector; for the video
+        transformer, the clip of first and context frames (with one blob plane per object at
+        each frame's positions), each frame's noise level (``level`` for the context, 0 for the
+        first frame) and features (its normalised proprio; for the new frame, the next proprio
+        ``next_norm`` and the ``action``)."""
+        if self.config.backbone == "unet":
+            return (self.stack_context(context, first, proprio, next_norm, points, next_points),
+                    self.conditioning(action, proprio, next_norm, level, task))
+        b, c = context.shape[:2]
+        size, patch = self.config.latent_size, self.config.patch
+        frames = torch.cat([first[:, None], context], dim=1)
+        target_planes = context.new_zeros(b, 0, size, size)
+        if self.config.object_pathway:
+            assert points is not None and next_points is not None  # the pathway's positions come with it
+            planes = keypoint_planes(points.flatten(0, 1), size, patch).view(b, c, -1, size, size)
+            planes = torch.cat([torch.zeros_like(planes[:, :1]), planes], dim=1)  # the first frame's are unknown
+            frames = torch.cat([frames, planes], dim=2)
+            target_planes = keypoint_planes(next_points, size, patch)
+        known = context.new_ones(b, c, 1)
+        no_action = torch.zeros_like(known).expand(-1, -1, ACTION_DIM)
+        given = torch.cat([self._normalized_proprio(proprio), no_action, known], dim=2)
+        features = torch.cat([torch.zeros_like(given[:, :1]), given,
+                              torch.cat([next_norm, action, known[:, 0]], dim=1)[:, None]], dim=1)
+        levels = torch.cat([torch.zeros_like(level[:, None]), level[:, None].expand(-1, c)], dim=1)
+        return ClipInputs(frames, target_planes, levels, features, task)
 
     def stack_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, points: torch.Tensor | None = None,
@@ -223,7 +255,6 @@ class WorldModel(nn.Module):
         context, level = batch["context"], noise["level"]
         noisy_context = context + level[:, None, None, None, None] * noise["context"]
         wanted = self._normalized_proprio(batch["next_proprio"])
-        cond = self.conditioning(batch["action"], batch["proprio"], wanted, level, batch["task"])
         anchor = noisy_context[:, -1]  # the change is taken from the (augmented) last frame
         terms: dict[str, torch.Tensor] = {}
         points = next_points = None
@@ -237,10 +268,10 @@ class WorldModel(nn.Module):
             next_points = target_points + KEYPOINT_NOISE_PX * noise["next_points"]
             if cfg.carry_objects:  # by the true move: the denoiser learns to trust where it is carried
                 anchor = self._carried(anchor, truth[:, -1], target_points)
-        context_stack = self.stack_context(noisy_context, batch["first"], batch["proprio"], wanted, points,
-                                           next_points)
+        inputs = self.frame_context(noisy_context, batch["first"], batch["proprio"], wanted, level, batch["action"],
+                                    batch["task"], points, next_points)
         change = batch["target"] - anchor
-        denoise, estimate = self.denoiser.loss(change, context_stack, cond, (noise["sigma"], noise["frame"]))
+        denoise, estimate = self.denoiser.loss(change, inputs, (noise["sigma"], noise["frame"]))
         terms["denoise"] = denoise.detach()
         labels = batch["success"].float().repeat(2)
         frames = torch.cat([batch["target"], (estimate + anchor).clamp(-1.0, 1.0)])
@@ -368,9 +399,9 @@ class WorldModel(nn.Module):
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
             context, proprio = rollout.context, rollout.proprio
-            cond = self.conditioning(action, proprio, norm, torch.zeros(len(context), device=context.device), task)
-            inputs = self.stack_context(context, rollout.first, proprio, norm, rollout.points, points)
-            change = self.denoiser.sample(inputs, cond, steps or self.config.sampling_steps, generator)
+            inputs = self.frame_context(context, rollout.first, proprio, norm, context.new_zeros(len(context)), action,
+                                        task, rollout.points, points)
+            change = self.denoiser.sample(inputs, steps or self.config.sampling_steps, generator)
             anchor = context[:, -1]
             if self.config.carry_objects and rollout.points is not None and points is not None:
                 anchor = self._carried(anchor, rollout.points[:, -1], points)

@@ -5,9 +5,11 @@ Read top to bottom, :func:`train_world_model` is the recipe:
 1. load the episodes of the chosen tasks into memory and split them by episode into train
    and validation sets (:class:`~worldsim.world_models.data.EpisodeBank`);
 2. build a new model of the ``model`` architecture (by default the ``tiny`` preset, for a CPU;
-   ``base`` is the one for a GPU) with the proprio statistics of the training episodes, or
-   load one to fine-tune (``init``: the co-evolution
-   path; the model keeps its architecture and normalisation, its tasks must cover the data's);
+   ``base`` is the one for a GPU; ``video-tiny`` and ``video-base`` the video transformer's) with
+   the proprio statistics of the training episodes, its video transformer started from a
+   pretrained diffusers Wan folder (``init_from``) if given, or load a worldsim model to
+   fine-tune (``init``: the co-evolution path; the model keeps its architecture and
+   normalisation, its tasks must cover the data's);
 3. take ``steps`` AdamW steps on the sum of the denoising and (``success_weight`` times)
    success losses over random windows, a ``success_fraction`` share of them ending in a
    success frame, with linear warm-up and cosine decay of the learning rate; each step also
@@ -75,10 +77,10 @@ WARMUP_STEPS = 100
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override (the rest are the preset's).
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "outcome",
-                       "dynamics_horizon", "state_supervision")
+                       "dynamics_horizon", "state_supervision", "lora_rank")
 # Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
-RESUME_FIELDS = ("data", "task", "init", "batch_size", "seed", "val_fraction", "model", "success_fraction",
-                 "success_weight", "dynamics_updates")
+RESUME_FIELDS = ("data", "task", "init", "init_from", "precision", "batch_size", "seed", "val_fraction", "model",
+                 "success_fraction", "success_weight", "dynamics_updates")
 
 
 @dataclass
@@ -104,6 +106,14 @@ class TrainWMConfig(RunSettings):
     """Train only on this task of the file (repeat --task for several; default: all)."""
     init: Path | None = None
     """Fine-tune this world model (folder or train-wm run), which keeps its architecture, instead of building one."""
+    init_from: Path | None = None
+    """Start the new model's video transformer (``--config video-tiny`` or ``video-base``) from this
+    diffusers-format ``WanTransformer3DModel`` folder (or a pipeline folder holding one in
+    ``transformer/``): its size comes from the folder, its weights are loaded where they fit,
+    and the layers that read worldsim's frames and conditioning are new."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """The frame loss's arithmetic: ``bf16`` runs it under ``torch.autocast`` in bfloat16 (GPUs
+    from Ampere on: about half the memory of activations); the weights and the optimiser stay fp32."""
     steps: int = 4000
     """Optimiser steps: the run's budget."""
     batch_size: int = 32
@@ -169,9 +179,19 @@ class TrainWMConfig(RunSettings):
         self.check_run()
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
+        self.init_from = None if self.init_from is None else Path(self.init_from)
         if self.init is not None and self.model != preset(self.PRESET):
             raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in ARCHITECTURE_FIELDS)} shape a new "
                              "model; with --init the model keeps its own")
+        if self.init_from is not None and (self.init is not None or self.model.backbone != "wan"):
+            raise ValueError("init_from starts a new video transformer: give it with --config video-tiny or "
+                             "video-base, and without --init (which fine-tunes a worldsim model as it is)")
+        if self.model.lora_rank and self.init_from is None:
+            raise ValueError("lora_rank adapts pretrained weights: give --init-from with it (a new model trains whole)")
+        if self.init_from is not None:
+            from worldsim.world_models.video_backbone import pretrained_folder
+
+            pretrained_folder(self.init_from)  # refused now, with its reason, rather than after loading the data
 
 
 @dataclass
@@ -186,7 +206,29 @@ class TrainWMBaseConfig(TrainWMConfig):
     the object pathway, its success judged by the head."""
 
 
-PRESET_CONFIGS: dict[str, type[TrainWMConfig]] = {"tiny": TrainWMConfig, "base": TrainWMBaseConfig}
+@dataclass
+class TrainWMVideoTinyConfig(TrainWMConfig):
+    """``train-wm --config video-tiny``: :class:`TrainWMConfig` with the video transformer's CPU preset."""
+
+    PRESET: ClassVar[str] = "video-tiny"
+    model: WorldModelConfig = field(default_factory=partial(preset, "video-tiny"))
+    """A new model's architecture: the ``video-tiny`` preset with these overrides; its tasks,
+    instructions and image size come from the data (its transformer's size from ``init_from``)."""
+
+
+@dataclass
+class TrainWMVideoBaseConfig(TrainWMConfig):
+    """``train-wm --config video-base``: :class:`TrainWMConfig` with the video transformer's GPU preset."""
+
+    PRESET: ClassVar[str] = "video-base"
+    model: WorldModelConfig = field(default_factory=partial(preset, "video-base"))
+    """A new model's architecture: the ``video-base`` preset with these overrides; its tasks,
+    instructions and image size come from the data (its transformer's size from ``init_from``)."""
+
+
+PRESET_CONFIGS: dict[str, type[TrainWMConfig]] = {"tiny": TrainWMConfig, "base": TrainWMBaseConfig,
+                                                  "video-tiny": TrainWMVideoTinyConfig,
+                                                  "video-base": TrainWMVideoBaseConfig}
 """``train-wm --config``'s choices: the run config whose ``model`` is each preset."""
 
 
@@ -218,10 +260,19 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
         architecture = dataclasses.replace(architecture, state_supervision=False)
     if not architecture.state_supervision:
         architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
+    if config.init_from is not None:
+        from worldsim.world_models.video_backbone import pretrained_architecture
+
+        architecture = dataclasses.replace(architecture, **pretrained_architecture(config.init_from))
     model = WorldModel(dataclasses.replace(architecture, tasks=tuple(bank.tasks),
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    if config.init_from is not None:
+        loaded = model.denoiser.video.load_pretrained(config.init_from)
+        print(f"train-wm: video transformer from {str(config.init_from)!r}: {len(loaded['new'])} tensors new "
+              f"({', '.join(sorted({n.split('.')[0] for n in loaded['new']})) or 'none'}), "
+              f"{len(loaded['unused'])} of the folder's left out", file=sys.stderr)
     return model
 
 
@@ -326,7 +377,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             raise FloatingPointError(f"the world-model loss became non-finite by step {step}; lower --lr")
 
     def update(draws: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return take_step(model, optimizer, dynamics_optimizer, draws, config.success_weight, run.dist)
+        return take_step(model, optimizer, dynamics_optimizer, draws, config.success_weight, run.dist,
+                         config.precision == "bf16")
 
     take = StepGraph(update) if config.cuda_graph else update
     while run.keep_going(step):
@@ -354,7 +406,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     checkpoint()
     summary = run.summary(model) | {
         "train_episodes": len(train), "val_episodes": 0 if val is None else len(val),
-        "parameters": model.num_parameters(), "out": str(config.out / MODEL_DIR), "train_loss": train_loss.item(),
+        "parameters": model.num_parameters(),
+        "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "out": str(config.out / MODEL_DIR), "train_loss": train_loss.item(),
         "success_threshold": model.config.success_threshold, "success_threshold_calibrated": calibrated}
     result = f"final loss {train_loss.item():.4f}"
     if run.is_main:

@@ -64,14 +64,17 @@ def draw_step(model: WorldModel, bank: EpisodeBank, batch_size: int, success_fra
 
 
 def take_step(model: WorldModel, frame_optimizer: torch.optim.Optimizer, dynamics_optimizer: torch.optim.Optimizer,
-              draws: dict[str, Any], success_weight: float, dist: DistInfo) -> dict[str, torch.Tensor]:
+              draws: dict[str, Any], success_weight: float, dist: DistInfo, bf16: bool = False
+              ) -> dict[str, torch.Tensor]:
     """One training step on :func:`draw_step`'s ``draws``: an AdamW step of the frame model on
-    :meth:`~WorldModel.frame_loss` (gradients averaged across ranks and clipped to norm 1),
+    :meth:`~WorldModel.frame_loss` (under bfloat16 autocast with ``bf16``; gradients averaged
+    across ranks and clipped to norm 1),
     then one of the dynamics per update, each on :meth:`~WorldModel.dynamics_terms`. Returns the
     terms to log, 0-d tensors left on the device: ``loss`` (the frame loss), the frame loss's
     terms and ``grad_norm``, and the dynamics' terms averaged over the updates."""
     batch, noise = draws["frames"]
-    loss, terms = model.frame_loss(batch, noise, success_weight)
+    with torch.autocast(model.device.type, torch.bfloat16, enabled=bf16):
+        loss, terms = model.frame_loss(batch, noise, success_weight)
     frame_optimizer.zero_grad(set_to_none=True)
     loss.backward()
     average_gradients(model, dist)
@@ -101,7 +104,8 @@ def optimisers(model: WorldModel, lr: float = 1e-3, weight_decay: float = 1e-5
     dynamics = model.dynamics_parameters()
     owned = {id(p) for p in dynamics}
     fused = model.device.type == "cuda"
-    return (torch.optim.AdamW([p for p in model.parameters() if id(p) not in owned], lr=lr,
+    frames = [p for p in model.parameters() if id(p) not in owned and p.requires_grad]  # LoRA freezes the rest
+    return (torch.optim.AdamW(frames, lr=lr,
                               weight_decay=weight_decay, fused=fused),
             torch.optim.AdamW(dynamics, lr=lr, weight_decay=weight_decay, fused=fused))
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from worldsim.training.ppo import PPOConfig
     from worldsim.world_models.train import TrainWMConfig
 
-WorldModelPreset = Literal["tiny", "base"]
+WorldModelPreset = Literal["tiny", "base", "video-tiny", "video-base"]
 RLAlgorithm = Literal["grpo", "ppo"]
 
 
@@ -75,7 +75,8 @@ class WorldModelRounds:
         from worldsim.world_models.train import PRESET_CONFIGS
 
         steps = self.steps if init is None else self.refine_steps
-        model = preset(self.preset, state_supervision=state_supervision)
+        # a refinement keeps the model's own architecture (its state_supervision too): train-wm --init refuses another
+        model = preset(self.preset) if init is not None else preset(self.preset, state_supervision=state_supervision)
         return PRESET_CONFIGS[self.preset](data=data, out=out, init=init, model=model, steps=steps,
                                            time_budget=self.time_budget, val_every=max(steps // 4, 1),
                                            video_every=steps, checkpoint_every=steps, seed=seed, **run)
