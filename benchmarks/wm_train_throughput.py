@@ -91,7 +91,7 @@ def main() -> None:
                      "gpu_busy_percent": busy.percent(since=clock + first["time"], until=clock + last["time"]),
                      "peak_memory_gib": (round(torch.cuda.max_memory_allocated() / 2**30, 1)
                                          if device.type == "cuda" else None),
-                     "parameters": summary["parameters"], "trained_parameters": summary.get("trained_parameters"),
+                     "parameters": summary["parameters"], "trained_parameters": summary["trained_parameters"],
                      "profile": profile})
         print(json.dumps(rows[-1]))
     report(args.name, {"config": args.config, "init_from": args.init_from, "lora_rank": args.lora_rank,

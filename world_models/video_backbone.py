@@ -184,13 +184,14 @@ class VideoBackbone(nn.Module):
         times = flow_time(torch.cat([clip.levels, sigma[:, None]], dim=1), cfg.sigma_data)
         steps = embedder.timesteps_proj(times.flatten()).unflatten(0, (b, given + 1))
         temb = embedder.time_embedder(steps.to(tokens.dtype)) + self.frame_mlp(clip.features)  # (B, F + 1, D)
-        temb = temb.repeat_interleave(per_frame, dim=1)  # one modulation per token, its frame's
+        # one modulation per frame, given to each of its tokens
         modulation = embedder.time_proj(embedder.act_fn(temb)).unflatten(2, (6, -1))
+        modulation = modulation.repeat_interleave(per_frame, dim=1)
         text = embedder.text_embedder(self.instructions(clip.task)[:, None].to(tokens.dtype))
         for block in wan.blocks:
             tokens = block(tokens, text, modulation, rotary)
-        tokens, temb = tokens[:, -per_frame:], temb[:, -per_frame:]  # the frame being made
-        shift, scale = (wan.scale_shift_table[None] + temb[:, :, None]).chunk(2, dim=2)
+        tokens = tokens[:, -per_frame:]  # the frame being made, modulated by its own embedding
+        shift, scale = (wan.scale_shift_table[None] + temb[:, -1:, None]).chunk(2, dim=2)
         tokens = (wan.norm_out(tokens.float()) * (1 + scale.squeeze(2)) + shift.squeeze(2)).type_as(tokens)
         tokens = wan.proj_out(tokens)
         p, h, w = cfg.token_patch, x_scaled.shape[-2], x_scaled.shape[-1]
