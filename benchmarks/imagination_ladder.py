@@ -23,7 +23,10 @@ between successes and failures, replayed on that rung
 starts, the task object's error 16 steps after contact, outcome agreement on balanced 8-step
 keyframe windows, on the last 8 steps of every (balanced) held-out episode and over full
 replays, beside physics' own agreement on the same episodes
-with the cube 0.33 mm and 1 mm off. On ``pixels`` the outcomes are judged twice: by the model's
+with the cube 0.33 mm and 1 mm off; and the BC policy's action gap (``action_gap_8``,
+``action_gap_32``: the mean L2 distance between its actions on the rung's imagined frames and on
+the real ones over the first 8 / 32 steps, beside ``action_step_change``, how far its action
+moves from one real step to the next). On ``pixels`` the outcomes are judged twice: by the model's
 own judge (the task's rule on the positions it read and predicted) and by its learned success
 head (``*_head``).
 
@@ -69,10 +72,11 @@ def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: in
     return out
 
 
-def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, judge: str | None = None
-             ) -> dict[str, Any]:
+def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, judge: str | None = None,
+             policy: Path | None = None) -> dict[str, Any]:
     """The rung's fidelity figures of ``world_model`` on the held-out episodes (balanced between
-    successes and failures when both occur: ``heldout.balanced`` says)."""
+    successes and failures when both occur: ``heldout.balanced`` says); with ``policy``, its
+    action gap on the rung's frames."""
     from worldsim.data.reader import EpisodeReader
     from worldsim.world_models.evaluate import evaluate_world_model
 
@@ -82,8 +86,8 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
     else:
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
-        fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge, out=out,
-                                   videos=2, seed=seed, progress=False)
+        fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge,
+                                   policy=policy, out=out, videos=2, seed=seed, progress=False)
     by = fid["success_by_horizon"]
     contact = fid.get("object_error_after_contact") or {}
     physics = fid.get("physics_ceiling") or {}
@@ -101,7 +105,10 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
             "agreement_last_8": accuracy(by["last_8"]),
             "agreement_full": accuracy(by["full"]), "agreement_full_majority": by["full"]["majority_accuracy"],
             "physics_full_0.33mm": accuracy(physics.get("shift_0.33mm")),
-            "physics_full_1mm": accuracy(physics.get("shift_1mm")), "judge": fid["judge"], "heldout": fid["held_out"]}
+            "physics_full_1mm": accuracy(physics.get("shift_1mm")),
+            # the BC policy's action on the rung's frames against its action on the real ones
+            "action_gap_8": fid.get("action_gap_at_8"), "action_gap_32": fid.get("action_gap_at_horizon"),
+            "action_step_change": fid.get("step_change_mean"), "judge": fid["judge"], "heldout": fid["held_out"]}
 
 
 def row(rung: str, preset: str) -> str:
@@ -184,7 +191,7 @@ def main() -> None:
             runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
             if name != "direct-rl":
                 world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
-                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed)
+                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed, policy=bc)
                 figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
                 if rung == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
                     head = fidelity(world_model, heldout, rung, out / "fidelity_head", seed, judge="head")

@@ -40,7 +40,13 @@ from worldsim.world_models import (
 )
 from worldsim.world_models.evaluate import held_out_bank
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
-from worldsim.world_models.metrics import agreement, calibrate_threshold, gripper_error_curve, success_agreement
+from worldsim.world_models.metrics import (
+    action_gap,
+    agreement,
+    calibrate_threshold,
+    gripper_error_curve,
+    success_agreement,
+)
 from worldsim.world_models.replay import OpenLoop
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
@@ -147,6 +153,26 @@ def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
         model.task_index("StackCube-v0")
     with pytest.raises(ValueError, match="success_threshold=1.0"):
         WorldModelConfig(**SMALL, success_threshold=1.0)
+
+
+def test_gripper_planes_put_a_blob_where_the_camera_sees_the_tcp():
+    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY, gripper_planes=True)).eval()
+    plain = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
+    assert model.denoiser.unet.config.in_channels == plain.denoiser.unet.config.in_channels + 2
+    size, patch = model.config.latent_size, model.config.patch
+    now, then = torch.tensor([0.08, -0.06, 0.05, 0.04]), torch.tensor([-0.1, 0.1, 0.12, 0.04])
+    context = torch.zeros(1, 2, model.config.latent_channels, size, size)
+    stack = model.stack_context(context, context[:, 0], now.expand(1, 2, 4), model._normalized_proprio(then[None]))
+    assert stack.shape[1] == model.denoiser.unet.config.in_channels - model.config.latent_channels
+    for plane, tcp in zip(stack[0, -2:], (now, then), strict=True):
+        column, row = (model.camera.project(tcp[:3]) / patch).floor().long().tolist()
+        assert divmod(int(plane.argmax()), size) == (row, column) and plane.max() > 0.5
+    frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
+    pred = model.predict(model.start(frames, frames[:, 0], torch.rand(2, 2, 4)), torch.rand(2, 4),
+                         torch.zeros(2, dtype=torch.long), generator=torch.Generator().manual_seed(0))
+    assert pred.latent.shape == (2, model.config.latent_channels, size, size)
+    with pytest.raises(ValueError, match="gripper_planes=True is a UNet input"):
+        WorldModelConfig(backbone="wan", gripper_planes=True)
 
 
 def test_the_calibrated_threshold_travels_with_the_model(tmp_path):
@@ -267,7 +293,7 @@ def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes
     with pytest.raises(ValueError, match="settings changed"):
         train_world_model(config(episodes, tmp_path / "resumed", resume=True, batch_size=8, steps=9))
 
-    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], model=WorldModelConfig(), steps=2,
+    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], model=preset("tiny"), steps=2,
                                      video_every=0))
     assert tuned["steps"] == 2
     original, fine = WorldModel.from_pretrained(trained[0]), WorldModel.from_pretrained(tmp_path / "tuned")
@@ -335,6 +361,31 @@ def test_gripper_error_is_the_median_tcp_distance_over_valid_replays():
     frames = np.zeros((3, 3, 2, 2, 3), np.uint8)
     run = OpenLoop(frames, frames, valid, np.zeros((3, 3)), np.zeros((3, 3), bool), real, imagined)
     np.testing.assert_allclose(gripper_error_curve(run), [2.0, 5.0], rtol=1e-5)
+
+
+def test_action_gap_reads_the_policy_on_imagined_against_real_frames():
+    torch.manual_seed(0)
+    policy = TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0"], language="learned", channels=(4, 8), hidden_dim=16,
+                                             feature_dim=16, language_dim=8, image_size=32)).eval()
+    rng = np.random.default_rng(0)
+    real = rng.integers(0, 256, (2, 4, 32, 32, 3), dtype=np.uint8)
+    proprio = rng.normal(size=(2, 4, 4)).astype(np.float32)
+    valid = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], bool)
+    words = ["push the red cube onto the blue square"] * 2
+    same = action_gap(OpenLoop(real, real.copy(), valid, np.zeros((2, 4)), np.zeros((2, 4), bool), proprio,
+                               proprio.copy()), policy, words)
+    assert same["imagined"] == same["frame"] == [0.0, 0.0, 0.0]  # steps 1..3; step 3 has one valid replay
+    imagined = real.copy()
+    imagined[:, 1:] = 255 - imagined[:, 1:]  # every imagined frame after the start differs
+    other = proprio.copy()
+    other[:, 1:] += 1.0
+    run = OpenLoop(real, imagined, valid, np.zeros((2, 4)), np.zeros((2, 4), bool), proprio, other)
+    gap = action_gap(run, policy, words)
+    assert all(g > 0 for g in gap["imagined"]) and all(g > 0 for g in gap["frame"])
+    mean = policy.act(policy.preprocess({"image": real[0], "proprio": proprio[0], "instruction": (words[0],) * 4}),
+                      deterministic=True).actions[:, 0].clamp(-1, 1).detach().numpy()
+    assert gap["step_change"][2] == pytest.approx(float(np.linalg.norm(mean[3] - mean[2])), abs=1e-4)  # replay 0 only
+    assert gap["step_change"] == same["step_change"]  # read on the real frames alone
 
 
 def test_success_agreement_counts_episodes():
@@ -472,8 +523,14 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert objects["final_imagined_cm"] >= 0
     for name in ("fidelity.json", "confusion.md", "error_growth.png", "replay_0.mp4"):
         assert (tmp_path / "eval" / name).stat().st_size > 0
-    eval_wm(EvalWMArgs(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2))
-    assert json.loads((tmp_path / "cli" / "fidelity.json").read_text())["held_out"]["episodes"] == 2
+    TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0"], language="learned", channels=(4, 8), hidden_dim=16,
+                                    feature_dim=16, language_dim=8, image_size=32)).save_pretrained(tmp_path / "vla")
+    eval_wm(EvalWMArgs(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2,
+                       policy=tmp_path / "vla"))
+    cli = json.loads((tmp_path / "cli" / "fidelity.json").read_text())
+    assert cli["held_out"]["episodes"] == 2 and len(cli["action_gap"]["imagined"]) == 3  # steps 1..horizon
+    assert cli["action_gap_at_horizon"] == pytest.approx(np.mean(cli["action_gap"]["imagined"]))
+    assert cli["action_gap_at_horizon"] >= 0 and cli["step_change_mean"] >= 0
     imagined = imagine_episodes(out, episodes, tmp_path / "imagined.mp4", episodes=2, horizon=5)
     assert imagined.path.stat().st_size > 0 and imagined.episodes == 2
     with pytest.raises(ValueError, match="must end in"):

@@ -85,6 +85,13 @@ class WorldModelConfig:
     actions and success flags only, as from a real robot's cameras; such a model has no object
     pathway and the success head judges it (``train-wm`` sets it False for data without
     ``state``). The ``video`` imagination rung needs False."""
+    gripper_planes: bool = False
+    """UNet: show the denoiser where the gripper is and where it goes, as one blob plane each at
+    the TCP's current and next proprio projected into the calibrated camera, as the object
+    pathway shows it the objects; without them the denoiser has to infer the arm's image motion
+    from the proprio's constant planes, and a one-step sample averages the places it might be
+    (a ghost of the gripper). On in the ``tiny`` and ``base`` presets; False here only so that a
+    model saved before the option existed loads as it was built."""
     object_hidden: int = 256
     """Width of the object pathway's MLP."""
     dynamics_batch: int = 512
@@ -135,6 +142,8 @@ class WorldModelConfig:
         if self.backbone == "wan" and cells % self.token_patch:  # the UNet has no tokens
             raise ValueError(f"token_patch={self.token_patch} must divide the {cells}x{cells} latent "
                              "(image_size / patch)")
+        if self.gripper_planes and self.backbone != "unet":
+            raise ValueError("gripper_planes=True is a UNet input (backbone='unet')")
         if self.lora_rank < 0 or (self.lora_rank and self.backbone != "wan"):
             raise ValueError(f"lora_rank={self.lora_rank!r} must be >= 0, and > 0 only with backbone='wan' "
                              "(LoRA adapts the video transformer)")
@@ -168,11 +177,12 @@ class WorldModelConfig:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step: WorldModelConfig's defaults.
-    "tiny": {},
-    # GPU: the defaults, wider and deeper, with three denoising steps (DIAMOND's count).
+    # CPU: ~0.9M-parameter UNet at 16x16, one denoising step: WorldModelConfig's defaults, with the
+    # gripper planes (off by default only so that models saved before them load as they were).
+    "tiny": {"gripper_planes": True},
+    # GPU: tiny wider and deeper, with three denoising steps (DIAMOND's count).
     "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
-             "sampling_steps": 3, "success_channels": 64, "object_hidden": 512},
+             "sampling_steps": 3, "success_channels": 64, "object_hidden": 512, "gripper_planes": True},
     # CPU: the video transformer (1.25M parameters, as the tiny UNet) over the first frame, 2
     # context frames and the new one, 16 tokens each.
     "video-tiny": {"backbone": "wan", "context": 2},
@@ -180,7 +190,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "video-base": {"backbone": "wan", "heads": 8, "head_dim": 64, "layers": 8, "ffn_dim": 2048, "token_patch": 2,
                    "cond_hidden": 512, "sampling_steps": 3, "success_channels": 64, "object_hidden": 512},
 }
-"""Each preset's settings besides :class:`WorldModelConfig`'s defaults (which are ``tiny``)."""
+"""Each preset's settings besides :class:`WorldModelConfig`'s defaults."""
 
 
 def preset(name: str, **fields: Any) -> WorldModelConfig:

@@ -33,7 +33,7 @@ class Denoiser(nn.Module):
         self.embed_dim = 4 * config.channels[0]  # UNet2DModel's time-embedding width
         self.unet = UNet2DModel(
             sample_size=config.latent_size, in_channels=c * (config.context + 2) + SPATIAL_CHANNELS
-            + (2 * len(ENTITIES) if config.object_pathway else 0),
+            + (2 * len(ENTITIES) if config.object_pathway else 0) + (2 if config.gripper_planes else 0),
             out_channels=c,
             block_out_channels=config.channels, layers_per_block=config.layers_per_block,
             down_block_types=("DownBlock2D",) * blocks, up_block_types=("UpBlock2D",) * blocks,

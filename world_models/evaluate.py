@@ -20,6 +20,8 @@ held-out set that can tell a good model from a bad one:
 - **the task object's position error after contact**: replays from the step before the object
   first moves (``contact_horizon`` steps), in cm on the table, per step;
 - the success head on the real frames (perfect dynamics' agreement), and side-by-side videos;
+- with a policy, **its action gap**: how far its actions on the imagined frames lie from its
+  actions on the real ones, the frames' share of what it would learn wrong in imagination;
 - **physics' own ceiling** (:func:`~worldsim.world_models.ceiling.physics_agreement`, with
   ``state``): the same held-out episodes replayed open loop in physics from their recorded starts
   with the task's cube a fraction of a millimetre off. A push amplifies any error of the start,
@@ -38,6 +40,7 @@ from tqdm.auto import tqdm
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import STATE_LAYOUT
+from worldsim.policies.base import Policy
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.ceiling import physics_agreement
@@ -45,6 +48,7 @@ from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframes
 from worldsim.world_models.ladder import check_judge
 from worldsim.world_models.metrics import (
+    action_gap,
     agreement,
     episode_scores,
     gripper_error_curve,
@@ -159,13 +163,17 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                          contact_horizon: int = CONTACT_HORIZON, keyframe_rule: KeyframeRule | None = None,
                          max_keyframes: int = 256, success_threshold: float | None = None,
                          sampling_steps: int | None = None, rung: str = "pixels", judge: str | None = None,
-                         seed: int = 0,
+                         policy: Policy | str | Path | None = None, seed: int = 0,
                          physics_ceiling: bool = True,
                          out: str | Path | None = None, videos: int = 4, progress: bool = True) -> dict[str, Any]:
     """The fidelity report of the module docstring; JSON-ready. ``rung``: the imagination rung
     the replays run on (:func:`~worldsim.world_models.replay.open_loop`; its ``"oracle"``
     figures are an upper bound, not the world model's); ``judge`` who judges the imagined
-    outcomes (None: the model's ``outcome``; ``report["judge"]`` names it).
+    outcomes (None: the model's ``outcome``; ``report["judge"]`` names it). With a ``policy``
+    (one that reads pixels, or its folder), ``report["action_gap"]`` holds its
+    :func:`~worldsim.world_models.metrics.action_gap` over the replays from episode starts
+    (``horizon`` steps), and ``action_gap_at_8`` / ``action_gap_at_horizon`` the mean of its
+    ``imagined`` curve over steps 1-8 / 1-``horizon`` beside ``step_change_mean``.
 
     Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``,
     ``ssim`` and ``gripper_cm`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
@@ -249,6 +257,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         success_head_on_real_frames=head_on_real_frames(model, bank, threshold),
         object_error=_rounded(object_error(model, bank, full, every, zeros)),
         object_error_after_contact=contact_error, keyframe_counts=keys.counts(),
+        **(policy_gap(policy, from_start, bank) if policy is not None else {}),
         physics_ceiling=physics_agreement(bank, seed=seed) if physics_ceiling and bank.state is not None else None)
     if out is not None:
         from worldsim.runtime.video import upscale, write_video
@@ -261,6 +270,17 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         for i in range(min(videos, len(bank))):
             write_video(out / f"replay_{i}.mp4", upscale(side_by_side(full, i)), fps=10)
     return report
+
+
+def policy_gap(policy: Policy | str | Path, run: OpenLoop, bank: EpisodeBank) -> dict[str, Any]:
+    """The report's action-gap keys for ``policy`` over replays ``run`` of ``bank``'s episodes."""
+    from worldsim.policies import load_policy
+
+    loaded = policy if isinstance(policy, Policy) else load_policy(policy)
+    gap = action_gap(run, loaded.eval(), [info.instruction for info in bank.infos])
+    return {"action_gap": gap, "action_gap_at_8": float(np.nanmean(gap["imagined"][:8])),
+            "action_gap_at_horizon": float(np.nanmean(gap["imagined"])),
+            "step_change_mean": float(np.nanmean(gap["step_change"]))}
 
 
 def confusion_markdown(report: dict[str, Any]) -> str:

@@ -9,7 +9,11 @@
   detector finds the object in the imagined frames against where it really was, in cm on the
   table (PSNR is dominated by the static scene; this is what the task is about);
 - **the head on real frames**: the success head judging the real frames, which splits the
-  disagreement between the head and the dynamics.
+  disagreement between the head and the dynamics;
+- **the policy's action gap**: how far a policy's action on an imagined frame lies from its
+  action on the real frame it stands for. A policy trained in imagination learns from what it
+  does on imagined frames, and PSNR does not say whether it can read them: a gripper blurred
+  into a ghost costs few decibels and may move the action a lot.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from worldsim.envs.observations import ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
+from worldsim.policies.base import Policy
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.model import WorldModel
@@ -62,6 +67,45 @@ def _curve(run: OpenLoop, metric: Any) -> np.ndarray:
         scores = [metric(run.real[i, k], run.imagined[i, k]) for i in rows]
         values.append(np.mean(scores) if scores else np.nan)
     return np.array(values)
+
+
+@torch.no_grad()
+def mean_actions(policy: Policy, images: np.ndarray, proprio: np.ndarray, instructions: np.ndarray,
+                 batch_size: int = 256) -> np.ndarray:
+    """``policy``'s mean action (its mean chunk's first, clipped to [-1, 1]) ``(..., A)`` on
+    observations ``images`` ``(..., H, W, 3)``, ``proprio`` ``(..., P)`` and ``instructions``
+    (one string per observation, shape ``images.shape[:-3]``)."""
+    lead = images.shape[:-3]
+    images, proprio = images.reshape(-1, *images.shape[-3:]), proprio.reshape(-1, proprio.shape[-1])
+    words = np.broadcast_to(instructions, lead).reshape(-1)
+    out = []
+    for begin in range(0, len(images), batch_size):
+        rows = slice(begin, begin + batch_size)
+        batch = policy.preprocess({"image": images[rows], "proprio": proprio[rows], "instruction": tuple(words[rows])})
+        out.append(policy.act(batch, deterministic=True).actions[:, 0].clamp(-1.0, 1.0).cpu().numpy())
+    return np.concatenate(out).reshape(*lead, -1)
+
+
+def action_gap(run: OpenLoop, policy: Policy, instructions: list[str]) -> dict[str, Any]:
+    """The policy's action gap over replays ``run`` (``instructions``: one per replay): per step
+    1..H, the mean L2 distance between its mean action on the imagined frame with the imagined
+    proprio (what it sees in imagination) and on the real frame with the real proprio
+    (``imagined``), and the same with the real proprio on both (``frame``: the frame's share);
+    ``step_change``, the mean L2 distance between its real actions at consecutive steps, is how
+    much its action moves anyway: the line a gap is read against."""
+    words = np.array(instructions, dtype=object)[:, None]
+    real = mean_actions(policy, run.real, run.real_proprio, words)
+    seen = mean_actions(policy, run.imagined, run.imagined_proprio, words)
+    frame = mean_actions(policy, run.imagined, run.real_proprio, words)
+    steps = run.valid[:, 1:]
+
+    def curve(gap: np.ndarray) -> list[float]:
+        return [round(float(gap[steps[:, k], k].mean()), 4) if steps[:, k].any() else float("nan")
+                for k in range(steps.shape[1])]
+
+    return {"imagined": curve(np.linalg.norm(seen - real, axis=-1)[:, 1:]),
+            "frame": curve(np.linalg.norm(frame - real, axis=-1)[:, 1:]),
+            "step_change": curve(np.linalg.norm(real[:, 1:] - real[:, :-1], axis=-1))}
 
 
 def window_max(per_step: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -123,8 +123,8 @@ class WorldModel(nn.Module):
         self.proprio_head = proprio_head(config)
         self.success_head = SuccessHead(config)
         self.objects = ObjectDynamics(config) if config.object_pathway else None
-        self.rules = (TaskRules(config.tasks, image_camera(config.image_size, config.image_size))
-                      if config.object_pathway else None)
+        self.camera = image_camera(config.image_size, config.image_size)
+        self.rules = TaskRules(config.tasks, self.camera) if config.object_pathway else None
         self.register_buffer("proprio_mean", torch.zeros(PROPRIO_DIM))
         self.register_buffer("proprio_std", torch.ones(PROPRIO_DIM))
 
@@ -214,10 +214,13 @@ class WorldModel(nn.Module):
         planes = torch.cat([self._normalized_proprio(proprio[:, -1]), next_norm], dim=1)
         planes = planes[:, :, None, None].expand(-1, -1, size, size)
         stack = [context.flatten(1, 2), first, coords, planes]
+        patch = self.config.patch
         if self.config.object_pathway:
             assert points is not None and next_points is not None  # the pathway's positions come with it
-            patch = self.config.patch
             stack += [keypoint_planes(points[:, -1], size, patch), keypoint_planes(next_points, size, patch)]
+        if self.config.gripper_planes:
+            tcp = torch.stack([proprio[:, -1, :3], (next_norm * self.proprio_std + self.proprio_mean)[:, :3]], dim=1)
+            stack.append(keypoint_planes(self.camera.project(tcp), size, patch))
         return torch.cat(stack, dim=1)
 
     # ------------------------------------------------------------------ training

@@ -76,8 +76,8 @@ WARMUP_STEPS = 100
 # how often (steps) the losses are read back from the device: logged, and checked for NaN
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override (the rest are the preset's).
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects", "outcome",
-                       "dynamics_horizon", "state_supervision", "lora_rank")
+ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects",
+                       "gripper_planes", "outcome", "dynamics_horizon", "state_supervision", "lora_rank")
 # Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
 RESUME_FIELDS = ("data", "task", "init", "init_from", "precision", "batch_size", "seed", "val_fraction", "model",
                  "success_fraction", "success_weight", "dynamics_updates")
@@ -98,7 +98,7 @@ class TrainWMConfig(RunSettings):
     """HDF5 episode file with image and proprio observations (``worldsim collect``)."""
     out: Path = field(default=Path("runs/wm"), kw_only=True)
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
-    model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    model: WorldModelConfig = field(default_factory=partial(preset, "tiny"))
     """A new model's architecture: the ``tiny`` preset (``--config base``: the ``base`` one) with
     these overrides; its tasks, instructions and image size come from the data. Data without state
     gets a model without the object pathway, its success judged by the head."""

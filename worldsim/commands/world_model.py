@@ -63,6 +63,10 @@ class EvalWMArgs:
     judge: Judge | None = None
     """Who judges the imagined outcomes: rule (the task's rule on the objects' imagined
     positions), head (the learned success head) or None (the model's own outcome)."""
+    policy: Path | None = None
+    """A pixel policy (folder or training run): also measure its action gap, how far its actions
+    on the imagined frames lie from its actions on the real ones (beside how much they move
+    from one real step to the next)."""
     seed: int = 0
     """Seed of the diffusion noise and of the keyframe choice."""
     physics_ceiling: bool = True
@@ -90,7 +94,8 @@ def eval_wm(args: EvalWMArgs) -> None:
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
                                   near_miss_m=args.near_miss, horizon=args.horizon,
                                   success_threshold=args.success_threshold,
-                                  sampling_steps=args.sampling_steps, rung=args.rung, judge=args.judge, seed=args.seed,
+                                  sampling_steps=args.sampling_steps, rung=args.rung, judge=args.judge,
+                                  policy=args.policy, seed=args.seed,
                                   physics_ceiling=args.physics_ceiling, out=out, videos=args.videos)
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "
@@ -120,6 +125,10 @@ def eval_wm(args: EvalWMArgs) -> None:
     console.print(agreement)
     on_real = report["success_head_on_real_frames"]["episode"]
     console.print(f"the success head on the real frames: {on_real['accuracy']:.1%} -> {out}")
+    if args.policy is not None:
+        console.print(f"{args.policy}'s action gap, imagined vs real frames (mean L2, action units): "
+                      f"{report['action_gap_at_8']:.3f} over steps 1-8, {report['action_gap_at_horizon']:.3f} over "
+                      f"1-{args.horizon}; its action moves {report['step_change_mean']:.3f} per real step")
     contact = report["object_error_after_contact"]
     if contact is not None:
         console.print(f"task object position error after first contact (median of {contact['replays']} replays, "
