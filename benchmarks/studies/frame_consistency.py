@@ -34,11 +34,9 @@ import torch
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.evaluation.compare import paired_comparison
-from worldsim.evaluation.evaluate import evaluate_in_physics
-from worldsim.evaluation.rank import per_task_summary
+from worldsim.pipelines.coevolve import TEST_SEED_OFFSET
 from worldsim.policies import load_policy
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.metrics import action_gap
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.replay import open_loop
 
@@ -46,9 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import STUDY_RESULTS, report  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frame_readability import bucketed  # noqa: E402
-
-TEST_SEED = 30_000
+from frame_readability import bucketed, held_out_gap  # noqa: E402
+from rl_on_frames import points, test  # noqa: E402
 
 
 def twins(model: WorldModel, data: Path, horizon: int, seed: int) -> dict[str, np.ndarray]:
@@ -101,22 +98,7 @@ def adapt(policy_path: Path, pairs: dict[str, Any], steps: int, batch: int, lr: 
 
 def readability(policy_path: Path, model: WorldModel, heldout: Path, seed: int) -> dict[str, Any]:
     """The policy's action gap between imagined and real frames on the balanced held-out replays."""
-    from worldsim.world_models.evaluate import held_out_bank
-
-    bank = held_out_bank(model, heldout, balance=True, seed=seed).bank
-    run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), 32,
-                    generator=torch.Generator().manual_seed(seed), rung="pixels")
-    return bucketed(action_gap(run, load_policy(policy_path).eval(), [i.instruction for i in bank.infos])["imagined"])
-
-
-def test(policy_path: Path, task: str, episodes: int, seed: int, cache: Path) -> list[bool]:
-    """Per-episode real outcomes on the test episodes (kept in ``cache``)."""
-    if cache.exists():
-        return json.loads(cache.read_text())
-    result = per_task_summary(evaluate_in_physics(load_policy(policy_path), [task], episodes, seed=seed))
-    outcomes = [bool(o) for o in result["per_task"][task]["outcomes"]]
-    cache.write_text(json.dumps(outcomes))
-    return outcomes
+    return bucketed(held_out_gap(model, load_policy(policy_path).eval(), heldout, 32, seed=seed)[0]["imagined"])
 
 
 def grpo_round(run: Path, policy_path: Path, out: Path, threads: int) -> Path:
@@ -135,11 +117,6 @@ def grpo_round(run: Path, policy_path: Path, out: Path, threads: int) -> Path:
                                                           reward_type=saved["imagination"]["reward_type"]))
         train_rl(config, policy_path, out, run / "round_0" / "wm", run / "round_0" / "data.h5", config.rl.env_steps)
     return out / "policy"
-
-
-def points(c: dict[str, Any]) -> dict[str, Any]:
-    return {"difference": 100 * c["difference"], "ci95": [100 * x for x in c["difference_ci95"]],
-            "p": c["p_value"]}
 
 
 def main() -> None:
@@ -170,7 +147,7 @@ def main() -> None:
     policies = {"bc": base, "adapted": adapted,
                 "bc_grpo": args.run / "round_1" / "rl" / "policy",
                 "adapted_grpo": grpo_round(args.run, adapted, args.out / "adapted_grpo", args.threads)}
-    seed = args.seed + TEST_SEED
+    seed = args.seed + TEST_SEED_OFFSET
     outcomes = {name: test(p, args.task, args.test_episodes, seed, args.out / f"test_{name}.json")
                 for name, p in policies.items()}
     rows = {name: {"policy": str(p), "success": float(np.mean(outcomes[name])),

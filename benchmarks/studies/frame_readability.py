@@ -34,10 +34,11 @@ import numpy as np
 import torch
 
 from worldsim.policies import load_policy
-from worldsim.world_models.evaluate import held_out_bank
+from worldsim.policies.base import Policy
+from worldsim.world_models.evaluate import HeldOut, held_out_bank
 from worldsim.world_models.metrics import action_gap, psnr_curve
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.replay import open_loop
+from worldsim.world_models.replay import OpenLoop, open_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
@@ -48,6 +49,20 @@ BUCKETS = ((1, 8), (9, 16), (17, None))
 def bucketed(curve: list[float]) -> dict[str, float]:
     """Means of a per-step curve (steps 1..H) over each bucket of steps."""
     return {f"steps_{lo}_{hi or len(curve)}": float(np.nanmean(curve[lo - 1:hi])) for lo, hi in BUCKETS}
+
+
+def held_out_gap(model: WorldModel, policy: Policy, data: Path, horizon: int, *, rung: str = "pixels", seed: int = 0,
+                 sampling_steps: int | None = None, episodes: int | None = None
+                 ) -> tuple[dict[str, list[float]], OpenLoop, HeldOut]:
+    """``policy``'s :func:`~worldsim.world_models.metrics.action_gap` over ``horizon``-step
+    replays of the balanced held-out episodes of ``data`` from their starts on ``rung``, with
+    the replays and the held-out set."""
+    held = held_out_bank(model, data, episodes=episodes, balance=True, seed=seed)
+    bank = held.bank
+    run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), horizon,
+                    sampling_steps=sampling_steps, generator=torch.Generator(model.device).manual_seed(seed),
+                    rung=rung)
+    return action_gap(run, policy, [info.instruction for info in bank.infos]), run, held
 
 
 def main() -> None:
@@ -72,18 +87,14 @@ def main() -> None:
             parser.error(f"--config {entry}: give NAME=WORLD_MODEL[:RUNG[:SAMPLING_STEPS]]")
         rung = rung or "pixels"
         model = WorldModel.from_pretrained(path).eval()
-        held = held_out_bank(model, args.data, episodes=args.episodes, balance=True, seed=args.seed)
-        bank = held.bank
-        run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), args.horizon,
-                        sampling_steps=int(steps) if steps else None,
-                        generator=torch.Generator(model.device).manual_seed(args.seed), rung=rung)
-        gap = action_gap(run, policy, [info.instruction for info in bank.infos])
+        gap, run, held = held_out_gap(model, policy, args.data, args.horizon, rung=rung, seed=args.seed,
+                                      sampling_steps=int(steps) if steps else None, episodes=args.episodes)
         psnr = psnr_curve(run)
         rows[name] = {"world_model": path, "rung": rung, "oracle": rung == "oracle",
                       "sampling_steps": int(steps) if steps else model.config.sampling_steps,
                       "gap_seen": bucketed(gap["imagined"]), "gap_frame": bucketed(gap["frame"]),
                       "psnr_8": float(psnr[7]), "psnr_32": float(psnr[min(31, len(psnr) - 1)]),
-                      "episodes": len(bank), "successes": int(held.success.sum())}
+                      "episodes": len(held.bank), "successes": int(held.success.sum())}
         step_change = step_change or bucketed(gap["step_change"])
         print(name, rows[name], flush=True)
     report(args.name, {"policy": str(args.policy), "data": str(args.data), "step_change": step_change,

@@ -32,17 +32,16 @@ from worldsim.envs.imagination import ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.evaluation.rank import per_task_summary
+from worldsim.pipelines.coevolve import TEST_SEED_OFFSET
 from worldsim.policies import load_policy
 from worldsim.training.grpo import GRPOConfig, train_grpo
-from worldsim.world_models.evaluate import held_out_bank
-from worldsim.world_models.metrics import action_gap
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.replay import open_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
 
-TEST_SEED_OFFSET = 30_000
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frame_readability import held_out_gap  # noqa: E402
 
 
 def test(policy: Path, task: str, episodes: int, seed: int, cache: Path) -> list[bool]:
@@ -59,10 +58,8 @@ def test(policy: Path, task: str, episodes: int, seed: int, cache: Path) -> list
 def gap_at_8(policy: Path, world_model: Path, rung: str, heldout: Path, seed: int) -> float:
     """The BC policy's mean action gap over steps 1-8 of the balanced held-out replays."""
     model = WorldModel.from_pretrained(world_model).eval()
-    bank = held_out_bank(model, heldout, balance=True, seed=seed).bank
-    run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), 8,
-                    generator=torch.Generator().manual_seed(seed), rung=rung)
-    return float(np.mean(action_gap(run, load_policy(policy).eval(), [i.instruction for i in bank.infos])["imagined"]))
+    gap, _, _ = held_out_gap(model, load_policy(policy).eval(), heldout, 8, rung=rung, seed=seed)
+    return float(np.mean(gap["imagined"]))
 
 
 def points(comparison: dict[str, Any]) -> dict[str, Any]:
