@@ -11,7 +11,9 @@ demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
   world models without state.
 
 A rung runs with the ``tiny`` world model, or with another preset when given as
-``<rung>@<preset>`` (``pixels@video-tiny``: the video transformer); ``--wm-steps`` gives round
+``<rung>@<preset>`` (``pixels@video-tiny``: the video transformer), and is judged by the model's
+own outcome, or by another judge when given as ``<rung>:<judge>`` (``video:classifier``: world
+models trained with the frame classifier, which judges imagination); ``--wm-steps`` gives round
 0's steps, for all presets or per preset (``800 video-tiny=880``: the same CPU time); each row's
 ``wm_train_seconds`` says what its round 0 took.
 
@@ -52,7 +54,7 @@ from coevolve import bc_base, outcomes
 from common import report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
-from worldsim.envs.imagination import ImaginationConfig
+from worldsim.envs.imagination import JUDGES, ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
@@ -111,9 +113,10 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
             "action_step_change": fid.get("step_change_mean"), "judge": fid["judge"], "heldout": fid["held_out"]}
 
 
-def row(rung: str, preset: str) -> str:
-    """A result row's name: the rung, with ``@<preset>`` for a world model other than ``tiny``."""
-    return rung if preset == "tiny" else f"{rung}@{preset}"
+def row(rung: str, preset: str, judge: str | None = None) -> str:
+    """A result row's name: the rung, with ``@<preset>`` for a world model other than ``tiny`` and
+    ``:<judge>`` for a judge other than the model's own."""
+    return (rung if preset == "tiny" else f"{rung}@{preset}") + (f":{judge}" if judge else "")
 
 
 def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
@@ -131,7 +134,8 @@ def main() -> None:
     parser.add_argument("--task", default="PushCube-v0")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rungs", nargs="+", default=["pixels", "video", "sim-seeded", "oracle"],
-                        help=f"rungs ({', '.join(RUNGS)}), each as RUNG or RUNG@PRESET ({', '.join(PRESETS)})")
+                        help=f"rungs ({', '.join(RUNGS)}), each as RUNG[@PRESET][:JUDGE] (PRESET in "
+                             f"{', '.join(PRESETS)}, JUDGE in {', '.join(JUDGES)})")
     parser.add_argument("--bc-demos", type=int, default=100)
     parser.add_argument("--bc-steps", type=int, default=1500)
     parser.add_argument("--real-episodes", type=int, default=100, help="per collection (budget: x rounds)")
@@ -148,16 +152,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/ladder"))
     args = parser.parse_args()
-    rows: dict[str, tuple[str, str]] = {}  # row name: (rung, world-model preset)
+    rows: dict[str, tuple[str, str, str | None]] = {}  # row name: (rung, world-model preset, judge)
     for name in args.rungs:
-        rung, _, preset = name.partition("@")
-        if rung not in RUNGS or (preset or "tiny") not in PRESETS:
-            parser.error(f"--rungs {name}: give RUNG or RUNG@PRESET, RUNG in {', '.join(RUNGS)}, PRESET in "
-                         f"{', '.join(PRESETS)}")
-        rows[row(rung, preset or "tiny")] = (rung, preset or "tiny")
-    for rung, preset in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
+        spec, _, judge = name.partition(":")
+        rung, _, preset = spec.partition("@")
+        try:
+            ImaginationConfig(rung=rung, judge=judge or None)
+        except ValueError as error:
+            parser.error(f"--rungs {name}: {error}")
+        if (preset or "tiny") not in PRESETS:
+            parser.error(f"--rungs {name}: give RUNG[@PRESET][:JUDGE], PRESET in {', '.join(PRESETS)}")
+        rows[row(rung, preset or "tiny", judge or None)] = (rung, preset or "tiny", judge or None)
+    for rung, preset, judge in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
         if rung in SEEDED_RUNGS:
-            rows.setdefault(row("pixels", preset), ("pixels", preset))
+            rows.setdefault(row("pixels", preset, judge), ("pixels", preset, judge))
     rows = dict(sorted(rows.items(), key=lambda item: item[1][0] in SEEDED_RUNGS))
     steps: dict[str, int] = {}
     try:
@@ -176,7 +184,7 @@ def main() -> None:
                                    seed)
         for name in runs:
             out = args.out / f"{name}_s{seed}"
-            rung, preset = rows.get(name, ("pixels", "tiny"))
+            rung, preset, judge = rows.get(name, ("pixels", "tiny", None))
             config = CoevolveConfig(
                 base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
                 rounds=args.rounds, mode="direct-rl" if name == "direct-rl" else "coevolve",
@@ -184,14 +192,14 @@ def main() -> None:
                 rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs),
                 eval_episodes=args.eval_episodes, test_episodes=args.test_episodes, seed=seed, out=out,
                 resume=(out / "state.json").exists(), videos=2 if name != "direct-rl" else 0,
-                round0_from=args.out / f"{row('pixels', preset)}_s{seed}" if rung in SEEDED_RUNGS else None,
+                round0_from=args.out / f"{row('pixels', preset, judge)}_s{seed}" if rung in SEEDED_RUNGS else None,
                 torch_threads=args.threads, progress=False,
-                imagination=ImaginationConfig(rung=rung, reward_type=args.reward_type))
+                imagination=ImaginationConfig(rung=rung, judge=judge, reward_type=args.reward_type))
             done = out / "results.json"
             runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
             if name != "direct-rl":
                 world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
-                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed, policy=bc)
+                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed, judge=judge, policy=bc)
                 figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
                 if rung == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
                     head = fidelity(world_model, heldout, rung, out / "fidelity_head", seed, judge="head")
@@ -208,7 +216,7 @@ def main() -> None:
                       "gain_vs_bc_ci": points(direct)[1], "p_vs_bc": direct["p_value"],
                       "real_episodes": runs["direct-rl"][0]["real_budget"]},
         "rungs": {}}
-    for rung, (kind, preset) in rows.items():
+    for rung, (kind, preset, _) in rows.items():
         mine = [outcomes(r) for r in runs[rung]]
         vs_bc = pooled(mine)
         vs_direct = pooled([(d, m) for (_, d), (_, m) in zip(bc_pairs, mine, strict=True)])
