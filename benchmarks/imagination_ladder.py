@@ -12,8 +12,8 @@ demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
 
 A rung runs with the ``tiny`` world model, or with another preset when given as
 ``<rung>@<preset>`` (``pixels@video-tiny``: the video transformer), and is judged by the model's
-own outcome, or by another judge when given as ``<rung>:<judge>`` (``video:classifier``: world
-models trained with the frame classifier, which judges imagination); ``--wm-steps`` gives round
+own outcome, or by another judge when given as ``<rung>:<judge>`` (``pixels:head``: imagination
+on the pixels rung judged, and rewarded, by the learned success head); ``--wm-steps`` gives round
 0's steps, for all presets or per preset (``800 video-tiny=880``: the same CPU time); each row's
 ``wm_train_seconds`` says what its round 0 took.
 

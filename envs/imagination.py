@@ -25,7 +25,7 @@ from worldsim.runtime.device import DEVICES, Device
 Rung = Literal["oracle", "sim-seeded", "pixels", "video"]
 RUNGS: tuple[str, ...] = get_args(Rung)
 """The imagination ladder, from the most simulator help to none (:attr:`ImaginationConfig.rung`)."""
-Judge = Literal["rule", "head", "classifier"]
+Judge = Literal["rule", "head"]
 JUDGES: tuple[str, ...] = get_args(Judge)
 
 
@@ -68,10 +68,7 @@ class ImaginationConfig:
     judge: Judge | None = None
     """Who judges an imagined frame's success, and so the reward: "rule", the task's own success
     rule on the objects' imagined positions (a model with the object pathway), "head", the
-    model's learned success head, "classifier", its frame classifier (a model trained with
-    ``outcome="classifier"``, which co-evolution trains when this asks for it; not on the
-    ``oracle`` rung, whose frames the model does not draw), or None, the model's own ``outcome``.
-    Set it to measure them side by side."""
+    model's learned success head, or None, the model's own ``outcome``. Set it to measure both."""
     reward_type: ImaginedReward = "transition"
     """Reward in imagination: transition (1 when the imagined verdict turns to success), sparse (1
     on every success frame) or dense (the physics env's shaped reward on the imagined gripper
@@ -104,9 +101,6 @@ class ImaginationConfig:
             raise ValueError(f"rung={self.rung!r}; allowed: {', '.join(RUNGS)}")
         if self.judge is not None and self.judge not in JUDGES:
             raise ValueError(f"judge={self.judge!r}; allowed: {', '.join(JUDGES)} (or None: the model's own)")
-        if self.judge == "classifier" and self.rung == "oracle":
-            raise ValueError("judge='classifier' reads the model's own frames, and rung 'oracle' draws the imagined "
-                             "state with the scene's renderer instead: use judge='rule' or 'head' there")
         if self.reward_type not in IMAGINED_REWARD_TYPES:
             raise ValueError(f"reward_type={self.reward_type!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
         if self.device not in DEVICES:

@@ -10,7 +10,7 @@ PROPRIO_DIM = 4
 SPATIAL_CHANNELS = 2 + 2 * PROPRIO_DIM  # x and y coordinates, current and next proprio
 OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cross-entropy
 SUCCESS_PRIOR = 0.02  # the success head's initial probability
-OUTCOMES = ("head", "rule", "classifier")  # what decides an imagined frame's success (WorldModelConfig.outcome)
+OUTCOMES = ("head", "rule")  # what decides an imagined frame's success (WorldModelConfig.outcome)
 BACKBONES = ("unet", "wan")  # the frame network (WorldModelConfig.backbone)
 KEYPOINT_L1 = 0.1  # the detector's soft-argmax distance (pixels), against its heatmap cross-entropy
 
@@ -108,15 +108,13 @@ class WorldModelConfig:
     success_threshold: float = 0.5
     """Success probability at or above which a frame counts as a success (the imagined env's
     cut); ``train-wm`` calibrates it on its validation episodes."""
-    outcome: Literal["head", "rule", "classifier"] = "rule"
+    outcome: Literal["head", "rule"] = "rule"
     """What decides an imagined frame's success: ``"rule"``, each task's own success rule on the
     objects' imagined positions and heights (needs the object pathway; see
-    :mod:`~worldsim.world_models.outcome`), ``"head"``, the success head (on the positions the
-    object pathway carries, else on the frame), or ``"classifier"``, a frame classifier trained
-    beside the head on frames and success flags alone
-    (:class:`~worldsim.world_models.success_head.FrameClassifier`; only a model with this outcome
-    has one). The head, which reads the gripper beside the objects, can call a failure a success
-    wherever the gripper ends near the goal; the rule and the classifier judge the objects alone."""
+    :mod:`~worldsim.world_models.outcome`), or ``"head"``, the success head (on the positions the
+    object pathway carries, else on the frame). The head, which reads the gripper beside the
+    objects, can call a failure a success wherever the gripper ends near the goal; the rule judges
+    the objects alone."""
 
     def __post_init__(self) -> None:
         self.tasks, self.instructions = tuple(self.tasks), tuple(self.instructions)

@@ -130,8 +130,7 @@ class ImaginedVectorEnv(BatchedEnv):
         rung: the imagination rung, ``"oracle"``, ``"sim-seeded"``, ``"pixels"`` (default) or
             ``"video"`` (:mod:`~worldsim.world_models.ladder`, which says what each refuses).
         judge: who judges success and so the reward, ``"rule"`` (a model with the object
-            pathway), ``"head"`` or ``"classifier"`` (a model trained with one; default None:
-            the model's own ``outcome``).
+            pathway) or ``"head"`` (default None: the model's own ``outcome``).
         render_mode: ``"rgb_array"`` to allow :meth:`render` (the current imagined frames).
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``: where the model runs.
     """
@@ -207,7 +206,7 @@ class ImaginedVectorEnv(BatchedEnv):
             raise ValueError(f"sampling_steps={sampling_steps!r} must be in [1, 50]")
         self.success_threshold = float(cfg.success_threshold if success_threshold is None else success_threshold)
 
-        self.outcome = check_judge(self.model, judge, rung)
+        self.outcome = check_judge(self.model, judge)
         self.rung = rung
         # the pixels and video rungs never load the file's state: nothing can leak into imagination
         self.bank = rung_bank(self.model, keyframes if isinstance(keyframes, EpisodeBank) else EpisodeBank(

@@ -229,7 +229,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     scores = episode_scores(full)[0]
     report: dict[str, Any] = {"held_out": held.summary(), "horizon": horizon,
                               "sampling_steps": sampling_steps or model.config.sampling_steps, "rung": rung,
-                              "judge": check_judge(model, judge, rung)}
+                              "judge": check_judge(model, judge)}
     for name, run in (("episode_start", from_start), ("keyframe", from_keyframes)):
         report[name] = ({"psnr": psnr_curve(run).round(3).tolist(), "ssim": ssim_curve(run).round(4).tolist(),
                          "gripper_cm": gripper_error_curve(run).round(2).tolist(), "replays": len(run.real)}

@@ -35,24 +35,17 @@ SEEDED_RUNGS = ("oracle", "sim-seeded")
 """The rungs whose objects start at the recorded simulator state."""
 
 
-def check_judge(model: WorldModel, judge: str | None, rung: str | None = None) -> str:
+def check_judge(model: WorldModel, judge: str | None) -> str:
     """The outcome that judges ``model``'s imagined frames under ``judge`` (None: the model's
-    own) on ``rung``; ``ValueError`` for an unknown judge, ``"rule"`` on a model without the
-    pathway, and ``"classifier"`` on a model without one or on the ``oracle`` rung (whose frames
-    the model does not draw)."""
-    if judge is not None and judge not in JUDGES:
+    own); ``ValueError`` for an unknown judge or ``"rule"`` on a model without the pathway."""
+    if judge is None:
+        return model.config.outcome
+    if judge not in JUDGES:
         raise ValueError(f"judge={judge!r}; allowed: {', '.join(JUDGES)} (or None: the model's own)")
-    outcome = model.config.outcome if judge is None else judge
-    if outcome == "rule" and model.rules is None:
+    if judge == "rule" and model.rules is None:
         raise ValueError("judge='rule' applies the task's rule to the objects' imagined positions, which only a "
                          "world model with the object pathway carries: use judge='head' (or None)")
-    if outcome == "classifier" and model.classifier is None:
-        raise ValueError("judge='classifier' needs a world model trained with a frame classifier (train-wm "
-                         "--outcome classifier): use judge='head' (or None)")
-    if outcome == "classifier" and rung == "oracle":
-        raise ValueError("judge='classifier' reads the model's own frames, and rung 'oracle' draws the imagined "
-                         "state with the scene's renderer instead: use judge='rule' or 'head' there")
-    return outcome
+    return judge
 
 
 def rung_bank(model: WorldModel, bank: EpisodeBank, rung: str) -> EpisodeBank:

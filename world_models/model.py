@@ -86,7 +86,7 @@ from worldsim.world_models.objects import (
 )
 from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.proprio import commanded_proprio, proprio_head
-from worldsim.world_models.success_head import FrameClassifier, SuccessHead, keypoint_loss
+from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 from worldsim.world_models.video_backbone import ClipInputs
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
@@ -122,7 +122,6 @@ class WorldModel(nn.Module):
             self.cond_mlp = mlp(cond_in, config.cond_hidden, self.denoiser.embed_dim)
         self.proprio_head = proprio_head(config)
         self.success_head = SuccessHead(config)
-        self.classifier = FrameClassifier(config) if config.outcome == "classifier" else None
         self.objects = ObjectDynamics(config) if config.object_pathway else None
         self.camera = image_camera(config.image_size, config.image_size)
         self.rules = TaskRules(config.tasks, self.camera) if config.object_pathway else None
@@ -293,13 +292,6 @@ class WorldModel(nn.Module):
             success = success + detector
         with torch.no_grad():
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean()
-        if self.classifier is not None:  # on the same real and denoised frames as the head
-            judged = self.classifier(frames, batch["task"].repeat(2))
-            classifier = F.binary_cross_entropy_with_logits(judged, labels)
-            terms["classifier_bce"] = classifier.detach()
-            with torch.no_grad():
-                terms["classifier_acc"] = ((judged > 0) == labels.bool()).float().mean()
-            success = success + classifier
         return denoise + success_weight * success, terms
 
     def dynamics_parameters(self) -> list[nn.Parameter]:
@@ -401,15 +393,11 @@ class WorldModel(nn.Module):
         """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks ``(B,)``
         (:meth:`Rollout.advance` takes it in); ``draw=False`` leaves the frame out (``latent`` None:
         the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`).
-        ``outcome``: who judges success, ``"rule"`` (the pathway), ``"head"`` or ``"classifier"``
-        (on the drawn frame; None: ``config.outcome``)."""
+        ``outcome``: who judges success, ``"rule"`` (the pathway) or ``"head"`` (None: ``config.outcome``)."""
         outcome = self.config.outcome if outcome is None else outcome
         if outcome == "rule" and self.rules is None:
             raise ValueError("outcome='rule' judges the objects' imagined positions, which only the object pathway "
                              "carries: use outcome='head'")
-        if outcome == "classifier" and (self.classifier is None or not draw):
-            raise ValueError("outcome='classifier' judges the model's own frame: it needs a model trained with "
-                             "outcome='classifier' and a drawn frame (draw=True)")
         norm, points, heights = self._step_dynamics(rollout, action, task)
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
@@ -421,12 +409,6 @@ class WorldModel(nn.Module):
             if self.config.carry_objects and rollout.points is not None and points is not None:
                 anchor = self._carried(anchor, rollout.points[:, -1], points)
             latent = (anchor + change).clamp(-1.0, 1.0)
-        failed = None if self.rules is None or points is None or heights is None else \
-            self.rules.failed(next_proprio, points, heights)
-        if outcome == "classifier":
-            assert self.classifier is not None and latent is not None  # checked above
-            return Prediction(latent, next_proprio, torch.sigmoid(self.classifier(latent, task)), points, heights,
-                              failed)
         if self.rules is None or points is None or heights is None:
             if latent is None:
                 raise ValueError("draw=False needs the object pathway: without it success is judged on the frame")
@@ -436,7 +418,8 @@ class WorldModel(nn.Module):
             success, failed = self.rules.outcome(task, next_proprio, points, heights)
             return Prediction(latent, next_proprio, success.float(), points, heights, failed)
         success_prob = torch.sigmoid(self.success_head.judge(points, task, norm)[0])
-        return Prediction(latent, next_proprio, success_prob, points, heights, failed)
+        return Prediction(latent, next_proprio, success_prob, points, heights,
+                          self.rules.failed(next_proprio, points, heights))
 
     @torch.no_grad()
     def move_objects(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
@@ -453,15 +436,8 @@ class WorldModel(nn.Module):
                             torch.stack([proprio[:, -1, :3], next_proprio[:, :3]], dim=1))
 
     @torch.no_grad()
-    def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor,
-                     outcome: str | None = None) -> torch.Tensor:
-        """Success probability of latent frames ``(B, 3p^2, h, w)`` with their raw proprio ``(B, 4)``:
-        the frame classifier's where ``outcome`` (None: ``config.outcome``) is ``"classifier"``, else
-        the success head's, its keypoints found in the frame."""
-        if (self.config.outcome if outcome is None else outcome) == "classifier":
-            if self.classifier is None:
-                raise ValueError("outcome='classifier' needs a model trained with outcome='classifier'")
-            return torch.sigmoid(self.classifier(latent, task))
+    def success_prob(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
+        """Success probability of latent frames ``(B, 3p^2, h, w)`` with their raw proprio ``(B, 4)``."""
         return torch.sigmoid(self.success_head(latent, task, self._normalized_proprio(proprio)))
 
     # ------------------------------------------------------------------ checkpoints

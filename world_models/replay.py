@@ -68,7 +68,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     renderer (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised. ``judge``:
     who judges the imagined frames' success, as the imagined env's (None: the model's ``outcome``)."""
     cfg = model.config
-    outcome = check_judge(model, judge, rung)
+    outcome = check_judge(model, judge)
     rung_bank(model, bank, rung)  # refuses what the rung cannot do, as the imagined env does
     scene = scene_frames(model, bank, rung, min(batch_size, len(episodes)))
     seeded = seeds_objects(rung)
@@ -97,8 +97,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
             assert bank.state is not None  # checked by scene_frames
             scene.start(np.arange(len(j)), bank.state[real_rows[:, 0]])
         out.imagined_proprio[rows, 0] = bank.proprio[real_rows[:, 0]]
-        out.success_prob[rows, 0] = model.success_prob(rollout.context[:, -1], task, rollout.proprio[:, -1],
-                                                       outcome).cpu().numpy()
+        out.success_prob[rows, 0] = model.success_prob(rollout.context[:, -1], task,
+                                                       rollout.proprio[:, -1]).cpu().numpy()
         if rollout.points is not None and rollout.heights is not None:
             if out.points is None or out.heights is None:
                 out.points = np.zeros((n, h + 1, *rollout.points.shape[2:]), np.float32)

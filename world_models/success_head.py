@@ -1,5 +1,4 @@
-"""The learned success judges of a frame: the success head (a keypoint detector that finds the
-scene's objects, and an MLP that judges them) and the frame classifier (a CNN on the whole frame)."""
+"""The success head: a keypoint detector that finds the scene's objects, and an MLP that judges them."""
 
 from __future__ import annotations
 
@@ -95,44 +94,6 @@ class SuccessHead(nn.Module):
 
     def forward(self, latent: torch.Tensor, task: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:
         return self.outputs(latent, task, proprio)[0]
-
-
-class FrameClassifier(nn.Module):
-    """Frame-level success read from the whole frame, with no keypoint in between: the separate
-    image classifier of WoVR and RLinf, trained on frames and success flags alone.
-
-    The success head judges a frame through the positions its detector finds; without the
-    simulator's state to supervise the detector (the ``video`` rung) those positions are whatever
-    the success flags alone make of them, and the head is left with a few soft-argmaxes to
-    judge by. This reads the frame itself: convolutions over the space-to-depth latent (a
-    ResNet's stem would take the 16x16 latent to 4x4 in its first layer), two stride-2 stages
-    down to 4x4, flattened, so that where the cube lies against the zone stays in the features,
-    and an MLP with the task (one scene can hold several tasks' goals). It does not read the
-    proprio: success is a matter of the objects, and a judge that reads the gripper can call a
-    failure a success wherever the gripper ends near the goal.
-    """
-
-    def __init__(self, config: WorldModelConfig) -> None:
-        super().__init__()
-        width, cells = config.success_channels, (config.latent_size + 3) // 4  # two stride-2 stages
-        self.features = nn.Sequential(
-            nn.Conv2d(config.latent_channels, width, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(width, 2 * width, 3, stride=2, padding=1), nn.SiLU(),
-            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.SiLU(),
-            nn.Conv2d(2 * width, 2 * width, 3, stride=2, padding=1), nn.SiLU(),
-            nn.Flatten())
-        self.num_tasks = len(config.tasks)
-        self.classifier = mlp(2 * width * cells**2 + self.num_tasks, config.cond_hidden, 1)
-        with torch.no_grad():  # success is rare: start at the same prior as the head
-            last = self.classifier[-1]
-            assert isinstance(last, nn.Linear)
-            last.bias[0] = math.log(SUCCESS_PRIOR / (1 - SUCCESS_PRIOR))
-
-    def forward(self, latent: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        """The success logit ``(B,)`` of latent frames ``(B, 3p^2, h, w)`` for tasks ``(B,)``."""
-        features = torch.cat([self.features(latent), F.one_hot(task, self.num_tasks).float()], dim=1)
-        return self.classifier(features)[:, 0]
 
 
 def keypoint_loss(heatmaps: torch.Tensor, points: torch.Tensor, target: torch.Tensor

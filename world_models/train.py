@@ -258,9 +258,8 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
               "its object pathway, its success judged by the learned head (collect with obs_mode='pixels+state' "
               "to have both)", file=sys.stderr)
         architecture = dataclasses.replace(architecture, state_supervision=False)
-    if not architecture.state_supervision:  # no pathway, so no rule: the head judges unless the classifier does
-        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False,
-                                           outcome="classifier" if architecture.outcome == "classifier" else "head")
+    if not architecture.state_supervision:
+        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
     if config.init_from is not None:
         from worldsim.world_models.video_backbone import pretrained_architecture
 
@@ -401,7 +400,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if step % config.checkpoint_every == 0:
             checkpoint()
     calibrated = False
-    if run.is_main and val is not None and model.config.outcome in ("head", "classifier"):
+    if run.is_main and val is not None and model.config.outcome == "head":
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     check_finite()
     checkpoint()

@@ -218,8 +218,7 @@ def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, s
     from worldsim.world_models.train import train_world_model
 
     summary = train_world_model(config.wm.train_config(
-        data, out, init, seed, state_supervision=config.imagination.rung != "video",
-        classifier=config.imagination.judge == "classifier", device=config.device,
+        data, out, init, seed, state_supervision=config.imagination.rung != "video", device=config.device,
         torch_threads=config.torch_threads, progress=config.progress))
     return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
 

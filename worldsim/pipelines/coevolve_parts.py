@@ -66,19 +66,17 @@ class WorldModelRounds:
         _check_time_budget(self)
 
     def train_config(self, data: Path, out: Path, init: Path | None, seed: int, *, state_supervision: bool = True,
-                     classifier: bool = False, **run: Any) -> TrainWMConfig:
+                     **run: Any) -> TrainWMConfig:
         """The config of one training on ``data`` into ``out`` (a refinement of ``init`` when given);
         ``state_supervision=False`` trains on frames, proprio, actions and success flags alone (the
-        ``video`` rung); ``classifier`` trains the frame classifier, which then judges
-        (``outcome="classifier"``); ``run``: the run settings it shares with the pipeline (``device``,
+        ``video`` rung); ``run``: the run settings it shares with the pipeline (``device``,
         ``torch_threads``, ``progress``)."""
         from worldsim.world_models.config import preset
         from worldsim.world_models.train import PRESET_CONFIGS
 
         steps = self.steps if init is None else self.refine_steps
         # a refinement keeps the model's own architecture (its state_supervision too): train-wm --init refuses another
-        own = {"state_supervision": state_supervision} | ({"outcome": "classifier"} if classifier else {})
-        model = preset(self.preset) if init is not None else preset(self.preset, **own)
+        model = preset(self.preset) if init is not None else preset(self.preset, state_supervision=state_supervision)
         return PRESET_CONFIGS[self.preset](data=data, out=out, init=init, model=model, steps=steps,
                                            time_budget=self.time_budget, val_every=max(steps // 4, 1),
                                            video_every=steps, checkpoint_every=steps, seed=seed, **run)
