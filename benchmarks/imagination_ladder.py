@@ -154,15 +154,16 @@ def main() -> None:
     args = parser.parse_args()
     rows: dict[str, tuple[str, str, str | None]] = {}  # row name: (rung, world-model preset, judge)
     for name in args.rungs:
-        spec, _, judge = name.partition(":")
-        rung, _, preset = spec.partition("@")
-        try:
-            ImaginationConfig(rung=rung, judge=judge or None)
+        spec, _, given_judge = name.partition(":")
+        rung, _, given_preset = spec.partition("@")
+        preset, judge = given_preset or "tiny", given_judge or None
+        try:  # the config's own refusals (unknown rung or judge, a judge the rung cannot take)
+            ImaginationConfig(rung=rung, judge=judge)
         except ValueError as error:
             parser.error(f"--rungs {name}: {error}")
-        if (preset or "tiny") not in PRESETS:
+        if preset not in PRESETS:
             parser.error(f"--rungs {name}: give RUNG[@PRESET][:JUDGE], PRESET in {', '.join(PRESETS)}")
-        rows[row(rung, preset or "tiny", judge or None)] = (rung, preset or "tiny", judge or None)
+        rows[row(rung, preset, judge)] = (rung, preset, judge)
     for rung, preset, judge in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
         if rung in SEEDED_RUNGS:
             rows.setdefault(row("pixels", preset, judge), ("pixels", preset, judge))

@@ -18,17 +18,18 @@ from typing import Any
 
 from worldsim.evaluation.compare import paired_comparison
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py, coevolve.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py, the ladder's helpers
 from coevolve import outcomes  # noqa: E402
 from common import STUDY_RESULTS, report  # noqa: E402
+from imagination_ladder import points, pooled  # noqa: E402
 
 
-def points(comparison: dict[str, Any]) -> dict[str, Any]:
+def summary(comparison: dict[str, Any]) -> dict[str, Any]:
     """A paired comparison in points: both rates, the difference, its 95% interval, the p-value."""
+    difference, interval = points(comparison)
     return {"before": comparison["before"]["success_rate"], "after": comparison["after"]["success_rate"],
-            "difference": 100 * comparison["difference"],
-            "difference_ci95": [100 * x for x in comparison["difference_ci95"]],
-            "p_value": comparison["p_value"], "episodes": comparison["episodes"]}
+            "difference": difference, "difference_ci95": interval, "p_value": comparison["p_value"],
+            "episodes": comparison["episodes"]}
 
 
 def main() -> None:
@@ -49,15 +50,15 @@ def main() -> None:
     pairs = [outcomes(r) for r in results]
     metrics: dict[str, Any] = {
         "runs": [str(r) for r in args.runs], "real_budget": [r["real_budget"] for r in results],
-        "per_run_vs_base": [points(paired_comparison(*pair)) for pair in pairs],
-        "pooled_vs_base": points(paired_comparison(sum((b for b, _ in pairs), []), sum((f for _, f in pairs), []))),
+        "per_run_vs_base": [summary(paired_comparison(*pair)) for pair in pairs],
+        "pooled_vs_base": summary(pooled(pairs)),
         "real_success_per_round": [[x["real"]["success_rate"] for x in r["rounds"]] for r in results],
         "rolled_back_rounds": [[x["round"] for x in r["rounds"] if not x["accepted"]] for r in results],
         "wall_clock_s": [r["wall_clock_s"] for r in results]}
     if args.against:
         theirs = [outcomes(json.loads((run / "results.json").read_text()))[1] for run in args.against]
         metrics["against"] = [str(r) for r in args.against]
-        metrics["pooled_vs_against"] = points(paired_comparison(sum(theirs, []), sum((f for _, f in pairs), [])))
+        metrics["pooled_vs_against"] = summary(pooled([(t, f) for t, (_, f) in zip(theirs, pairs, strict=True)]))
     report(args.name, metrics, args, STUDY_RESULTS)
 
 
