@@ -37,6 +37,17 @@ that the data stays 500 episodes per task.
         --seed 13 --demos runs/bench_bc_s13/demos.h5 --bc-steps 100 200 400 1000 \\
         2000 3000 --policies runs/bench_bc_s13/bc/policy --outcome rule --wm-episodes 325 \\
         --wm-policies runs/rank_s7/bc_*/policy runs/bench_bc_s7/bc/policy --out runs/rank_s13_mixed
+
+On the ``pixels`` rung (nothing from the simulator while imagining: the model finds the objects
+in the real start frames itself), one world model built with seed 7's recipe ranks three seeds'
+checkpoints (``bc_suite.py --seed S`` first, for S in 7, 11, 13). Given no policies, the study
+builds the world model and its keyframes and stops:
+
+    python benchmarks/studies/policy_ranking.py --seed 7 --bc-steps --rung pixels --outcome rule --out runs/rank_px_wm
+    python benchmarks/studies/policy_ranking.py --seed S --demos runs/bench_bc_sS/demos.h5 \\
+        --bc-steps 100 200 400 1000 2000 3000 --policies runs/bench_bc_sS/bc/policy \\
+        --world-model runs/rank_px_wm/wm --keyframes runs/rank_px_wm/keyframes.h5 --rung pixels \\
+        --outcome rule --out runs/rank_px_sS
 """
 
 from __future__ import annotations
@@ -138,6 +149,9 @@ def main() -> None:
                 torch_threads=args.threads, device="cpu", progress=False, overwrite=True))
             seconds["train_wm"] = time.time() - start
 
+    if not policies:
+        print(f"world model {world_model} and keyframes {keyframes} built; no policies to rank")
+        return
     from worldsim.world_models import WorldModel
 
     model = WorldModel.from_pretrained(world_model)
