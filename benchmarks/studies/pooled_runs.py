@@ -40,13 +40,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.against and len(args.against) != len(args.runs):
         parser.error(f"--against names {len(args.against)} runs for {len(args.runs)} --runs: give one each")
-    results = []
-    for run in args.runs:
+
+    def load(flag: str, run: Path) -> dict[str, Any]:
+        """A finished run's results.json, with its test episodes (else a one-line error)."""
         if not (run / "results.json").is_file():
-            parser.error(f"--runs {run}: no results.json (an unfinished or missing run)")
-        results.append(json.loads((run / "results.json").read_text()))
-    if not all(r.get("test") for r in results):
-        parser.error("every run needs its test episodes (coevolve --test-episodes)")
+            parser.error(f"{flag} {run}: no results.json (an unfinished or missing run)")
+        result = json.loads((run / "results.json").read_text())
+        if not result.get("test"):
+            parser.error(f"{flag} {run}: no test episodes (coevolve --test-episodes)")
+        return result
+
+    results = [load("--runs", run) for run in args.runs]
     pairs = [outcomes(r) for r in results]
     metrics: dict[str, Any] = {
         "runs": [str(r) for r in args.runs], "real_budget": [r["real_budget"] for r in results],
@@ -56,7 +60,7 @@ def main() -> None:
         "rolled_back_rounds": [[x["round"] for x in r["rounds"] if not x["accepted"]] for r in results],
         "wall_clock_s": [r["wall_clock_s"] for r in results]}
     if args.against:
-        theirs = [outcomes(json.loads((run / "results.json").read_text()))[1] for run in args.against]
+        theirs = [outcomes(load("--against", run))[1] for run in args.against]
         metrics["against"] = [str(r) for r in args.against]
         metrics["pooled_vs_against"] = summary(pooled([(t, f) for t, (_, f) in zip(theirs, pairs, strict=True)]))
     report(args.name, metrics, args, STUDY_RESULTS)
