@@ -164,7 +164,8 @@ def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_pat
                                               batch_size=4, val_fraction=0.0, video_every=0, device="cpu"))
     monkeypatch.undo()
     assert {"target", "actions"} <= set().union(*seen)  # both kinds of batch were drawn
-    state_keys = {"goal_offset", "entity_pixels", "context_entity_pixels", "points", "heights", "target_heights"}
+    state_keys = {"goal_offset", "entity_pixels", "context_entity_pixels", "first_entity_pixels", "points", "heights",
+                  "target_heights"}
     assert not any(keys & state_keys for keys in seen)
     trained = WorldModel.from_pretrained(summary["out"])
     config = trained.config

@@ -374,3 +374,43 @@ def test_masked_means_equal_the_means_over_the_selected_entries():
     only_first = object_loss(predicted, target, 32, valid=torch.tensor([True, False]))
     torch.testing.assert_close(only_first, object_loss(predicted[:1, :1], target[:1, :1], 32))
 
+
+
+def test_a_frame_drawn_from_the_first_frame_reads_no_context_frame():
+    with pytest.raises(ValueError, match="anchor='latest'; allowed: last, first"):
+        WorldModelConfig(**SMALL, anchor="latest")
+    with pytest.raises(ValueError, match="anchor='first' draws the UNet's frame"):
+        WorldModelConfig(**SMALL, backbone="wan", anchor="first")
+    with pytest.raises(ValueError, match="nothing carries where the objects went"):
+        WorldModelConfig(**SMALL, **NO_PATHWAY, anchor="first")
+    model = WorldModel(WorldModelConfig(**SMALL, anchor="first", outcome="rule")).eval()
+    last = WorldModel(WorldModelConfig(**SMALL, outcome="rule"))
+    # the UNet reads the noisy frame and the first, not the two context frames (48 channels each)
+    assert last.denoiser.unet.conv_in.in_channels - model.denoiser.unet.conv_in.in_channels == 2 * 48
+    data = batch() | {"first_entity_pixels": torch.rand(4, E, 2, generator=torch.Generator().manual_seed(2)) * 32}
+    loss, terms = model.loss(data, torch.Generator().manual_seed(1))
+    assert torch.isfinite(loss) and terms["denoise"] > 0
+    ungated(model.objects)
+    with torch.no_grad():
+        model.objects.net[-1].bias[0] = 2.0  # the red cube moves 3.2 px right per step
+        for p in model.denoiser.parameters():
+            p.zero_()  # a denoiser that changes nothing: the frame is the carried first frame
+    first = torch.full((1, 32, 32, 3), 40, dtype=torch.uint8)
+    first[:, 15:17, 9:11] = torch.tensor([200, 10, 10], dtype=torch.uint8)  # a 2 px cube at (10, 16)
+    points = torch.tensor([28.0, 4.0]).repeat(1, 2, E, 1)
+    points[:, :, 0] = torch.tensor([10.0, 16.0])
+    drawn = []
+    for seed in (0, 1):  # two different last frames behind the same first frame and state
+        context = torch.randint(0, 256, (1, 2, 32, 32, 3), dtype=torch.uint8,
+                                generator=torch.Generator().manual_seed(seed))
+        rollout = model.start(context, first, torch.full((1, 2, 4), 0.5), (points, torch.full((1, 2, E), 0.02)))
+        assert rollout.first_points is not None and rollout.first_points.shape == (1, E, 2)  # found by the detector
+        rollout.first_points = points[:, 0].clone()
+        pred = model.predict(rollout, torch.zeros(1, 4), torch.zeros(1, dtype=torch.long),
+                             generator=torch.Generator().manual_seed(3))
+        drawn.append(latents_to_frames(pred.latent, 4)[0].numpy())
+        assert rollout.advance(pred).first_points is rollout.first_points  # carried along unchanged
+    np.testing.assert_array_equal(drawn[0], drawn[1])
+    carried = drawn[0][12:20, 11:17]  # carried from the first frame (the spot it left is the denoiser's to fill)
+    red = np.argwhere((carried[..., 0] > 150) & (carried[..., 1] < 50))
+    assert len(red) and red[:, 1].mean() + 11.5 == pytest.approx(10.0 + 3.2, abs=0.3)

@@ -12,6 +12,7 @@ OFFSET_WEIGHT = 0.1  # the success head's goal-offset regression, against its cr
 SUCCESS_PRIOR = 0.02  # the success head's initial probability
 OUTCOMES = ("head", "rule")  # what decides an imagined frame's success (WorldModelConfig.outcome)
 BACKBONES = ("unet", "wan")  # the frame network (WorldModelConfig.backbone)
+ANCHORS = ("last", "first")  # what each imagined frame is drawn from (WorldModelConfig.anchor)
 KEYPOINT_L1 = 0.1  # the detector's soft-argmax distance (pixels), against its heatmap cross-entropy
 
 @dataclass
@@ -67,7 +68,9 @@ class WorldModelConfig:
     rho: float = 7.0
     """EDM sampling: the schedule's curvature."""
     p_mean: float = -1.2
-    """EDM training: mean of log(sigma)."""
+    """EDM training: mean of log(sigma) (EDM's -1.2 suits many sampling steps). A one-step
+    sampler uses the network only at ``sigma_max``, which EDM's levels reach in about one
+    training sample of twenty: the ``tiny`` preset centres them nearer (0.3, std 0.6)."""
     p_std: float = 1.2
     """EDM training: std of log(sigma)."""
     sampling_steps: int = 1
@@ -92,6 +95,15 @@ class WorldModelConfig:
     from the proprio's constant planes, and a one-step sample averages the places it might be
     (a ghost of the gripper). On in the ``tiny`` and ``base`` presets; False here only so that a
     model saved before the option existed loads as it was built."""
+    anchor: Literal["last", "first"] = "last"
+    """UNet: what each imagined frame is drawn from. ``"last"``: the change from the last frame
+    (DIAMOND's way), which sees the context frames; a one-step sample's blur of the moving
+    gripper is then read back as the next step's context, and the drawing errors compound over
+    a rollout. ``"first"``: the change from the episode's first (real) frame, with the objects
+    carried from where they were in it to where the pathway puts them; the network sees no
+    context frame, only the first frame and the planes of the imagined state (the objects at
+    their first and next positions, the gripper now and next), so each frame is drawn afresh
+    from the imagined state and a drawing error stays in its own frame."""
     object_hidden: int = 256
     """Width of the object pathway's MLP."""
     dynamics_batch: int = 512
@@ -142,6 +154,14 @@ class WorldModelConfig:
         if self.backbone == "wan" and cells % self.token_patch:  # the UNet has no tokens
             raise ValueError(f"token_patch={self.token_patch} must divide the {cells}x{cells} latent "
                              "(image_size / patch)")
+        if self.anchor not in ANCHORS:
+            raise ValueError(f"anchor={self.anchor!r}; allowed: {', '.join(ANCHORS)}")
+        if self.anchor == "first" and not self.object_pathway:
+            raise ValueError("anchor='first' draws each frame from the imagined state, and without the object pathway "
+                             "nothing carries where the objects went: set object_pathway=True or anchor='last'")
+        if self.anchor == "first" and self.backbone != "unet":
+            raise ValueError("anchor='first' draws the UNet's frame from the first frame (backbone='unet'); the video "
+                             "transformer reads its context frames as a clip")
         if self.gripper_planes and self.backbone != "unet":
             raise ValueError("gripper_planes=True is a UNet input (backbone='unet')")
         if self.lora_rank < 0 or (self.lora_rank and self.backbone != "wan"):
@@ -178,8 +198,10 @@ class WorldModelConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU: ~0.9M-parameter UNet at 16x16, one denoising step: WorldModelConfig's defaults, with the
-    # gripper planes (off by default only so that models saved before them load as they were).
-    "tiny": {"gripper_planes": True},
+    # gripper planes, each frame drawn from the first (anchor) and training's noise levels centred
+    # where its one step samples (off or elsewhere by default only so that models saved before
+    # them load as they were).
+    "tiny": {"gripper_planes": True, "anchor": "first", "p_mean": 0.3, "p_std": 0.6},
     # GPU: tiny wider and deeper, with three denoising steps (DIAMOND's count).
     "base": {"channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32, "cond_hidden": 512,
              "sampling_steps": 3, "success_channels": 64, "object_hidden": 512, "gripper_planes": True},

@@ -205,6 +205,7 @@ class EpisodeBank:
             batch["goal_offset"] = bank["goal_offset"][target]
             batch["entity_pixels"] = bank["entity_pixels"][target]
             batch["context_entity_pixels"] = bank["entity_pixels"][context_rows]
+            batch["first_entity_pixels"] = bank["entity_pixels"][rows(self.obs_start[j])]
         return batch
 
     def state_windows(self, batch_size: int, context: int, horizon: int, task_ids: dict[str, int],

@@ -17,6 +17,12 @@ from worldsim.world_models.video_backbone import ClipInputs, VideoBackbone
 Context = tuple[torch.Tensor, torch.Tensor] | ClipInputs
 
 
+def context_frames(config: WorldModelConfig) -> int:
+    """How many context frames the UNet reads besides the noisy and the first frame: none when
+    each frame is drawn from the first (``anchor="first"``)."""
+    return 0 if config.anchor == "first" else config.context
+
+
 class Denoiser(nn.Module):
     """EDM denoiser ``D(x; sigma, context)`` around the config's frame network."""
 
@@ -32,7 +38,7 @@ class Denoiser(nn.Module):
         blocks = len(config.channels)
         self.embed_dim = 4 * config.channels[0]  # UNet2DModel's time-embedding width
         self.unet = UNet2DModel(
-            sample_size=config.latent_size, in_channels=c * (config.context + 2) + SPATIAL_CHANNELS
+            sample_size=config.latent_size, in_channels=c * (context_frames(config) + 2) + SPATIAL_CHANNELS
             + (2 * len(ENTITIES) if config.object_pathway else 0) + (2 if config.gripper_planes else 0),
             out_channels=c,
             block_out_channels=config.channels, layers_per_block=config.layers_per_block,

@@ -240,7 +240,8 @@ class ImaginedVectorEnv(BatchedEnv):
         pathway = cfg.object_pathway
         self._rollout = Rollout(zeros(n, cfg.context, c, s, s), zeros(n, c, s, s), zeros(n, cfg.context, 4),
                                 zeros(n, cfg.context, len(ENTITIES), 2) if pathway else None,
-                                zeros(n, cfg.context, len(ENTITIES)) if pathway else None)
+                                zeros(n, cfg.context, len(ENTITIES)) if pathway else None,
+                                zeros(n, len(ENTITIES), 2) if pathway and cfg.anchor == "first" else None)
         self._task = torch.full((n,), self._task_id, dtype=torch.long, device=self.device)
         self._frames = np.zeros((n, *self.image_shape, 3), np.uint8)
         self._success = np.zeros(n, bool)

@@ -31,14 +31,16 @@ class Rollout:
     """What imagination carries from step to step for ``B`` episodes: the context latents
     ``(B, C, 3p^2, h, w)`` (oldest first), the episode's first frame ``(B, 3p^2, h, w)``, the
     context proprio ``(B, C, 4)`` (raw) and, with the object pathway, the objects' context image
-    positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres). Made by
-    :meth:`WorldModel.start`."""
+    positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres), and, for a model that
+    draws each frame from the first (``anchor="first"``), where its detector found the objects in
+    the first frame ``(B, E, 2)``. Made by :meth:`WorldModel.start`."""
 
     context: torch.Tensor
     first: torch.Tensor
     proprio: torch.Tensor
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
+    first_points: torch.Tensor | None = None
 
     def advance(self, pred: Prediction) -> Rollout:
         """The windows one step on: the prediction joins the context, the oldest step leaves (the
@@ -49,7 +51,8 @@ class Rollout:
         context = self.context if pred.latent is None else roll(self.context, pred.latent)
         proprio = roll(self.proprio, pred.proprio)
         assert context is not None and proprio is not None  # always carried
-        return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights))
+        return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights),
+                       self.first_points)
 
     def rows(self, index: torch.Tensor | slice) -> Rollout:
         """The episodes ``index`` of the batch."""
@@ -57,7 +60,7 @@ class Rollout:
             return None if value is None else value[index]
 
         return Rollout(self.context[index], self.first[index], self.proprio[index], pick(self.points),
-                       pick(self.heights))
+                       pick(self.heights), pick(self.first_points))
 
     def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
         """Write ``other`` into the episodes ``index`` of this batch, in place."""

@@ -24,7 +24,10 @@ Design, driven by speed (>= 200 imagined frames/s at batch 64 on 2 CPU cores for
 - **EDM** (Karras et al. 2022) preconditioning and loss, few-step Euler sampling (1 step for
   ``tiny``: the denoiser's estimate from pure noise is the conditional mean, sharpest in PSNR),
   on the **change** from the last context frame: most of a tabletop frame does not move, so
-  the static scene is carried over exactly and the network spends itself on what moves.
+  the static scene is carried over exactly and the network spends itself on what moves. With
+  ``anchor="first"`` (``tiny``) the change is from the episode's first frame instead, its
+  objects carried to where the pathway puts them, and the stack holds no context frame: each
+  frame is drawn from the imagined state, and its errors are not read back.
 - **Noise augmentation of the context** in training (GameNGen, WoVR): Gaussian noise of a
   random level in ``[0, context_noise]`` is added to the context frames and the level is part
   of the conditioning, so the model learns to read imperfect (its own) frames.
@@ -104,7 +107,8 @@ class WorldModel(nn.Module):
     ``(B, 3p^2, h, w)``, ``next_proprio`` ``(B, 4)`` and ``success`` ``(B,)``, the success flag
     of the target frame; where the data has ``state``, ``goal_offset`` ``(B, 3)`` and
     ``entity_pixels`` ``(B, E, 2)`` of the target frame and ``context_entity_pixels``
-    ``(B, C, E, 2)`` of the context. Imagination goes through :meth:`start` and :meth:`predict`.
+    ``(B, C, E, 2)`` of the context and ``first_entity_pixels`` ``(B, E, 2)`` of the first frame.
+    Imagination goes through :meth:`start` and :meth:`predict`.
     """
 
     config_class = WorldModelConfig  # what a saved model's config fields build (load_pretrained_model)
@@ -207,13 +211,16 @@ class WorldModel(nn.Module):
         """The UNet's conditioning channels: context ``(B, C, c, h, w)`` and first frame
         ``(B, c, h, w)`` stacked on the channel axis, then the coordinate planes and the
         current and next normalised proprio as constant planes; with the object pathway, one
-        blob plane per object at its current (``points[:, -1]``) and its next position."""
+        blob plane per object at its current (``points[:, -1]``) and its next position. With
+        ``anchor="first"`` the context frames are left out, and the caller gives the objects'
+        positions in the first frame as ``points[:, -1]``."""
         b, size = len(context), context.shape[-1]
         ramp = torch.linspace(-1.0, 1.0, size, device=context.device)
         coords = torch.stack(torch.meshgrid(ramp, ramp, indexing="ij"))[None].expand(b, -1, -1, -1)
         planes = torch.cat([self._normalized_proprio(proprio[:, -1]), next_norm], dim=1)
         planes = planes[:, :, None, None].expand(-1, -1, size, size)
-        stack = [context.flatten(1, 2), first, coords, planes]
+        frames = [] if self.config.anchor == "first" else [context.flatten(1, 2)]
+        stack = [*frames, first, coords, planes]
         patch = self.config.patch
         if self.config.object_pathway:
             assert points is not None and next_points is not None  # the pathway's positions come with it
@@ -244,9 +251,13 @@ class WorldModel(nn.Module):
         the context noise, the objects' keypoint noise (with the pathway) and the denoiser's."""
         context = batch["context"]
         level = torch.rand(len(context), generator=generator, device=context.device)
-        noise = {"level": self.config.context_noise * level, "context": randn(context.shape, generator, context)}
+        largest = 0.0 if self.config.anchor == "first" else self.config.context_noise  # no context frame to noise
+        noise = {"level": largest * level, "context": randn(context.shape, generator, context)}
         if self.config.object_pathway and "entity_pixels" in batch:
-            for name, key in (("points", "context_entity_pixels"), ("next_points", "entity_pixels")):
+            keys: tuple[tuple[str, str], ...] = (("points", "context_entity_pixels"), ("next_points", "entity_pixels"))
+            if self.config.anchor == "first":
+                keys += (("first_points", "first_entity_pixels"),)
+            for name, key in keys:
                 noise[name] = randn(batch[key].shape, generator, batch[key])
         noise["sigma"], noise["frame"] = self.denoiser.training_noise(batch["target"], generator)
         return noise
@@ -258,7 +269,8 @@ class WorldModel(nn.Module):
         context, level = batch["context"], noise["level"]
         noisy_context = context + level[:, None, None, None, None] * noise["context"]
         wanted = self._normalized_proprio(batch["next_proprio"])
-        anchor = noisy_context[:, -1]  # the change is taken from the (augmented) last frame
+        # the change is taken from the (augmented) last frame, or from the first frame
+        anchor = batch["first"] if cfg.anchor == "first" else noisy_context[:, -1]
         terms: dict[str, torch.Tensor] = {}
         points = next_points = None
         if cfg.object_pathway:
@@ -269,6 +281,9 @@ class WorldModel(nn.Module):
             points = truth + KEYPOINT_NOISE_PX * noise["points"]
             target_points = batch["entity_pixels"]
             next_points = target_points + KEYPOINT_NOISE_PX * noise["next_points"]
+            if cfg.anchor == "first":  # drawn from the first frame, read where the detector reads it
+                truth = batch["first_entity_pixels"][:, None]
+                points = truth + KEYPOINT_NOISE_PX * noise["first_points"][:, None]
             if cfg.carry_objects:  # by the true move: the denoiser learns to trust where it is carried
                 anchor = self._carried(anchor, truth[:, -1], target_points)
         inputs = self.frame_context(noisy_context, batch["first"], batch["proprio"], wanted, level, batch["action"],
@@ -369,8 +384,11 @@ class WorldModel(nn.Module):
             b, c = context.shape[:2]
             points = self.success_head.locate(context.flatten(0, 1)).view(b, c, -1, 2)
             heights = resting_heights(points)
-        return Rollout(context, frames_to_latents(first.to(device), self.config.patch),
-                       proprio.to(device).float(), points, heights)
+        first_latent = frames_to_latents(first.to(device), self.config.patch)
+        first_points = None
+        if self.config.object_pathway and self.config.anchor == "first":
+            first_points = self.success_head.locate(first_latent)
+        return Rollout(context, first_latent, proprio.to(device).float(), points, heights, first_points)
 
     def _step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -401,13 +419,16 @@ class WorldModel(nn.Module):
         norm, points, heights = self._step_dynamics(rollout, action, task)
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
-            context, proprio = rollout.context, rollout.proprio
-            inputs = self.frame_context(context, rollout.first, proprio, norm, context.new_zeros(len(context)), action,
-                                        task, rollout.points, points)
-            change = self.denoiser.sample(inputs, steps or self.config.sampling_steps, generator)
+            context, proprio, seen = rollout.context, rollout.proprio, rollout.points
             anchor = context[:, -1]
-            if self.config.carry_objects and rollout.points is not None and points is not None:
-                anchor = self._carried(anchor, rollout.points[:, -1], points)
+            if self.config.anchor == "first":
+                anchor = rollout.first
+                seen = None if rollout.first_points is None else rollout.first_points[:, None]
+            inputs = self.frame_context(context, rollout.first, proprio, norm, context.new_zeros(len(context)), action,
+                                        task, seen, points)
+            change = self.denoiser.sample(inputs, steps or self.config.sampling_steps, generator)
+            if self.config.carry_objects and seen is not None and points is not None:
+                anchor = self._carried(anchor, seen[:, -1], points)
             latent = (anchor + change).clamp(-1.0, 1.0)
         if self.rules is None or points is None or heights is None:
             if latent is None:

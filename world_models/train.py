@@ -77,7 +77,8 @@ WARMUP_STEPS = 100
 FINITE_CHECK_EVERY = 25
 # Settings of a new model's architecture the command line may override (the rest are the preset's).
 ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects",
-                       "gripper_planes", "outcome", "dynamics_horizon", "state_supervision", "lora_rank")
+                       "gripper_planes", "anchor", "p_mean", "p_std", "outcome", "dynamics_horizon",
+                       "state_supervision", "lora_rank")
 # Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
 RESUME_FIELDS = ("data", "task", "init", "init_from", "precision", "batch_size", "seed", "val_fraction", "model",
                  "success_fraction", "success_weight", "dynamics_updates")
@@ -259,7 +260,8 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
               "to have both)", file=sys.stderr)
         architecture = dataclasses.replace(architecture, state_supervision=False)
     if not architecture.state_supervision:
-        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head")
+        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head",
+                                           anchor="last")
     if config.init_from is not None:
         from worldsim.world_models.video_backbone import pretrained_architecture
 
