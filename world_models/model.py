@@ -175,6 +175,15 @@ class WorldModel(nn.Module):
         assert self.objects is not None  # carry_objects needs the pathway (checked by the config)
         return carry_objects(latent, points, next_points, self.objects.movable_index, self.config.patch)
 
+    def _drawn_from(self, last: torch.Tensor, first: torch.Tensor, points: torch.Tensor | None,
+                    first_points: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What a new frame is drawn as a change from (``config.anchor``), and where the objects
+        are in it ``(B, C', E, 2)``: the ``last`` frame and the context's ``points``, or the
+        ``first`` frame and ``first_points`` ``(B, E, 2)`` (as a window of one)."""
+        if self.config.anchor == "first":
+            return first, None if first_points is None else first_points[:, None]
+        return last, points
+
     def frame_context(self, context: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
                       next_norm: torch.Tensor, level: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
                       points: torch.Tensor | None = None, next_points: torch.Tensor | None = None) -> Context:
@@ -254,11 +263,12 @@ class WorldModel(nn.Module):
         largest = 0.0 if self.config.anchor == "first" else self.config.context_noise  # no context frame to noise
         noise = {"level": largest * level, "context": randn(context.shape, generator, context)}
         if self.config.object_pathway and "entity_pixels" in batch:
-            keys: tuple[tuple[str, str], ...] = (("points", "context_entity_pixels"), ("next_points", "entity_pixels"))
-            if self.config.anchor == "first":
-                keys += (("first_points", "first_entity_pixels"),)
-            for name, key in keys:
-                noise[name] = randn(batch[key].shape, generator, batch[key])
+            # the positions the new frame is drawn from (the frames themselves do not matter here)
+            seen = self._drawn_from(context, context, batch["context_entity_pixels"],
+                                    batch.get("first_entity_pixels"))[1]
+            if seen is not None:
+                noise["points"] = randn(seen.shape, generator, seen)
+            noise["next_points"] = randn(batch["entity_pixels"].shape, generator, batch["entity_pixels"])
         noise["sigma"], noise["frame"] = self.denoiser.training_noise(batch["target"], generator)
         return noise
 
@@ -270,20 +280,17 @@ class WorldModel(nn.Module):
         noisy_context = context + level[:, None, None, None, None] * noise["context"]
         wanted = self._normalized_proprio(batch["next_proprio"])
         # the change is taken from the (augmented) last frame, or from the first frame
-        anchor = batch["first"] if cfg.anchor == "first" else noisy_context[:, -1]
+        anchor, truth = self._drawn_from(noisy_context[:, -1], batch["first"], batch.get("context_entity_pixels"),
+                                         batch.get("first_entity_pixels"))
         terms: dict[str, torch.Tensor] = {}
         points = next_points = None
         if cfg.object_pathway:
-            if "entity_pixels" not in batch:
+            if "entity_pixels" not in batch or truth is None:
                 raise ValueError("the object pathway trains on the objects' positions: the data needs the "
                                  "'state' observation (collect with obs_mode='pixels+state')")
-            truth = batch["context_entity_pixels"]
             points = truth + KEYPOINT_NOISE_PX * noise["points"]
             target_points = batch["entity_pixels"]
             next_points = target_points + KEYPOINT_NOISE_PX * noise["next_points"]
-            if cfg.anchor == "first":  # drawn from the first frame, read where the detector reads it
-                truth = batch["first_entity_pixels"][:, None]
-                points = truth + KEYPOINT_NOISE_PX * noise["first_points"][:, None]
             if cfg.carry_objects:  # by the true move: the denoiser learns to trust where it is carried
                 anchor = self._carried(anchor, truth[:, -1], target_points)
         inputs = self.frame_context(noisy_context, batch["first"], batch["proprio"], wanted, level, batch["action"],
@@ -419,11 +426,8 @@ class WorldModel(nn.Module):
         norm, points, heights = self._step_dynamics(rollout, action, task)
         next_proprio, latent = norm * self.proprio_std + self.proprio_mean, None
         if draw:
-            context, proprio, seen = rollout.context, rollout.proprio, rollout.points
-            anchor = context[:, -1]
-            if self.config.anchor == "first":
-                anchor = rollout.first
-                seen = None if rollout.first_points is None else rollout.first_points[:, None]
+            context, proprio = rollout.context, rollout.proprio
+            anchor, seen = self._drawn_from(context[:, -1], rollout.first, rollout.points, rollout.first_points)
             inputs = self.frame_context(context, rollout.first, proprio, norm, context.new_zeros(len(context)), action,
                                         task, seen, points)
             change = self.denoiser.sample(inputs, steps or self.config.sampling_steps, generator)
