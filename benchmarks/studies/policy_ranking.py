@@ -48,6 +48,19 @@ builds the world model and its keyframes and stops:
         --bc-steps 100 200 400 1000 2000 3000 --policies runs/bench_bc_sS/bc/policy \\
         --world-model runs/rank_px_wm/wm --keyframes runs/rank_px_wm/keyframes.h5 --rung pixels \\
         --outcome rule --out runs/rank_px_sS
+
+The ranking recipe (Spearman >= 0.8 on all three seeds): the world model's data mixed with
+another seed's checkpoints, as above; seed 13's checkpoints for the model that ranks seeds 7 and
+11, seed 7's for the one that ranks seed 13 (then ``--world-model runs/rank_pxm7_wm/wm``):
+
+    python benchmarks/studies/policy_ranking.py --seed 7 --bc-steps --rung pixels --outcome rule --wm-episodes 325 \
+        --wm-policies runs/rank_px_s13/bc_100/policy runs/rank_px_s13/bc_200/policy runs/rank_px_s13/bc_400/policy \
+        runs/rank_px_s13/bc_1000/policy runs/rank_px_s13/bc_2000/policy runs/rank_px_s13/bc_3000/policy \
+        runs/bench_bc_s13/bc/policy --out runs/rank_pxm13_wm
+    python benchmarks/studies/policy_ranking.py --seed S \
+        --policies runs/bench_bc_sS/bc/policy runs/rank_px_sS/bc_*/policy \
+        --world-model runs/rank_pxm13_wm/wm --keyframes runs/rank_pxm13_wm/keyframes.h5 --rung pixels \
+        --outcome rule --out runs/rank_pxm_sS
 """
 
 from __future__ import annotations
