@@ -31,7 +31,7 @@ def pooled(rows: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     episodes = sum(r["episodes"] for r in rows)
     if episodes == 0:
         return None
-    agreed = sum(round(r["accuracy"] * r["episodes"]) for r in rows)
+    agreed = sum(r["true_positive"] + r["true_negative"] for r in rows)
     return {"accuracy": agreed / episodes, "ci95": list(wilson_interval(agreed, episodes)), "windows": episodes,
             "per_run": [r["accuracy"] for r in rows], "base_rate": 0.5}
 
