@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--reward-type", default="transition", choices=IMAGINED_REWARD_TYPES,
                         help="the reward RL sees in imagination")
     parser.add_argument("--rung", default="sim-seeded", choices=RUNGS,
-                        help="the imagination rung (worldsim.world_models.ladder): sim-seeded, as the committed "
+                        help="the imagination rung (worldsim.envs.imagination): sim-seeded, as the committed "
                              "results ran; oracle draws the imagined state with the scene's renderer (an upper bound)")
     parser.add_argument("--lr", type=float, default=3e-5, help="RL learning rate")
     # Physics GRPO learns best at another rate and batch than GRPO in imagination (the RL pilots:

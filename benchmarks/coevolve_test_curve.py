@@ -27,15 +27,36 @@ from typing import Any
 
 import torch
 from common import report
+from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.evaluation.rank import per_task_summary
 from worldsim.pipelines.coevolve import last_accepted, real_outcomes
-from worldsim.pipelines.round_average import average_of_rounds
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
+
+
+def average_of_rounds(run: Path, policies: dict[str, str]) -> Path:
+    """The uniform average of the weights of ``policies``' rounds 1 to R (keys ``"round <k>"``;
+    round 0, the base, and any other key are left out), saved once under ``run`` as
+    ``average_of_rounds_1-R/policy`` (an extended run gets a new one) with round R's config; its folder."""
+    rounds = sorted((int(k.split()[1]), Path(v)) for k, v in policies.items()
+                    if k.startswith("round ") and k != "round 0")
+    if not rounds:
+        raise ValueError("no round policies to average (keys 'round 1' on)")
+    folder = run / f"average_of_rounds_1-{rounds[-1][0]}" / "policy"
+    if not folder.exists():
+        weights = [load_file(str(policy / "model.safetensors")) for _, policy in rounds]
+        average = {name: torch.stack([w[name].double() for w in weights]).mean(0).to(tensor.dtype)
+                   for name, tensor in weights[-1].items()}
+        staging = folder.with_name(".policy.tmp")
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / "config.json").write_bytes((rounds[-1][1] / "config.json").read_bytes())
+        save_file(average, str(staging / "model.safetensors"))
+        staging.replace(folder)
+    return folder
 
 
 def weights_digest(policy: Path) -> str:

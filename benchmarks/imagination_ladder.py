@@ -1,5 +1,5 @@
 """The imagination ladder: what each rung of imagination (``oracle``, ``sim-seeded``, ``pixels``,
-``video``; :mod:`worldsim.world_models.ladder`) gives a policy trained in it, on equal terms.
+``video``; :mod:`worldsim.envs.imagination`) gives a policy trained in it, on equal terms.
 
 For each seed, one BC base (the co-evolution benchmark's: ``--bc-demos`` noisy scripted-expert
 demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
@@ -54,12 +54,11 @@ from coevolve import bc_base, outcomes
 from common import report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
-from worldsim.envs.imagination import JUDGES, ImaginationConfig
+from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.world_models.config import PRESETS
-from worldsim.world_models.ladder import RUNGS, SEEDED_RUNGS
 
 
 def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: int) -> Path:
@@ -74,7 +73,7 @@ def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: in
     return out
 
 
-def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, judge: str | None = None,
+def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int, judge: str | None = None,
              policy: Path | None = None) -> dict[str, Any]:
     """The rung's fidelity figures of ``world_model`` on the held-out episodes (balanced between
     successes and failures when both occur: ``heldout.balanced`` says); with ``policy``, its
@@ -88,8 +87,9 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
     else:
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
-        fid = evaluate_world_model(world_model, heldout, balance=both, horizon=32, rung=rung, judge=judge,
-                                   policy=policy, out=out, videos=2, seed=seed, progress=False)
+        fid = evaluate_world_model(world_model, heldout, balance=both, curve_steps=32,
+                                   imagination=ImaginationConfig(rung=rung, judge=judge), policy=policy, out=out,
+                                   videos=2, seed=seed, progress=False)
     by = fid["success_by_horizon"]
     contact = fid.get("object_error_after_contact") or {}
     physics = fid.get("physics_ceiling") or {}
@@ -113,10 +113,10 @@ def fidelity(world_model: Path, heldout: Path, rung: str, out: Path, seed: int, 
             "action_step_change": fid.get("step_change_mean"), "judge": fid["judge"], "heldout": fid["held_out"]}
 
 
-def row(rung: str, preset: str, judge: str | None = None) -> str:
+def row(rung: Rung, preset: str, judge: str | None = None) -> str:
     """A result row's name: the rung, with ``@<preset>`` for a world model other than ``tiny`` and
     ``:<judge>`` for a judge other than the model's own."""
-    return (rung if preset == "tiny" else f"{rung}@{preset}") + (f":{judge}" if judge else "")
+    return (rung.name if preset == "tiny" else f"{rung.name}@{preset}") + (f":{judge}" if judge else "")
 
 
 def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
@@ -152,22 +152,22 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/ladder"))
     args = parser.parse_args()
-    rows: dict[str, tuple[str, str, str | None]] = {}  # row name: (rung, world-model preset, judge)
+    rows: dict[str, tuple[Rung, str, str | None]] = {}  # row name: (rung, world-model preset, judge)
     for name in args.rungs:
         spec, _, given_judge = name.partition(":")
-        rung, _, given_preset = spec.partition("@")
+        rung_name, _, given_preset = spec.partition("@")
         preset, judge = given_preset or "tiny", given_judge or None
         try:  # the config's own refusals (unknown rung or judge, a judge the rung cannot take)
-            ImaginationConfig(rung=rung, judge=judge)
+            rung = ImaginationConfig(rung=rung_name, judge=judge).rung
         except ValueError as error:
             parser.error(f"--rungs {name}: {error}")
         if preset not in PRESETS:
             parser.error(f"--rungs {name}: give RUNG[@PRESET][:JUDGE], PRESET in {', '.join(PRESETS)}")
         rows[row(rung, preset, judge)] = (rung, preset, judge)
     for rung, preset, judge in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
-        if rung in SEEDED_RUNGS:
-            rows.setdefault(row("pixels", preset, judge), ("pixels", preset, judge))
-    rows = dict(sorted(rows.items(), key=lambda item: item[1][0] in SEEDED_RUNGS))
+        if rung.seeded:
+            rows.setdefault(row(PIXELS, preset, judge), (PIXELS, preset, judge))
+    rows = dict(sorted(rows.items(), key=lambda item: item[1][0].seeded))
     steps: dict[str, int] = {}
     try:
         for entry in sorted(args.wm_steps, key=lambda e: "=" in e):  # N first, PRESET=N over it
@@ -185,7 +185,7 @@ def main() -> None:
                                    seed)
         for name in runs:
             out = args.out / f"{name}_s{seed}"
-            rung, preset, judge = rows.get(name, ("pixels", "tiny", None))
+            rung, preset, judge = rows.get(name, (PIXELS, "tiny", None))
             config = CoevolveConfig(
                 base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
                 rounds=args.rounds, mode="direct-rl" if name == "direct-rl" else "coevolve",
@@ -193,7 +193,7 @@ def main() -> None:
                 rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs),
                 eval_episodes=args.eval_episodes, test_episodes=args.test_episodes, seed=seed, out=out,
                 resume=(out / "state.json").exists(), videos=2 if name != "direct-rl" else 0,
-                round0_from=args.out / f"{row('pixels', preset, judge)}_s{seed}" if rung in SEEDED_RUNGS else None,
+                round0_from=args.out / f"{row(PIXELS, preset, judge)}_s{seed}" if rung.seeded else None,
                 torch_threads=args.threads, progress=False,
                 imagination=ImaginationConfig(rung=rung, judge=judge, reward_type=args.reward_type))
             done = out / "results.json"
@@ -202,7 +202,7 @@ def main() -> None:
                 world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
                 figures = fidelity(world_model, heldout, rung, out / "fidelity", seed, judge=judge, policy=bc)
                 figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
-                if rung == "pixels" and figures["judge"] == "rule":  # the learned head, judging the same replays
+                if rung is PIXELS and figures["judge"] == "rule":  # the learned head, judging the same replays
                     head = fidelity(world_model, heldout, rung, out / "fidelity_head", seed, judge="head")
                     figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
                                                                 "agreement_full")}
@@ -232,7 +232,7 @@ def main() -> None:
             "seeds": len(runs[rung]), "per_seed_gain_vs_bc": [points(paired_comparison(*p))[0] for p in mine],
             "wall_clock_s": [r["wall_clock_s"] for r in runs[rung]], **figures,
             "judge": fidelities[rung][0]["judge"], "wm_preset": preset, "wm_steps": steps[preset],
-            "oracle": kind == "oracle"}
+            "oracle": kind.rendered, "aids": list(kind.aids)}
     report("imagination_ladder", metrics, args)
 
 

@@ -27,7 +27,7 @@ from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.device import resolve_device
-from worldsim.world_models import PRESETS, WorldModel, preset
+from worldsim.world_models import PRESETS, WorldModel, build_config
 
 
 def frames_per_second(env: gym.vector.VectorEnv, steps: int, seed: int = 0) -> float:
@@ -69,7 +69,7 @@ def main() -> None:
             model = WorldModel.from_pretrained(args.world_model)
         else:
             torch.manual_seed(0)
-            model = WorldModel(preset(args.config, tasks=(args.task,), instructions=(instruction,)))
+            model = WorldModel(build_config(args.config, tasks=(args.task,), instructions=(instruction,)))
         model = model.to(device).eval()
         rows = []
         for batch in args.batch_sizes:

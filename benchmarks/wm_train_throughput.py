@@ -27,7 +27,8 @@ import torch
 from common import GpuBusy, report
 
 from worldsim.runtime.device import resolve_device
-from worldsim.world_models import PRESETS, TrainWMConfig, WorldModelConfig, preset, train_world_model
+from worldsim.world_models import PRESETS, TrainWMConfig, train_world_model
+from worldsim.world_models.config import DynamicsConfig
 
 
 def main() -> None:
@@ -45,17 +46,16 @@ def main() -> None:
                         help="train-wm --precision; one row per precision and batch size")
     parser.add_argument("--init-from", type=Path, default=None,
                         help="a diffusers Wan folder to start a video preset's transformer from (train-wm --init-from)")
-    parser.add_argument("--lora-rank", type=int, default=0, help="LoRA rank with --init-from (train-wm --lora-rank)")
+    parser.add_argument("--lora-rank", type=int, default=0,
+                        help="LoRA rank with --init-from (train-wm's [model.frames] lora_rank)")
     parser.add_argument("--name", default="wm_train_throughput", help="write benchmarks/results/NAME.json")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="record the whole step as one CUDA graph (train-wm --cuda-graph)")
     parser.add_argument("--profile", type=int, default=0,
                         help="trace this many steps after the first ten (train-wm --profile): the row gets the "
                              "trace's device-busy share and idle gaps")
-    parser.add_argument("--dynamics-horizon", type=int, default=WorldModelConfig.dynamics_horizon,
-                        help="steps the proprio head and object pathway roll out on their own (default: 16)")
-    parser.add_argument("--dynamics-updates", type=int, default=TrainWMConfig.dynamics_updates,
-                        help="their updates per training step")
+    parser.add_argument("--dynamics-horizon", type=int, default=DynamicsConfig.horizon,
+                        help="steps the proprio dynamics and object pathway roll out on their own (default: 16)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -69,8 +69,9 @@ def main() -> None:
                 data=args.data, out=Path(out), steps=10**6, batch_size=batch_size,
                 time_budget=args.seconds, val_fraction=0.0, video_every=0, checkpoint_every=10**9, device=args.device,
                 compile=args.compile, cuda_graph=args.cuda_graph, precision=precision, init_from=args.init_from,
-                model=preset(args.config, dynamics_horizon=args.dynamics_horizon, lora_rank=args.lora_rank),
-                dynamics_updates=args.dynamics_updates, profile=args.profile, progress=False))
+                preset=args.config, model={"dynamics": {"horizon": args.dynamics_horizon},
+                                           **({"frames": {"lora_rank": args.lora_rank}} if args.lora_rank else {})},
+                profile=args.profile, progress=False))
             metrics = Path(out) / "metrics.jsonl"  # absent when not one step was logged
             traced = Path(out) / "profile" / "summary.json"
             profile = json.loads(traced.read_text()) if traced.exists() else None
@@ -97,7 +98,7 @@ def main() -> None:
     report(args.name, {"config": args.config, "init_from": args.init_from, "lora_rank": args.lora_rank,
                        "device": str(device), "compile": args.compile,
                   "cuda_graph": args.cuda_graph, "data": str(args.data),
-                  "dynamics_horizon": args.dynamics_horizon, "dynamics_updates": args.dynamics_updates,
+                  "dynamics_horizon": args.dynamics_horizon,
                   "seconds_per_batch_size": args.seconds, "rows": rows}, args)
 
 

@@ -5,7 +5,10 @@
   hook lays out ``build/api_source/worldsim`` with links, as the installed package is laid out.
 - ``docs/cli.md`` holds the marker :data:`CLI_MARKER`; the hook replaces it with every command's
   ``--help``, rendered by :func:`worldsim.commands.cli.main` from :data:`~worldsim.commands.cli.COMMANDS`
-  at build time, so the page cannot drift from the flags.
+  at build time, and every setting it takes as a config file (``--print-config`` of its defaults),
+  so the page cannot drift from the flags.
+- :data:`LADDER_MARKER` (``docs/imagination.md``) becomes the imagination ladder's table, generated
+  from the rungs themselves (:func:`worldsim.envs.imagination.ladder_table`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ API_SOURCE = ROOT / "build" / "api_source"
 SUBPACKAGES = ("envs", "world_models", "policies", "assets")
 """Top-level folders installed as ``worldsim.<name>``."""
 CLI_MARKER = "<!-- worldsim-cli -->"
-EXTRA_HELP = {"train-rl": (["--algo", "grpo"],), "train-wm": (["--config", "base"],)}
+LADDER_MARKER = "<!-- worldsim-ladder -->"
+EXTRA_HELP = {"train-rl": (["--algo", "grpo"],)}
 """Commands whose options depend on a choice: their help is rendered once more per choice."""
 
 
@@ -64,12 +68,26 @@ def cli_reference() -> str:
             sections += [f"### `worldsim {name}`", "", "```text", command_help([name]), "```"]
             for extra in EXTRA_HELP.get(name, ()):
                 sections += ["", f"With `{' '.join(extra)}`:", "", "```text", command_help([name, *extra]), "```"]
-            sections.append("")
+            sections += ["", "Every setting as a config file holds it, at its defaults (`--config-file`):", "",
+                         "```toml", settings_file(name).rstrip(), "```", ""]
     return "\n".join(sections)
 
 
+def settings_file(name: str) -> str:
+    """Every setting of command ``name`` as the TOML a config file holds, at its defaults (a
+    required setting as a comment)."""
+    from worldsim.commands.cli import load
+    from worldsim.commands.parsing import config_type, default_settings
+
+    return default_settings(config_type(load(name)))
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Fill the command-line page's marker with the generated reference."""
+    """Fill the command-line page's and the ladder's markers with what they are generated from."""
     if CLI_MARKER in markdown:
-        return markdown.replace(CLI_MARKER, cli_reference())
+        markdown = markdown.replace(CLI_MARKER, cli_reference())
+    if LADDER_MARKER in markdown:
+        from worldsim.envs.imagination import ladder_table
+
+        markdown = markdown.replace(LADDER_MARKER, ladder_table())
     return markdown

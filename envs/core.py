@@ -50,6 +50,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Any, Literal, NamedTuple, Protocol, cast, get_args
 
 import gymnasium as gym
@@ -64,6 +65,7 @@ from worldsim.envs.reset_options import parse_reset_options
 from worldsim.envs.reset_schedule import ResetSchedule
 from worldsim.envs.scene import CONTROL_DT
 from worldsim.envs.tasks import TaskSpec, get_task
+from worldsim.runtime.validation import check_int
 
 
 class Snapshotting(Protocol):
@@ -116,16 +118,18 @@ def image_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
-def check_env_arguments(env_class: type, unknown: dict[str, Any], num_envs: Any, what: str) -> int:
+def check_env_arguments(env_class: type, unknown: dict[str, Any], num_envs: Any, what: str,
+                        also: Iterable[str] = ()) -> int:
     """Refuse keyword arguments ``env_class`` does not take (``TypeError`` naming the closest
-    allowed one: the named parameters of its ``__init__`` and of its bases') and a ``num_envs``
-    outside 1..:data:`MAX_NUM_ENVS`; returns ``num_envs`` as an int. ``what`` names the envs in
-    the message."""
+    allowed one: the named parameters of its ``__init__`` and of its bases', and ``also``, those it
+    takes as ``**kwargs``) and a ``num_envs`` outside 1..:data:`MAX_NUM_ENVS`; returns ``num_envs``
+    as an int. ``what`` names the envs in the message."""
     if unknown:
         named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        allowed = list(dict.fromkeys(
-            name for cls in env_class.__mro__ if "__init__" in vars(cls) and issubclass(cls, BatchedEnv)
-            for name, p in inspect.signature(cls.__init__).parameters.items() if p.kind in named and name != "self"))
+        allowed = list(dict.fromkeys([
+            *(name for cls in env_class.__mro__ if "__init__" in vars(cls) and issubclass(cls, BatchedEnv)
+              for name, p in inspect.signature(cls.__init__).parameters.items() if p.kind in named and name != "self"),
+            *also]))
         hints = {k: difflib.get_close_matches(k, allowed, n=1) for k in unknown}
         detail = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
         raise TypeError(f"unknown argument(s) {detail} for {what}; allowed: {', '.join(allowed)}")
@@ -171,9 +175,7 @@ class BatchedEnv(VectorEnv, ABC):
         if render_mode not in RENDER_MODES or render_mode not in (None, *self.metadata["render_modes"]):
             allowed = ", ".join(map(repr, (None, *self.metadata["render_modes"])))
             raise ValueError(f"render_mode={render_mode!r}; allowed: {allowed}")
-        if max_episode_steps is not None and (isinstance(max_episode_steps, bool) or not isinstance(
-                max_episode_steps, (int, np.integer)) or max_episode_steps < 1):
-            raise ValueError(f"max_episode_steps={max_episode_steps!r} must be an int >= 1 (or None)")
+        check_int("max_episode_steps", max_episode_steps, optional=True)
         self.max_episode_steps = int(max_episode_steps or self.task.max_episode_steps)
 
         self.num_envs = int(num_envs)

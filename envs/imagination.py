@@ -1,5 +1,5 @@
-"""How a task is imagined: :class:`ImaginationConfig`, the one set of settings every command and
-library call that runs a policy in a world model takes.
+"""How a task is imagined: the imagination ladder's :class:`Rung` and :class:`ImaginationConfig`,
+the one set of settings every command and library call that runs a policy in a world model takes.
 
 It lives beside the env registry rather than in :mod:`worldsim.world_models` (which holds the
 imagined env itself) because everything that imagines (training, evaluation, collection, the
@@ -7,26 +7,177 @@ pipelines) already depends on ``worldsim.envs``, and ``worldsim.envs`` depends o
 the config can be imported anywhere without an import cycle and without loading the world
 model's code (torch, diffusers) for a ``--help``.
 
-:func:`~worldsim.envs.registration.make_task_envs` takes it as it is and makes the task's
-imagined twin (:class:`~worldsim.world_models.env.ImaginedVectorEnv`, whose defaults are these).
+**The ladder.** How much of the simulator imagination may use is one setting, the rung; each
+rung takes away one aid of the simulator (:data:`RUNGS`, from the most help to none):
+
+- ``oracle``: the imagined state drawn by the scene's renderer, the objects seeded at the
+  recorded state. No frame is denoised, so its figures bound what the dynamics allow: an upper
+  bound for analysis, not a world-model figure;
+- ``sim-seeded``: the model's own frames, the objects seeded at the recorded state;
+- ``pixels``: nothing from the simulator while imagining: the keyframes are read as a file
+  without ``state``, so the model finds the objects in the real start frames itself (its
+  judge's detector), and the keyframes read the objects' motion from that detector too. The
+  state may still have supervised training;
+- ``video``: as ``pixels``, with a model trained without state either (frames, proprio, actions
+  and success flags only, as a real robot's cameras give them). Its detector was never
+  supervised, so keyframes come from gripper events alone.
+
+A rung is a typed value: every consumer asks it what it allows (:attr:`Rung.seeded`,
+:attr:`Rung.rendered`, :attr:`Rung.trained_on_state`, :meth:`Rung.keyframes`), and every refusal
+is a one-line ``ValueError`` naming the rung, what is missing and what to use instead. The judge
+(``"rule"``: the task's rule on the positions the model carries, which needs the object pathway;
+``"head"``: the learned success head; None: the model's own) is chosen apart from the rung.
+
+:func:`~worldsim.envs.registration.make_task_envs` takes the config as it is and makes the
+task's imagined twin (:class:`~worldsim.world_models.env.ImaginedVectorEnv`, whose defaults are
+these).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, Protocol, get_args
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES, ImaginedReward
 from worldsim.runtime.device import DEVICES, Device
+from worldsim.runtime.validation import check_choice, check_int, check_range
 
-Rung = Literal["oracle", "sim-seeded", "pixels", "video"]
-RUNGS: tuple[str, ...] = get_args(Rung)
-"""The imagination ladder, from the most simulator help to none (:attr:`ImaginationConfig.rung`)."""
+
+class ImaginingModel(Protocol):
+    """What a rung asks of a world model (:class:`~worldsim.world_models.model.WorldModel`): whether
+    it has the object pathway (``objects``) and learned from the state (``config.state_supervision``)."""
+
+    objects: Any
+    config: Any
+
+
+class KeyframeFile(Protocol):
+    """What a rung asks of keyframes (:class:`~worldsim.world_models.data.EpisodeBank`)."""
+
+    state: Any
+    path: Any
+
+    def without_state(self) -> Any: ...
+
 Judge = Literal["rule", "head"]
 JUDGES: tuple[str, ...] = get_args(Judge)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the imagination ladder: what imagination on it takes from the simulator and
+    from the data, and what it refuses (the module docstring)."""
+
+    name: str
+    seeded: bool
+    """The objects start at the keyframes' recorded simulator state (so the keyframes need
+    ``state``, and the model the object pathway, which carries them)."""
+    rendered: bool
+    """The frames are the imagined state drawn by the scene's renderer; no frame is denoised."""
+    trained_on_state: bool
+    """The world model may have learned from the simulator's state (False: it must not have)."""
+    sees: str
+    """What the policy sees (the ladder table's words)."""
+    starts: str
+    """Where the objects start (the ladder table's words)."""
+    meaning: str
+    """What a figure on this rung means, in a report's words."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def to_json(self) -> str:
+        return self.name
+
+    @classmethod
+    def from_json(cls, value: Any) -> Rung:
+        """The rung named ``value`` (a rung stays as it is); ``ValueError`` listing the rungs."""
+        if isinstance(value, Rung):
+            return value
+        if value not in RUNGS:
+            raise ValueError(f"rung={value!r}; allowed: {', '.join(RUNGS)}")
+        return RUNGS[value]
+
+    @property
+    def aids(self) -> tuple[str, ...]:
+        """What imagination on this rung takes from the simulator (beside what the world model
+        itself was built with)."""
+        return tuple(aid for aid, taken in (("the recorded simulator state at each start", self.seeded),
+                                            ("the scene's renderer for every frame", self.rendered),
+                                            ("the simulator's state as training supervision", self.trained_on_state))
+                     if taken)
+
+    def check(self, model: ImaginingModel) -> None:
+        """``ValueError`` (one line) when ``model`` cannot imagine on this rung: a seeded rung with
+        a model without the object pathway; ``video`` with a model trained with state."""
+        if self.seeded and model.objects is None:
+            raise ValueError(f"rung={self.name!r} seeds the object pathway at the recorded state, and this world model "
+                             "has no object pathway (trained without state, or built without it): use rung 'pixels' "
+                             "(or 'video' for a model trained without state)")
+        if not self.trained_on_state and model.config.state_supervision:
+            raise ValueError(f"rung={self.name!r} needs a world model trained without the simulator's state "
+                             "(train-wm --no-state-supervision), and this one was trained with it: use rung 'pixels'")
+
+    def keyframes(self, model: ImaginingModel, bank: KeyframeFile) -> Any:
+        """The keyframes as imagination on this rung may read them: ``bank`` itself on the seeded
+        rungs, ``bank`` without its state on the others; :meth:`check` first, and ``ValueError``
+        for a seeded rung with a bank without state."""
+        self.check(model)
+        if not self.seeded:
+            return bank.without_state()
+        if bank.state is None:
+            raise ValueError(f"rung={self.name!r} seeds the objects at the recorded simulator state, and keyframes="
+                             f"{str(bank.path)!r} holds no 'state' observations: use rung 'pixels' (or record "
+                             "with obs_mode='pixels+state')")
+        return bank
+
+
+ORACLE = Rung("oracle", seeded=True, rendered=True, trained_on_state=True,
+              sees="the imagined state drawn by the scene's renderer (no frame denoised)",
+              starts="the recorded simulator state",
+              meaning="the **oracle** rung: the policy saw the imagined state drawn by the simulator's renderer, "
+                      "objects started at the recorded state. Its figures are an upper bound for analysis, not what "
+                      "this world model's own frames give.")
+SIM_SEEDED = Rung("sim-seeded", seeded=True, rendered=False, trained_on_state=True, sees="the model's own frames",
+                  starts="the recorded simulator state",
+                  meaning="the **sim-seeded** rung: the policy saw the world model's own frames, with the objects "
+                          "started at the recorded simulator state; the simulator helped at every episode start.")
+PIXELS = Rung("pixels", seeded=False, rendered=False, trained_on_state=True, sees="the model's own frames",
+              starts="the model's detector, on the real start frames; the keyframes' state is never read",
+              meaning="the **pixels** rung: the policy saw the world model's own frames, and nothing came from the "
+                      "simulator while imagining (the model found the objects in the real start frames itself).")
+VIDEO = Rung("video", seeded=False, rendered=False, trained_on_state=False, sees="the model's own frames",
+             starts="none carried: a model without the object pathway",
+             meaning="the **video** rung: the policy saw the world model's own frames, from a model trained on "
+                     "frames, proprio, actions and success flags alone (no simulator state, in training or "
+                     "imagination).")
+RUNGS: dict[str, Rung] = {rung.name: rung for rung in (ORACLE, SIM_SEEDED, PIXELS, VIDEO)}
+"""The imagination ladder, from the most simulator help to none."""
+
+
+def replay_rung(model: ImaginingModel, bank: KeyframeFile) -> Rung:
+    """The rung on which training replays ``model`` on ``bank`` (validation figures, sample videos,
+    the calibration of the success threshold): its objects start as training saw them, at the
+    recorded state when the state supervised it (``sim-seeded``), else found in the frames (``pixels``)."""
+    return SIM_SEEDED if model.objects is not None and bank.state is not None else PIXELS
+
+
+def ladder_table() -> str:
+    """The ladder as a Markdown table (the manual's, generated from :data:`RUNGS`)."""
+    rows = ["| rung | what the policy sees | start object positions | what imagination takes from the simulator "
+            "| refuses |", "|---|---|---|---|---|"]
+    for rung in RUNGS.values():
+        refuses = []
+        if rung.seeded:
+            refuses += ["a model without the object pathway", "keyframes without `state`"]
+        if not rung.trained_on_state:
+            refuses.append("a model trained with state")
+        name = f"`{rung.name}`" + (" (default)" if rung is DEFAULT_IMAGINATION.rung else "")
+        rows.append(f"| {name} | {rung.sees} | {rung.starts} | {'; '.join(rung.aids) or 'nothing'} | "
+                    f"{'; '.join(refuses) or 'nothing a frames-and-proprio file lacks'} |")
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True)
@@ -39,7 +190,12 @@ class ImaginationConfig:
     ``horizon`` imagined steps. Evaluation in imagination (``evaluate``, ``rank-policies``,
     co-evolution's imagined evaluations) measures what a policy does over a whole episode, so it
     always starts at real episode starts and runs to the task's time limit: there
-    ``keyframe_ratio`` and ``horizon`` do not apply (:meth:`for_evaluation`)."""
+    ``keyframe_ratio`` and ``horizon`` do not apply (:meth:`for_evaluation`). Open-loop replays
+    (``eval-wm``, ``imagine``) read its rung, judge, threshold and sampling steps."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("world_model", "keyframes", "keyframe_ratio", "horizon", "rung", "judge",
+                                               "reward_type")
+    """The fields that are flags where a command takes this config; the rest a config file sets."""
 
     world_model: Path | None = None
     """World model folder (a `worldsim train-wm` run) that imagines the episodes (None: physics)."""
@@ -54,21 +210,17 @@ class ImaginationConfig:
     """Cut imagined training episodes after this many steps (None: the task's time limit): a
     world model is most accurate close to the real states it starts from, so short episodes
     give the policy less room to exploit its errors. Evaluations run to the time limit."""
-    rung: Rung = "pixels"
-    """How much of the simulator imagination may use, one aid less per rung
-    (:mod:`~worldsim.world_models.ladder`): "oracle", the imagined state drawn by the scene's
-    renderer from objects seeded at the recorded state (an upper bound for analysis, not a
-    world-model figure); "sim-seeded", the model's own frames, its objects seeded at the
-    recorded state; "pixels", the model's own frames and nothing from the simulator while
-    imagining (the keyframes' state is never read: the model finds the objects in the real start
-    frames itself); "video", as "pixels" with a model trained without state either
-    (``train-wm --no-state-supervision``), the case of a real robot's camera data. The first two
-    need a model with the object pathway and keyframes with state; "video" refuses a model
-    trained with state."""
+    rung: Rung = PIXELS
+    """How much of the simulator imagination may use, one aid less per rung: "oracle", the
+    imagined state drawn by the scene's renderer from objects seeded at the recorded state (an
+    upper bound for analysis, not a world-model figure); "sim-seeded", the model's own frames,
+    its objects seeded at the recorded state; "pixels", the model's own frames and nothing from
+    the simulator while imagining; "video", as "pixels" with a model trained without state
+    either (``train-wm --no-state-supervision``), the case of a real robot's camera data."""
     judge: Judge | None = None
     """Who judges an imagined frame's success, and so the reward: "rule", the task's own success
     rule on the objects' imagined positions (a model with the object pathway), "head", the
-    model's learned success head, or None, the model's own ``outcome``. Set it to measure both."""
+    model's learned success head, or None, the model's own. Set it to measure both."""
     reward_type: ImaginedReward = "transition"
     """Reward in imagination: transition (1 when the imagined verdict turns to success), sparse (1
     on every success frame) or dense (the physics env's shaped reward on the imagined gripper
@@ -86,28 +238,23 @@ class ImaginationConfig:
             value = getattr(self, name)
             if isinstance(value, str):
                 object.__setattr__(self, name, Path(value))
-        if not (isinstance(self.keyframe_ratio, (int, float)) and 0.0 <= self.keyframe_ratio <= 1.0):
-            raise ValueError(f"keyframe_ratio={self.keyframe_ratio!r} must be in [0, 1]")
-        for name, low, high in (("horizon", 1, None), ("sampling_steps", 1, 50)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low
-                                      or (high is not None and value > high)):
-                bound = f"in [{low}, {high}]" if high else f"an int >= {low}"
-                raise ValueError(f"{name}={value!r} must be {bound} (or None)")
-        if self.success_threshold is not None and not (math.isfinite(self.success_threshold)
-                                                       and 0.0 < self.success_threshold < 1.0):
-            raise ValueError(f"success_threshold={self.success_threshold!r} must be in (0, 1) (or None)")
-        if self.rung not in RUNGS:
-            raise ValueError(f"rung={self.rung!r}; allowed: {', '.join(RUNGS)}")
-        if self.judge is not None and self.judge not in JUDGES:
-            raise ValueError(f"judge={self.judge!r}; allowed: {', '.join(JUDGES)} (or None: the model's own)")
-        if self.reward_type not in IMAGINED_REWARD_TYPES:
-            raise ValueError(f"reward_type={self.reward_type!r}; allowed: {', '.join(IMAGINED_REWARD_TYPES)}")
-        if self.device not in DEVICES:
-            raise ValueError(f"device={self.device!r}; allowed: {', '.join(DEVICES)}")
+        object.__setattr__(self, "rung", Rung.from_json(self.rung))
+        check_range("keyframe_ratio", self.keyframe_ratio, 0.0, 1.0, integer=False)
+        check_int("horizon", self.horizon, 1, optional=True)
+        check_range("sampling_steps", self.sampling_steps, 1, 50, optional=True)
+        check_range("success_threshold", self.success_threshold, 0.0, 1.0, integer=False, optional=True,
+                    low_open=True, high_open=True)
+        check_choice("judge", self.judge, JUDGES, optional=True)
+        check_choice("reward_type", self.reward_type, IMAGINED_REWARD_TYPES)
+        check_choice("device", self.device, DEVICES)
         if (self.world_model is None) != (self.keyframes is None):
             raise ValueError("imagination needs both world_model and keyframes (a world model folder and an "
                              "episode file of real start states), or neither (physics)")
+        if not self.rung.trained_on_state and (self.judge == "rule" or self.reward_type == "dense"):
+            setting = "judge='rule'" if self.judge == "rule" else "reward_type='dense'"
+            raise ValueError(f"{setting} reads the objects' imagined positions, which a model on rung "
+                             f"{self.rung.name!r} (trained without state) does not carry: use judge 'head' and "
+                             "reward_type 'transition' or 'sparse'")
 
     @property
     def imagined(self) -> bool:
@@ -129,19 +276,15 @@ class ImaginationConfig:
         return dataclasses.replace(self, **changes)
 
     def env_kwargs(self) -> dict[str, Any]:
-        """The imagined env's arguments (:class:`~worldsim.world_models.env.ImaginedVectorEnv`).
-        A keyframe ratio of 0 starts every episode at an episode start (the ``synchronous``
-        schedule); above 0, the ``keyframe`` schedule with that ratio. A caller that sets its own
-        ``reset_schedule`` (a trainer's) replaces the schedule; the ratio still applies under
-        ``keyframe``."""
+        """The imagined env's arguments (:class:`~worldsim.world_models.env.ImaginedVectorEnv`):
+        this config, and its keyframe schedule. A keyframe ratio of 0 starts every episode at an
+        episode start (the ``synchronous`` schedule); above 0, the ``keyframe`` schedule with that
+        ratio. A caller that sets its own ``reset_schedule`` (a trainer's) replaces the schedule;
+        the ratio still applies under ``keyframe``."""
         if not self.imagined:
             raise ValueError("no world model to imagine with (world_model is None)")
-        return {"world_model": self.world_model, "keyframes": self.keyframes, "horizon": self.horizon,
-                "rung": self.rung, "judge": self.judge, "reward_type": self.reward_type,
-                "success_threshold": self.success_threshold, "sampling_steps": self.sampling_steps,
-                "device": self.device,
-                "reset_schedule": "keyframe" if self.keyframe_ratio > 0 else "synchronous",
-                "keyframe_rule": {"ratio": self.keyframe_ratio}}
+        return {"world_model": self.world_model, "keyframes": self.keyframes, "imagination": self,
+                "reset_schedule": "keyframe" if self.keyframe_ratio > 0 else "synchronous"}
 
 
 DEFAULT_IMAGINATION = ImaginationConfig()

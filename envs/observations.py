@@ -83,8 +83,8 @@ PROPRIO_DIM = 4
 
 
 def state_vector(scene: Scene, family: TaskFamily, qpos: Array, qvel: Array) -> Array:
-    """The ``state`` observation for a batch, shape (N, STATE_DIM), float32 (numpy or torch, as
-    ``qpos``)."""
+    """The ``state`` observation for a batch, shape (N, STATE_DIM), float32 (numpy, torch or JAX,
+    as ``qpos``)."""
     tcp = scene.tcp(qpos)
     obj, goal = family.object_and_goal(qpos)
     parts = [tcp, qvel[:, scene.ee_dof], qpos[:, scene.fingers], obj, goal, goal - obj, obj - tcp]
@@ -96,7 +96,7 @@ def state_vector(scene: Scene, family: TaskFamily, qpos: Array, qvel: Array) -> 
 
 
 def proprio_vector(scene: Scene, qpos: Array) -> Array:
-    """The ``proprio`` observation, shape (N, 4), float32 (numpy or torch, as ``qpos``)."""
+    """The ``proprio`` observation, shape (N, 4), float32 (numpy, torch or JAX, as ``qpos``)."""
     xp = namespace(qpos)
     return xp.astype(columns(scene.tcp(qpos), scene.gripper_width(qpos), like=qpos), xp.float32)
 

@@ -21,6 +21,7 @@ physics or imagined, so the ids and the imagined env's arguments are spelled in 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 from typing import Any
@@ -53,13 +54,15 @@ def make_task_envs(task: str, num_envs: int, *, imagination: ImaginationConfig |
     names a world model) the task's imagined twin, made with
     :meth:`~worldsim.envs.imagination.ImaginationConfig.env_kwargs`. ``env_kwargs`` go to either
     env; a ``reset_schedule`` among them replaces the imagination's. ``ValueError`` when
-    ``imagination`` and ``env_kwargs`` both set another argument: which value was meant is unclear."""
+    ``env_kwargs`` sets what ``imagination`` holds (an imagination setting, or another argument
+    both set): which value was meant is unclear."""
     if imagination is not None and not isinstance(imagination, ImaginationConfig):
         raise TypeError(f"imagination must be an ImaginationConfig, not {type(imagination).__name__}")
     imagined = imagination.env_kwargs() if imagination is not None else {}
     if "reset_schedule" in env_kwargs:
         imagined.pop("reset_schedule", None)
-    both = sorted(set(imagined) & set(env_kwargs))
+    settings = {f.name for f in dataclasses.fields(ImaginationConfig)} if imagination is not None else set()
+    both = sorted((set(imagined) | settings) & set(env_kwargs))
     if both:
         raise ValueError(f"imagination and env_kwargs both set {both}; give each argument once")
     return gym.make_vec(task_env_id(task, imagined=imagination is not None), num_envs=num_envs,

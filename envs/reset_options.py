@@ -21,6 +21,7 @@ import numpy as np
 
 from worldsim.envs.arrays import ACTION_DIM
 from worldsim.envs.observations import STATE_DIM
+from worldsim.runtime.validation import check_int
 
 
 class ResetOptions(NamedTuple):
@@ -49,8 +50,7 @@ def parse_reset_options(options: dict[str, Any] | None, num_envs: int, needs_res
     if unknown:
         raise ValueError(f"unknown reset option(s) {sorted(unknown)}; allowed: {', '.join(map(repr, RESET_OPTIONS))}")
     group_size = options.get("group_size", 1)
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
-        raise ValueError(f"group_size={group_size!r} must be an int >= 1")
+    check_int("group_size", group_size)
     mask = None
     if "reset_mask" in options:
         mask = np.asarray(options["reset_mask"])

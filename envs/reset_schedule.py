@@ -33,6 +33,8 @@ from typing import Literal
 
 import numpy as np
 
+from worldsim.runtime.validation import check_int
+
 Kind = Literal["synchronous", "staggered", "staggered-random", "staggered-warmup", "staggered-groups"]
 KINDS: tuple[str, ...] = (
     "synchronous", "staggered", "staggered-random", "staggered-warmup", "staggered-groups",
@@ -59,8 +61,7 @@ class ResetSchedule:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"reset_schedule={self.kind!r} is not a schedule; allowed: {', '.join(KINDS)}")
-        if self.groups < 1:
-            raise ValueError(f"reset schedule groups={self.groups} must be >= 1")
+        check_int("groups", self.groups)
         if self.warmup_policy not in WARMUP_POLICIES:
             raise ValueError(f"warmup_policy={self.warmup_policy!r}; allowed: {', '.join(WARMUP_POLICIES)}")
 

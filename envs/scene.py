@@ -3,7 +3,7 @@
 Every movable thing in ``assets/tabletop.xml`` has joints, so a batch of layouts is a batch of
 ``qpos`` rows. :class:`Scene` turns joint names into array slices once, so the rest of the
 code reads ``scene.cube_pos(qpos, "red")`` rather than raw indices. The batched accessors take
-numpy arrays or torch tensors alike (:mod:`worldsim.envs.xp`).
+numpy arrays, torch tensors and JAX arrays alike (:mod:`worldsim.envs.xp`).
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ TABLE_LIMIT = 0.4  # an object further than this from the centre has left the ta
 EE_LOW = np.array([-0.3, -0.3, 0.012])
 EE_HIGH = np.array([0.3, 0.3, 0.32])
 # Control: one env step holds its action for CONTROL_DT seconds (the physics' frame skip is
-# derived from the scene's timestep); an action of 1 asks the end effector to move ACTION_SCALE.
+# derived from the scene's timestep); an action of 1 asks the end effector to move ACTION_SCALE
+# (the default of Scene.action_scale).
 CONTROL_DT = 0.05  # seconds per env step (20 Hz)
 ACTION_SCALE = 0.03  # metres per env step at full action
 
 
-def commanded_gripper(tcp: Array, actions: Array) -> tuple[Array, Array]:
+def commanded_gripper(tcp: Array, actions: Array, action_scale: float = ACTION_SCALE) -> tuple[Array, Array]:
     """Where ``actions`` (N, 4) send the gripper from TCP positions ``tcp`` (N, 3): the TCP
-    target (``tcp + action * ACTION_SCALE`` within the workspace) and the finger gap (N,)."""
+    target (``tcp + action * action_scale`` within the workspace) and the finger gap (N,)."""
     xp = namespace(tcp, actions)
-    target = xp.clip(tcp + actions[:, :3] * ACTION_SCALE, constant(EE_LOW, tcp), constant(EE_HIGH, tcp))
+    target = xp.clip(tcp + actions[:, :3] * action_scale, constant(EE_LOW, tcp), constant(EE_HIGH, tcp))
     return target, FINGER_OPEN * (1.0 - actions[:, 3])
 
 
@@ -49,13 +50,25 @@ def scene_xml_path() -> str:
 
 @dataclass(frozen=True)
 class Scene:
-    """The compiled scene and the qpos/qvel addresses of its parts."""
+    """The compiled scene and the qpos/qvel addresses of its parts.
+
+    Attributes:
+        model: the compiled MJCF scene.
+        action_scale: metres the end effector is asked to move in one env step at full action:
+            :meth:`servo_targets` and the families' scripted experts read it.
+    """
 
     model: mujoco.MjModel
+    action_scale: float = ACTION_SCALE
+
+    def __post_init__(self) -> None:
+        if not self.action_scale > 0:
+            raise ValueError(f"action_scale={self.action_scale!r} must be > 0 (metres per env step at full action)")
 
     @classmethod
-    def load(cls) -> Scene:
-        return cls(mujoco.MjModel.from_xml_path(scene_xml_path()))
+    def load(cls, action_scale: float = ACTION_SCALE) -> Scene:
+        """The shipped scene, with end-effector steps of ``action_scale`` metres at full action."""
+        return cls(mujoco.MjModel.from_xml_path(scene_xml_path()), action_scale)
 
     def _qpos_adr(self, joint: str) -> int:
         return int(self.model.jnt_qposadr[self.model.joint(joint).id])
@@ -125,9 +138,9 @@ class Scene:
         return between & (xp.abs(offset[:, 2]) < 0.03) & (width > 0.028) & (width < 0.0395)
 
     def servo_targets(self, qpos: Array, actions: Array) -> Array:
-        """The position servos' controls for ``actions`` (N, 4): TCP + action * 3 cm within the
-        workspace, and both fingers' opening (:func:`commanded_gripper`)."""
-        target, gap = commanded_gripper(self.tcp(qpos), actions)
+        """The position servos' controls for ``actions`` (N, 4): TCP + action * :attr:`action_scale`
+        within the workspace, and both fingers' opening (:func:`commanded_gripper`)."""
+        target, gap = commanded_gripper(self.tcp(qpos), actions, self.action_scale)
         return columns(target, gap / 2.0, gap / 2.0, like=qpos)
 
     def failed(self, qpos: Array, qvel: Array) -> Array:

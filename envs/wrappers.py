@@ -9,6 +9,8 @@ import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
+from worldsim.runtime.validation import check_int
+
 
 class ActionChunk(VectorWrapper):
     """Make the env take a chunk of ``chunk_size`` actions per step, executed open loop.
@@ -22,8 +24,7 @@ class ActionChunk(VectorWrapper):
 
     def __init__(self, env: VectorEnv, chunk_size: int) -> None:
         super().__init__(env)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-            raise ValueError(f"chunk_size={chunk_size!r} must be an int >= 1")
+        check_int("chunk_size", chunk_size)
         single = env.single_action_space
         if not isinstance(single, gym.spaces.Box) or len(single.shape) != 1:
             raise TypeError(f"ActionChunk needs a flat Box action space; got {single}")

@@ -1,10 +1,14 @@
-"""The array namespace of a batch: one copy of the task logic for numpy and torch batches.
+"""The array namespace of a batch: one copy of the task logic for numpy, torch and JAX batches.
 
 The scene accessors, task families, observation vectors and layout sampler are written once
 against the Python array API (``xp = namespace(qpos)``, via ``array_api_compat``): the MuJoCo
 backend calls them with float64 numpy batches on the host, the MuJoCo Warp backend with float32
-torch tensors on its device, where they run without leaving it. Constants (offsets, bounds) are
-numpy arrays and are brought to a batch's dtype and device with :func:`constant`.
+torch tensors on its device, where they run without leaving it, and the MJX backend with float32
+JAX arrays inside its jitted functions (:mod:`worldsim.envs.mjx.tasks`; the layout sampler has a
+JAX counterpart there, as JAX's random numbers are keys, not generators). JAX arrays are
+immutable, so the task rules assign to no item and index with no boolean mask (``xp.where``
+instead). Constants (offsets, bounds) are numpy arrays and are brought to a batch's dtype and
+device with :func:`constant`.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import numpy as np
 from array_api_compat import array_namespace, device
 
 Array: TypeAlias = Any
-"""A batch of the caller's array library: numpy on the MuJoCo backend, torch on MuJoCo Warp. The
-task code's signatures use it; type checkers cannot follow the array API across libraries."""
+"""A batch of the caller's array library: numpy on the MuJoCo backend, torch on MuJoCo Warp, JAX
+on MJX. The task code's signatures use it; type checkers cannot follow the array API across
+libraries."""
 
 
 def namespace(*arrays: Any) -> Any:
-    """The array-API namespace of ``arrays`` (numpy's or torch's, wrapped by array_api_compat)."""
+    """The array-API namespace of ``arrays`` (numpy's, torch's or JAX's, through array_api_compat)."""
     return array_namespace(*arrays)
 
 

@@ -96,14 +96,39 @@ def push_episodes(tmp_path_factory):
 def untrained_world_model(tmp_path_factory):
     """A small untrained frames-only world model for 32x32 episodes (``push_episodes``), saved: the
     imagined env's contract and the commands' plumbing do not depend on the weights."""
-    from worldsim.world_models import WorldModel, WorldModelConfig
+    from worldsim.world_models import WorldModel
 
     folder = tmp_path_factory.mktemp("untrained") / "wm"
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
-               ).save_pretrained(folder)
+    WorldModel(small_config(NO_PATHWAY)).save_pretrained(folder)
     return folder
+
+
+SMALL = {"image_size": 32, "context": 2, "frames": {"channels": (16, 32), "norm_groups": 8, "cond_hidden": 32},
+         "proprio": {"hidden": 32}, "judge": {"hidden": 32, "detector_channels": 8}}
+"""A small world model for 32x32 episodes (as nested tables of
+:func:`~worldsim.world_models.config.build_config`): a 2-block UNet, 32-wide MLPs."""
+NO_PATHWAY = {"objects": None, "judge": {"outcome": "head"}}
+"""A model of frames alone: no object pathway, judged by its success head."""
+
+
+def small_config(*parts: dict, preset: str | None = None, **changes):
+    """``build_config(preset, ...)`` of :data:`SMALL` with each of ``parts`` (nested tables such as
+    :data:`NO_PATHWAY`) and ``changes`` merged in, in order."""
+    from worldsim.world_models.config import build_config, merged
+
+    tables = SMALL
+    for part in (*parts, changes):
+        tables = merged(tables, part)
+    return build_config(preset, **tables)
+
+
+def write_toml(path, text: str):
+    """Write the TOML ``text`` (dedented) to ``path`` (returned): a command's ``--config-file``."""
+    import textwrap
+
+    path.write_text(textwrap.dedent(text))
+    return path
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 import torch
+from conftest import write_toml
 from safetensors.torch import load_file
 
 from worldsim.commands.cli import main
@@ -110,10 +111,11 @@ def test_bad_input_gets_clear_errors(demos, tmp_path, capsys):
 def test_two_processes_under_torchrun_stay_in_sync(demos, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    every = write_toml(tmp_path / "every.toml", "val_every = 3\ncheckpoint_every = 3\n")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", "29517",
            "-m", "worldsim", "train-bc", "--data", str(demos), "--out", str(out), "--steps", "6",
            "--batch-size", "8", "--language", "learned", "--torch-threads", "1", "--device", "cpu",
-           "--val-every", "3", "--checkpoint-every", "3"]
+           "--config-file", str(every)]
     subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=240)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["ranks_in_sync"] and summary["steps"] == 6

@@ -9,6 +9,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import pytest
 import torch
+from conftest import write_toml
 
 from worldsim.commands.cli import COMMANDS, load, main
 from worldsim.commands.parsing import parse
@@ -142,7 +143,7 @@ def tiny_vla(path: Path, task: str = "PushCube-v0") -> Path:
 
 @pytest.mark.parametrize("argv, needles", [
     (["train-wm", "--data", "/nonexistent.h5"], ["/nonexistent.h5", "no such file"]),  # a config's own check
-    (["detect", "--data", "x.h5", "--videos", "-1"], ["--videos -1 must be >= 0"]),
+    (["detect", "--data", "x.h5", "--videos", "-1"], ["videos=-1 must be an int >= 0"]),
     (["detect", "--data", "x.h5", "--alpha", "abc"], ["--alpha", "'abc'"]),  # tyro's conversion
     (["detect", "--data", "x.h5", "--cp", "foo" * 40], ["'--cp'", "'constant'"]),  # long: not wrapped
 ])
@@ -176,14 +177,17 @@ def test_missing_inputs_end_in_one_line_and_exit_code_2(tmp_path, capsys):
 
 def test_a_folder_created_for_outputs_is_removed_when_the_command_fails(tmp_path, capsys):
     policy = tiny_vla(tmp_path / "policy")
-    # coevolve creates --out, then finds --round0-from holds no run
-    assert main(["coevolve", "--base-policy", str(policy), "--task", "PushCube-v0", "--round0-from",
-                 str(tmp_path), "--out", str(tmp_path / "runs" / "co")]) == 2
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    round0 = write_toml(settings / "round0.toml", f"round0_from = {str(tmp_path)!r}\n")
+    # coevolve creates --out, then finds round0_from holds no run
+    assert main(["coevolve", "--base-policy", str(policy), "--task", "PushCube-v0", "--config-file", str(round0),
+                 "--out", str(tmp_path / "runs" / "co")]) == 2
     one_line_error(capsys, "holds no co-evolution run")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "settings"]
     (tmp_path / "kept").mkdir()
-    assert main(["coevolve", "--base-policy", str(policy), "--task", "PushCube-v0", "--round0-from",
-                 str(tmp_path), "--out", str(tmp_path / "kept")]) == 2
+    assert main(["coevolve", "--base-policy", str(policy), "--task", "PushCube-v0", "--config-file", str(round0),
+                 "--out", str(tmp_path / "kept")]) == 2
     assert (tmp_path / "kept").is_dir()  # existed before: not the command's to remove
 
 
@@ -208,14 +212,16 @@ def test_default_outputs_go_under_runs(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "evaluate" / "videos" / "ReachCube-v0_0.mp4").stat().st_size > 0
 
 
-def test_train_rl_takes_the_chosen_algorithms_options(capsys):
+def test_train_rl_takes_the_chosen_algorithms_options(tmp_path):
     from worldsim.commands.train import train_rl
     from worldsim.training.grpo import GRPOConfig
     from worldsim.training.ppo import PPOConfig
 
-    ppo = parse(train_rl, ["--task", "PushCube-v0", "--gamma", "0.9", "--hidden", "64", "64"],
-                "worldsim train-rl")
+    file = write_toml(tmp_path / "ppo.toml", "gamma = 0.9\nhidden = [64, 64]\n")  # PPO's settings off the flags
+    ppo = parse(train_rl, ["--task", "PushCube-v0", "--config-file", str(file)], "worldsim train-rl")
     assert isinstance(ppo, PPOConfig) and ppo.gamma == 0.9 and ppo.hidden == (64, 64)
+    with pytest.raises(ValueError, match="unknown setting.* gamma; known: "):  # GRPO has no gamma
+        parse(train_rl, ["--algo", "grpo", "--config-file", str(file)], "worldsim train-rl")
     grpo = parse(train_rl, ["--algo=grpo", "--group-size", "4", "--num-envs", "8"], "worldsim train-rl")
     assert isinstance(grpo, GRPOConfig) and grpo.group_size == 4
     with pytest.raises(ValueError, match="--group-size is not an option of ppo; leave it out or use --algo "
@@ -225,11 +231,17 @@ def test_train_rl_takes_the_chosen_algorithms_options(capsys):
         parse(train_rl, ["--algo", "sac"], "worldsim train-rl")
 
 
-def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_flags():
-    from worldsim.envs.imagination import ImaginationConfig
+def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_flags(tmp_path):
+    from worldsim.envs.imagination import ORACLE, PIXELS, ImaginationConfig
 
+    # the sampling steps and threshold are a config file's [imagination] settings
+    file = write_toml(tmp_path / "imagination.toml", """
+        [imagination]
+        sampling_steps = 2
+        success_threshold = 0.4
+        """)
     imagine = ["--world-model", "wm", "--keyframes", "k.h5", "--rung", "oracle", "--judge", "head",
-               "--sampling-steps", "2", "--success-threshold", "0.4"]
+               "--config-file", str(file)]
     training = ["--keyframe-ratio", "0", "--horizon", "None", "--reward-type", "dense"]
     required = {"collect": ["--out", "x.h5"], "evaluate": ["--policy", "p"], "rank-policies": ["--policies", "a", "b"],
                 "imagined-vs-real": ["--policy", "p"], "train-rl": ["--algo", "grpo", "--obs-mode", "pixels"]}
@@ -239,26 +251,34 @@ def test_every_command_that_imagines_takes_one_imagination_config_with_the_same_
         assert isinstance(config.imagination, ImaginationConfig), name
         assert (config.imagination.world_model, config.imagination.rung, config.imagination.judge,
                 config.imagination.sampling_steps, config.imagination.success_threshold) == (
-            Path("wm"), "oracle", "head", 2, 0.4), name
+            Path("wm"), ORACLE, "head", 2, 0.4), name
         if extra:
             assert (config.imagination.keyframe_ratio, config.imagination.horizon) == (0.0, None), name
     # the defaults: the pixels rung judged as the model was trained to; training imagines 40 steps from
     # starts half at keyframes
     default = parse(load("train-rl"), [], "worldsim train-rl").imagination
-    assert default == ImaginationConfig() and (default.rung, default.judge) == ("pixels", None)
+    assert default == ImaginationConfig() and (default.rung, default.judge) == (PIXELS, None)
     assert not default.imagined
     # a command hides what it sets itself: evaluations run whole episodes from episode starts, a
     # trainer's world model runs on its --device, co-evolution trains its own world model
     with pytest.raises(ValueError, match="--horizon"):
         parse(load("evaluate"), ["--policy", "p", "--horizon", "10"], "worldsim evaluate")
+    guard = write_toml(tmp_path / "guard.toml", "[guard]\nmax_real_drop = 0.2\n")
     coevolve = parse(load("coevolve"), ["--base-policy", "p", "--device", "cpu", "--rung", "oracle",
-                                        "--max-real-drop", "0.2"], "worldsim coevolve")
-    assert coevolve.imagination.device == "cpu" and coevolve.imagination.rung == "oracle"
+                                        "--config-file", str(guard)], "worldsim coevolve")
+    assert coevolve.imagination.device == "cpu" and coevolve.imagination.rung is ORACLE
     assert coevolve.guard.max_real_drop == 0.2
     for name, args in (("coevolve", ["--base-policy", "p", "--world-model", "wm"]),
-                       ("train-rl", ["--world-model", "wm", "--keyframes", "k", "--imagination.device", "cpu"])):
+                       ("coevolve", ["--base-policy", "p", "--max-real-drop", "0.2"]),  # a config file's
+                       ("train-rl", ["--world-model", "wm", "--keyframes", "k", "--imagination.device", "cpu"]),
+                       ("train-rl", ["--algo", "grpo", "--rl.env-steps", "8"])):  # no dotted flags
         with pytest.raises(ValueError, match="unrecognized options"):
             parse(load(name), args, f"worldsim {name}")
+    for name, args in (("coevolve", ["--base-policy", "p"]),
+                       ("train-rl", ["--world-model", "wm", "--keyframes", "k"])):
+        own = write_toml(tmp_path / "own.toml", '[imagination]\ndevice = "cpu"\n')
+        with pytest.raises(ValueError, match="imagination.device is set by the command itself"):
+            parse(load(name), [*args, "--config-file", str(own)], f"worldsim {name}")
 
 
 def test_task_lists_take_one_task_per_flag_and_other_lists_stay_as_they_were():

@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from conftest import write_toml
 
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, guard
@@ -158,7 +159,7 @@ def test_bad_settings_are_refused(base_policy, tmp_path):
         RLRounds(kl_coef=-1.0)
     with pytest.raises(ValueError, match="wm.refine_steps=0 must be an int >= 1"):
         WorldModelRounds(refine_steps=0)
-    with pytest.raises(ValueError, match="wm.preset='huge' is not one of tiny, base"):
+    with pytest.raises(ValueError, match="wm.preset='huge'; allowed: tiny, base, video-tiny, video-base"):
         WorldModelRounds(preset="huge")
     with pytest.raises(ValueError, match="rl.num_envs=3 must be a multiple of the 4 tasks"):
         CoevolveConfig(base_policy=base_policy, rl=RLRounds(num_envs=3))
@@ -179,7 +180,7 @@ def test_the_parts_pass_their_settings_on(tmp_path):
     (tmp_path / "d.h5").write_bytes(b"")
     first = wm.train_config(tmp_path / "d.h5", tmp_path / "wm", None, 7, device="cpu")
     refined = wm.train_config(tmp_path / "d.h5", tmp_path / "wm2", tmp_path / "wm", 8, device="cpu")
-    assert type(first).__name__ == "TrainWMBaseConfig" and first.model.channels == (128, 256, 256)
+    assert first.preset == "base" and first.architecture.frames.channels == (128, 256, 256)
     assert (first.steps, first.val_every, first.checkpoint_every, first.time_budget, first.seed) == (40, 10, 40, 5.0, 7)
     assert (refined.steps, refined.init, refined.seed) == (12, tmp_path / "wm", 8)
 
@@ -209,29 +210,48 @@ def test_round0_is_adopted_only_from_a_run_with_the_same_world_model_part(base_p
     assert set(same.state["stages"]) == set(source.state["stages"]) and (tmp_path / "same" / "round_0").is_dir()
 
 
-def test_nested_parts_are_prefixed_flags_with_one_line_errors(tmp_path, capsys):
+def test_nested_parts_are_config_file_tables_with_one_line_errors(tmp_path, capsys):
     from worldsim.commands.cli import load, main
     from worldsim.commands.parsing import parse
 
-    config = parse(load("coevolve"), ["--base-policy", "p", "--task", "PushCube-v0", "--wm.steps", "9",
-                                      "--rl.env-steps", "640", "--rl.group-size", "4", "--rl.algo", "ppo"],
+    def one_line_error(*needles):
+        error = capsys.readouterr().err
+        assert error.startswith("error: ") and error.count("\n") == 1, error
+        assert all(needle in error for needle in needles), error
+
+    parts = write_toml(tmp_path / "parts.toml", """
+        [wm]
+        steps = 9
+
+        [rl]
+        env_steps = 640
+        group_size = 4
+        algo = "ppo"
+        """)
+    config = parse(load("coevolve"), ["--base-policy", "p", "--task", "PushCube-v0", "--config-file", str(parts)],
                    "worldsim coevolve")
     assert config.wm == WorldModelRounds(steps=9) and config.rl == RLRounds(algo="ppo", env_steps=640, group_size=4)
-    quick = parse(load("quickstart"), ["--rl.lr", "1e-4"], "worldsim quickstart")
+    quick = parse(load("quickstart"), ["--config-file", str(write_toml(tmp_path / "lr.toml", "[rl]\nlr = 1e-4\n"))],
+                  "worldsim quickstart")
     assert quick.rl == RLRounds(env_steps=12_800, num_envs=32, group_size=8, lr=1e-4)
     assert quick.wm == WorldModelRounds(steps=800)
-    assert main(["coevolve", "--base-policy", "p", "--task", "PushCube-v0", "--rl.env-steps", "0",
+    zero = write_toml(tmp_path / "zero.toml", "[rl]\nenv_steps = 0\n")
+    assert main(["coevolve", "--base-policy", "p", "--task", "PushCube-v0", "--config-file", str(zero),
                  "--out", str(tmp_path / "co")]) == 2
-    error = capsys.readouterr().err.strip()
-    assert error.startswith("error: rl.env_steps=0 must be an int >= 1") and "\n" not in error
-    assert main(["quickstart", "--wm.time-budget", "-1", "--out", str(tmp_path / "q")]) == 2
-    assert capsys.readouterr().err.startswith("error: wm.time_budget=-1.0 must be > 0 seconds")
+    one_line_error("rl.env_steps=0 must be an int >= 1", "zero.toml")
+    negative = write_toml(tmp_path / "negative.toml", "[wm]\ntime_budget = -1\n")
+    assert main(["quickstart", "--config-file", str(negative), "--out", str(tmp_path / "q")]) == 2
+    one_line_error("wm.time_budget=-1.0 must be a finite number > 0 (or None) (seconds)")
     # the quickstart sets what it does not let a user choose (its one round runs GRPO, refines nothing)
-    for flag, value in (("--rl.algo", "ppo"), ("--wm.refine-steps", "5")):
-        assert main(["quickstart", flag, value, "--out", str(tmp_path / "q")]) == 2
-        assert capsys.readouterr().err.startswith(f"error: unrecognized options: {flag}")
-    assert main(["coevolve", "--base-policy", "p", "--wm-steps", "3"]) == 2
-    assert "unrecognized options: --wm-steps" in capsys.readouterr().err
+    for table, setting in (("rl", 'algo = "ppo"'), ("wm", "refine_steps = 5")):
+        own = write_toml(tmp_path / "own.toml", f"[{table}]\n{setting}\n")
+        assert main(["quickstart", "--config-file", str(own), "--out", str(tmp_path / "q")]) == 2
+        one_line_error(f"{table}.{setting.split()[0]} is set by the command itself")
+    # the parts are no flags, dotted or not
+    for flag in ("--wm-steps", "--wm.steps", "--rl.env-steps"):
+        assert main(["coevolve", "--base-policy", "p", flag, "3"]) == 2
+        one_line_error(f"unrecognized options: {flag}")
+    assert not (tmp_path / "co").exists() and not (tmp_path / "q").exists()
 
 
 def test_quickstart_refuses_bad_values_before_running(tmp_path):

@@ -5,6 +5,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from conftest import write_toml
 
 from worldsim.commands.cli import main
 from worldsim.data.collect import collect_episodes
@@ -238,8 +239,9 @@ def test_recording_needs_a_learned_policy_and_at_least_one_sample(tmp_path):
 def test_cli_records_features_of_a_checkpoint_and_refuses_the_expert(tmp_path, capsys):
     tiny_vla().save_pretrained(tmp_path / "policy")
     out = tmp_path / "vla.h5"
+    samples = write_toml(tmp_path / "samples.toml", "num_samples = 2\n")  # a config file's setting
     assert main(["collect", "--task", "ReachCube-v0", "--policy", str(tmp_path / "policy"), "--episodes", "1",
-                 "--num-envs", "1", "--image-size", "32", "--record-features", "--num-samples", "2",
+                 "--num-envs", "1", "--image-size", "32", "--record-features", "--config-file", str(samples),
                  "--out", str(out)]) == 0
     with EpisodeReader(out) as reader:
         assert reader.policy_shapes == {"features": (24,), "action_samples": (2, 3, 4)}
@@ -250,7 +252,7 @@ def test_cli_records_features_of_a_checkpoint_and_refuses_the_expert(tmp_path, c
     assert main(["collect", "--task", "ReachCube-v0", "--record-features",
                  "--out", str(tmp_path / "x.h5")]) == 2
     assert "the scripted expert has none" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "vla.h5"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["policy", "samples.toml", "vla.h5"]
 
 
 def test_continue_after_success_records_success_frames_to_the_time_limit(tmp_path):

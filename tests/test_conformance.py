@@ -52,19 +52,19 @@ class Backend:
 
 @pytest.fixture(scope="module")
 def imagined_files(tmp_path_factory):
+    from conftest import NO_PATHWAY, small_config
+
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-    from worldsim.world_models import WorldModel, WorldModelConfig
+    from worldsim.world_models import WorldModel
 
     root = tmp_path_factory.mktemp("conformance")
     collect_episodes(["PushCube-v0", "ReachCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=0.3)),
                      8, root / "starts.h5", num_envs=4, image_size=32, progress=False)
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(tasks=("PushCube-v0", "ReachCube-v0"),
-                                instructions=("push the red cube onto the blue square",
-                                              "move the gripper above the red cube"),
-                                image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                success_channels=8, object_pathway=False, carry_objects=False, outcome="head")
+    WorldModel(small_config(NO_PATHWAY, tasks=("PushCube-v0", "ReachCube-v0"),
+                            instructions=("push the red cube onto the blue square",
+                                          "move the gripper above the red cube"))
                ).save_pretrained(root / "wm")
     return root / "wm", root / "starts.h5"
 

@@ -66,7 +66,7 @@ def test_config_rejects_bad_groups(tmp_path):
         GRPOConfig(num_envs=16, group_size=3, out=tmp_path)
     with pytest.raises(ValueError, match="group_size=1"):
         GRPOConfig(num_envs=16, group_size=1, out=tmp_path)
-    with pytest.raises(ValueError, match="kl_coef=-0.1 must be >= 0"):
+    with pytest.raises(ValueError, match="kl_coef=-0.1 must be a finite number >= 0"):
         GRPOConfig(num_envs=16, kl_coef=-0.1, out=tmp_path)
 
 

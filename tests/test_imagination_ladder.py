@@ -1,7 +1,6 @@
 """The imagination ladder (``ImaginationConfig.rung``): what each rung takes from the simulator,
 what it refuses, and that the ``pixels`` and ``video`` rungs read no recorded state."""
 
-import dataclasses
 import json
 import shutil
 
@@ -10,14 +9,13 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from conftest import NO_PATHWAY, SMALL, small_config
 
-from worldsim.envs.imagination import ImaginationConfig
-from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
-from worldsim.world_models.config import preset
+from worldsim.envs.imagination import ORACLE, PIXELS, RUNGS, SIM_SEEDED, VIDEO, ImaginationConfig, Rung
+from worldsim.world_models import EpisodeBank, WorldModel
+from worldsim.world_models.config import merged
 from worldsim.world_models.scene_frames import SceneFrames
 from worldsim.world_models.train import TrainWMConfig, build_model, train_world_model
-
-SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +24,9 @@ def files(tmp_path_factory, push_episodes):
     without state supervision, and the pushes without their ``state``."""
     root = tmp_path_factory.mktemp("ladder")
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
+    WorldModel(small_config(objects={"hidden": 32, "carry": False}, judge={"outcome": "rule"})
                ).save_pretrained(root / "pathway")
-    WorldModel(WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="head",
-                                state_supervision=False)).save_pretrained(root / "video")
+    WorldModel(small_config(NO_PATHWAY, state_supervision=False)).save_pretrained(root / "video")
     shutil.copy(push_episodes, root / "pixels.h5")
     with h5py.File(root / "pixels.h5", "a") as f:  # as if recorded with obs_mode="pixels"
         for episode in f["data"].values():
@@ -49,13 +46,56 @@ def refusal(match, **kwargs):
 
 
 def test_the_config_names_the_rungs_and_judges():
-    assert (ImaginationConfig().rung, ImaginationConfig().judge) == ("pixels", None)
+    assert ImaginationConfig().rung is PIXELS and ImaginationConfig().judge is None
+    assert list(RUNGS) == ["oracle", "sim-seeded", "pixels", "video"]  # from the most simulator help to none
+    assert [RUNGS[name] for name in RUNGS] == [ORACLE, SIM_SEEDED, PIXELS, VIDEO]
+    assert [r.name for r in RUNGS.values() if r.seeded] == ["oracle", "sim-seeded"]
+    assert [r.name for r in RUNGS.values() if r.rendered] == ["oracle"]
+    assert [r.name for r in RUNGS.values() if not r.trained_on_state] == ["video"]
+    config = ImaginationConfig(rung="sim-seeded")  # a name is stored as its rung
+    assert config.rung is SIM_SEEDED and config.rung != "sim-seeded" and config.rung.name == "sim-seeded"
+    assert Rung.from_json("pixels") is PIXELS and Rung.from_json(VIDEO) is VIDEO and str(ORACLE) == "oracle"
+    assert Rung.from_json(VIDEO.to_json()) is VIDEO
+    assert PIXELS.aids == ("the simulator's state as training supervision",)  # nothing while imagining
+    assert VIDEO.aids == () and len(ORACLE.aids) == 3
     with pytest.raises(ValueError, match="^rung='rendered'; allowed: oracle, sim-seeded, pixels, video$"):
         ImaginationConfig(rung="rendered")
     with pytest.raises(ValueError, match="^judge='both'; allowed: rule, head"):
         ImaginationConfig(judge="both")
-    kwargs = ImaginationConfig("wm", "k.h5", rung="video", judge="head").env_kwargs()
-    assert (kwargs["rung"], kwargs["judge"]) == ("video", "head") and "frames" not in kwargs
+    imagination = ImaginationConfig("wm", "k.h5", rung="video", judge="head")
+    kwargs = imagination.env_kwargs()
+    assert kwargs["imagination"] is imagination and (imagination.rung, imagination.judge) == (VIDEO, "head")
+    assert "frames" not in kwargs and "rung" not in kwargs
+
+
+def test_the_video_rung_refuses_what_needs_the_objects_when_configured():
+    """A model on the video rung carries no objects: the rule's judge and the dense reward are
+    refused by the config itself, before any model is loaded."""
+    for setting, kwargs in (("judge='rule'", {"judge": "rule"}), ("reward_type='dense'", {"reward_type": "dense"})):
+        with pytest.raises(ValueError, match=f"^{setting} reads the objects' imagined positions, which a model on "
+                                             "rung 'video' .* use judge 'head'"):
+            ImaginationConfig(rung="video", **kwargs)
+    for rung in ("pixels", "sim-seeded"):  # the others leave it to the model
+        ImaginationConfig(rung=rung, judge="rule", reward_type="dense")
+    with pytest.raises(ValueError, match="^judge='rule' reads"):
+        ImaginationConfig(rung="pixels", judge="rule").replace(rung="video")
+
+
+def test_rung_check_refuses_the_models_it_cannot_imagine_with(files, untrained_world_model):
+    pathway, video = WorldModel.from_pretrained(files / "pathway"), WorldModel.from_pretrained(files / "video")
+    frames_only = WorldModel.from_pretrained(untrained_world_model)
+    for rung in (ORACLE, SIM_SEEDED):
+        with pytest.raises(ValueError, match=f"^rung='{rung.name}' seeds the object pathway .* has no object pathway"):
+            rung.check(frames_only)
+        rung.check(pathway)
+        with pytest.raises(ValueError, match="has no object pathway"):
+            rung.check(video)
+    for model in (pathway, frames_only):
+        with pytest.raises(ValueError, match="^rung='video' needs a world model trained without the simulator's state"):
+            VIDEO.check(model)
+    VIDEO.check(video)
+    for model in (pathway, frames_only, video):  # the pixels rung takes any model
+        PIXELS.check(model)
 
 
 def test_each_rung_refuses_what_it_cannot_do(files, push_episodes, untrained_world_model):
@@ -157,11 +197,11 @@ def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_pat
         method = getattr(EpisodeBank, name)
         monkeypatch.setattr(EpisodeBank, name, lambda self, *a, method=method, **k: (
             lambda batch: seen.append(set(batch)) or batch)(method(self, *a, **k)))
-    model = dataclasses.replace(preset("tiny"), **{k: SMALL[k] for k in ("context", "channels", "norm_groups",
-                                                                       "cond_hidden", "success_channels")},
-                                dynamics_batch=8, dynamics_horizon=2, state_supervision=False)
-    summary = train_world_model(TrainWMConfig(data=push_episodes, out=tmp_path / "wm", model=model, steps=2,
-                                              batch_size=4, val_fraction=0.0, video_every=0, device="cpu"))
+    # the tiny preset at the small size (the image size comes from the data)
+    model = merged({k: v for k, v in SMALL.items() if k != "image_size"}, {"dynamics": {"batch": 8, "horizon": 2}})
+    summary = train_world_model(TrainWMConfig(data=push_episodes, out=tmp_path / "wm", preset="tiny", model=model,
+                                              state_supervision=False, steps=2, batch_size=4, val_fraction=0.0,
+                                              video_every=0, device="cpu"))
     monkeypatch.undo()
     assert {"target", "actions"} <= set().union(*seen)  # both kinds of batch were drawn
     state_keys = {"goal_offset", "entity_pixels", "context_entity_pixels", "first_entity_pixels", "points", "heights",
@@ -169,8 +209,8 @@ def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_pat
     assert not any(keys & state_keys for keys in seen)
     trained = WorldModel.from_pretrained(summary["out"])
     config = trained.config
-    assert (config.state_supervision, config.object_pathway, config.carry_objects, config.outcome) == (
-        False, False, False, "head")
+    assert (config.state_supervision, config.objects, config.judge.outcome) == (False, None, "head")
+    assert config.frames.anchor == "last"  # the tiny preset draws from the first frame with the pathway alone
     env = make(trained, push_episodes, rung="video")
     env.reset(seed=0)
     env.step(np.zeros((2, 4), np.float32))
@@ -187,16 +227,22 @@ def test_video_takes_a_model_trained_without_state(files, push_episodes, tmp_pat
     assert WorldModel.from_pretrained(saved).config.state_supervision
 
 
-def test_open_loop_replays_judge_as_the_env_does(files, push_episodes):
+def test_open_loop_replays_judge_as_the_env_does(files, push_episodes, untrained_world_model):
     """eval-wm's replays take the judge: the rule's verdicts are 0 or 1, the head's probabilities;
-    a model without the pathway has no rule to apply."""
+    a model without the pathway has no rule to apply; and they refuse what the rung refuses."""
     from worldsim.world_models.replay import open_loop
 
     model, bank = WorldModel.from_pretrained(files / "pathway"), EpisodeBank(push_episodes)
     episodes, starts = np.arange(2), np.zeros(2, np.int64)
-    by_rule = open_loop(model, bank, episodes, starts, 3, judge="rule").success_prob[:, 1:]
-    by_head = open_loop(model, bank, episodes, starts, 3, judge="head").success_prob[:, 1:]
-    assert set(np.unique(by_rule)) <= {0.0, 1.0}
-    assert ((by_head > 0) & (by_head < 1)).all()
+    by_rule = open_loop(model, bank, episodes, starts, 3, imagination=ImaginationConfig(judge="rule"))
+    by_head = open_loop(model, bank, episodes, starts, 3, imagination=ImaginationConfig(judge="head"))
+    assert set(np.unique(by_rule.success_prob[:, 1:])) <= {0.0, 1.0}
+    assert ((by_head.success_prob[:, 1:] > 0) & (by_head.success_prob[:, 1:] < 1)).all()
     with pytest.raises(ValueError, match="^judge='rule' applies the task's rule"):
-        open_loop(WorldModel.from_pretrained(files / "video"), bank, episodes, starts, 3, rung="video", judge="rule")
+        open_loop(WorldModel.from_pretrained(untrained_world_model), bank, episodes, starts, 3,
+                  imagination=ImaginationConfig(judge="rule"))
+    with pytest.raises(ValueError, match="^rung='video' needs a world model trained without"):
+        open_loop(model, bank, episodes, starts, 3, imagination=ImaginationConfig(rung="video"))
+    video = open_loop(WorldModel.from_pretrained(files / "video"), bank, episodes, starts, 3,
+                      imagination=ImaginationConfig(rung="video"))
+    assert video.imagined.shape == by_rule.imagined.shape

@@ -15,7 +15,13 @@ import pytest
 import torch
 from conftest import assert_follows_mujoco, backend_envs, host, same_start
 
-from worldsim.envs.observations import STATE_LAYOUT
+from worldsim.envs.families import make_family
+from worldsim.envs.layout import sample_layouts
+from worldsim.envs.mjx import core
+from worldsim.envs.mjx.state import EnvState, task_params
+from worldsim.envs.observations import STATE_LAYOUT, state_vector
+from worldsim.envs.scene import Scene
+from worldsim.envs.tasks import TASKS
 
 N = 4
 
@@ -71,6 +77,30 @@ def test_jax_layouts_follow_the_mujoco_backends_rules(make):
     gaps = np.abs(cubes[:, :, None, :2] - cubes[:, None, :, :2]).max(-1)
     assert (gaps[:, [0, 0, 1], [1, 2, 2]] >= 0.07).all()
     assert len(np.unique(cubes[:, 0, 0])) == len(cubes)
+
+
+@pytest.mark.parametrize("task", ["ReachCube-v0", "ReachZone-v0", "PushCube-v0", "PickPlaceCube-ToBlue-v0",
+                                  "StackCube-YellowOnRed-v0"])
+def test_the_task_rules_on_jax_batches_are_the_numpy_rules(task):
+    """MJX evaluates the families' own array-API code: on float32 JAX batches it gives the numpy
+    (float64) success, terms, reward, failure and ``state`` to float32 precision."""
+    scene, spec, rng = Scene.load(), TASKS[task], np.random.default_rng(0)
+    qpos = sample_layouts(scene, spec, rng, 32)
+    near = rng.random(32) < 0.5  # the gripper at the task's cube, half closed: grasps happen
+    qpos[near, scene.ee] = scene.cube_pos(qpos, spec.obj or "red")[near] + rng.normal(0, 0.015, (near.sum(), 3))
+    qpos[:, scene.fingers] = rng.uniform(0.01, 0.022, (32, 2))
+    qvel = rng.normal(size=(32, scene.model.nv))
+    state = EnvState(jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32), jnp.zeros(qvel.shape), None)
+    success, failure, reward, terms = host(core.evaluate_envs(spec, task_params(spec), state))
+    family = make_family(spec, scene)
+    ref = family.evaluate(qpos)
+    assert terms.keys() == ref.terms.keys()
+    assert (success == ref.success).mean() > 0.95  # float32 may flip a threshold
+    np.testing.assert_array_equal(failure, scene.failed(qpos, qvel))
+    np.testing.assert_allclose(reward, ref.dense_reward(), atol=1e-5)
+    for name, term in ref.terms.items():
+        np.testing.assert_allclose(terms[name], term, atol=1e-5)
+    np.testing.assert_allclose(host(core.observe(spec, state)), state_vector(scene, family, qpos, qvel), atol=1e-5)
 
 
 # ------------------------------------------------------------------ backend-specific semantics

@@ -1,7 +1,8 @@
-"""The judges of worldsim.world_models.outcome_judges: the zone geometry it widens is the push rule's own,
-a window is judged on its steps after the start, and the dynamics rolled without frames imagine
-what a replay imagines."""
+"""The judges of the outcome_judges study (benchmarks/studies/outcome_judges.py): the zone geometry it
+widens is the push rule's own, a window is judged on its steps after the start, and the dynamics rolled
+without frames imagine what a replay imagines."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,15 +10,18 @@ import torch
 
 from worldsim.data.collect import collect_episodes
 from worldsim.envs.families.base import RESTING_TOLERANCE
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
+from worldsim.world_models import EpisodeBank, WorldModel, build_config
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.metrics import window_max
 from worldsim.world_models.outcome import TaskRules
-from worldsim.world_models.outcome_judges import best_cut, imagined_states, judge_features, zone_excess
 from worldsim.world_models.replay import open_loop
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))  # the study scripts
+from outcome_judges import best_cut, imagined_states, judge_features, zone_excess  # noqa: E402
 
 
 def test_the_zone_band_and_the_resting_check_are_the_push_rule_on_recorded_frames(tmp_path: Path) -> None:
@@ -53,18 +57,19 @@ def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp
                      num_envs=3, image_size=32, progress=False)
     bank = EpisodeBank(path)
     torch.manual_seed(0)
-    model = WorldModel(WorldModelConfig(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32,
-                                        success_channels=8, object_hidden=32, object_pathway=True,
-                                        carry_objects=False, outcome="head",
-                                        tasks=("PushCube-v0",)))
+    model = WorldModel(build_config(None, image_size=32, context=2, tasks=("PushCube-v0",),
+                                    frames={"channels": (16, 32), "norm_groups": 8, "cond_hidden": 32},
+                                    proprio={"hidden": 32}, objects={"hidden": 32, "carry": False},
+                                    judge={"detector_channels": 8, "hidden": 32, "outcome": "head"}))
     model.objects.contact_gate = lambda points, heights, tcp: torch.ones_like(points[:, -1, :, 0])  # every cube moves
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     with torch.no_grad():  # an untrained pathway moves nothing; this one moves every cube
         model.objects.net[-1].weight.normal_(0.0, 0.05)
     model.eval()
     episodes, starts, horizon = np.arange(3), np.array([0, 4, int(bank.lengths[2]) - 2]), 4
+    # from the recorded objects, as imagined_states starts
     run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(0),
-                    rung="sim-seeded")  # from the recorded objects, as imagined_states starts
+                    imagination=ImaginationConfig(rung="sim-seeded"))
     features, head, success, valid = imagined_states(model, bank, episodes, starts, horizon)
     assert features.shape[:2] == (3, horizon) and run.points is not None
     points = (features[..., :2 * len(ENTITIES)].reshape(3, horizon, len(ENTITIES), 2) + 1) / 2 * 32
@@ -73,7 +78,7 @@ def test_the_dynamics_alone_imagine_the_positions_and_judgements_of_a_replay(tmp
     assert run.heights is not None
     from_replay = judge_features(model, torch.from_numpy(run.points[:, 1:]).float().flatten(0, 1),
                                  torch.from_numpy(run.heights[:, 1:]).float().flatten(0, 1),
-                                 model._normalized_proprio(torch.from_numpy(run.imagined_proprio[:, 1:]).flatten(0, 1)),
+                                 model.scale.normalize(torch.from_numpy(run.imagined_proprio[:, 1:]).flatten(0, 1)),
                                  torch.zeros(3 * horizon, dtype=torch.long))
     np.testing.assert_allclose(from_replay.reshape(3, horizon, -1).numpy(), features.numpy(), atol=1e-4)
     assert np.abs(run.points[:, -1, :3] - run.points[:, 0, :3]).max() > 0.1  # the cubes did move

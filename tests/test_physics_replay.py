@@ -1,10 +1,18 @@
-"""The physics replays behind the open-loop ceilings (worldsim.world_models.physics_replay): a replay of
-the record is the record, and a perturbed one is not."""
+"""The physics replays behind the open-loop ceilings (benchmarks/studies/physics_replay.py, a helper of
+the studies): a replay of the record is the record, and a perturbed one is not."""
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from worldsim.world_models.physics_replay import PERTURBATIONS, WINDOWS, majority_ceiling, record_pushes, replay
+from worldsim.envs.families import make_family
+from worldsim.envs.scene import ACTION_SCALE, Scene
+from worldsim.envs.tasks import get_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))  # the studies' helpers
+from physics_replay import PERTURBATIONS, WINDOWS, majority_ceiling, record_pushes, replay  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +65,16 @@ def test_a_one_vote_majority_is_the_replay_itself(recording):
             low, high = figures["majority_ci"]
             assert low <= figures["majority"] <= high
     assert out["last_8"]["shift_0.01mm"]["majority"] >= 0.9  # a hundredth of a millimetre seldom flips 8 steps
+
+
+def test_a_finer_control_step_is_the_recordings_own():
+    """The action scale lives on the recording's scene: its expert moves by it, the episode limit
+    scales with it, and scenes made afterwards keep the library's default."""
+    fine = record_pushes(ACTION_SCALE / 2, 2, 0.0, 0.0, np.random.default_rng(0))
+    assert fine.scene.action_scale == ACTION_SCALE / 2 and len(fine.actions) == 200
+    assert Scene.load().action_scale == ACTION_SCALE
+    qpos = fine.states[:, :, 1:1 + fine.scene.model.nq].reshape(-1, fine.scene.model.nq)
+    coarse = make_family(get_task("PushCube-v0"), Scene.load()).expert(qpos)
+    small = np.abs(coarse[:, :3]) < 0.5  # unclipped at either scale: a half-size step asks twice the action
+    assert small.any()
+    np.testing.assert_allclose(fine.family.expert(qpos)[:, :3][small], 2 * coarse[:, :3][small])

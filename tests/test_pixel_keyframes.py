@@ -1,8 +1,6 @@
 """Keyframes from pixels: without ``state``, the motion-onset and failure keyframes read where the
 world model's keypoint detector finds the task object and its goal in the real frames."""
 
-import dataclasses
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -103,10 +101,10 @@ def test_detected_positions_put_the_detectors_pixels_back_on_the_table(push_epis
 def test_the_pixels_rung_finds_keyframes_with_the_models_detector(push_episodes, untrained_world_model):
     model = WorldModel.from_pretrained(untrained_world_model)
     assert model.config.state_supervision
-    model.success_head.locate = ReplayDetector(EpisodeBank(push_episodes, tasks=["PushCube-v0"]))
+    model.judge.success_head.locate = ReplayDetector(EpisodeBank(push_episodes, tasks=["PushCube-v0"]))
     env = ImaginedVectorEnv("PushCube-v0", 2, world_model=model, keyframes=push_episodes, rung="pixels",
                             device="cpu")
-    assert env.bank.state is None and env.keyframe_source == "detector"
+    assert env.bank.state is None and env.keyframe_source == "detector" and env.starts.source == "detector"
     counts = env.keyframes.counts()
     assert counts["motion_onset"] > 0 and counts["gripper"] == 0
     env.close()
@@ -114,10 +112,10 @@ def test_the_pixels_rung_finds_keyframes_with_the_models_detector(push_episodes,
 
 def test_the_video_rung_keeps_gripper_events_only(push_episodes, untrained_world_model):
     """A model trained without state has a detector nobody supervised: it is not asked."""
-    config = dataclasses.replace(WorldModel.from_pretrained(untrained_world_model).config, state_supervision=False)
-    model = WorldModel(config)
+    model = WorldModel(WorldModel.from_pretrained(untrained_world_model).config.without_state())
+    assert not model.config.state_supervision
     calls = []
-    model.success_head.locate = lambda latent: calls.append(len(latent))
+    model.judge.success_head.locate = lambda latent: calls.append(len(latent))
     env = ImaginedVectorEnv("PushCube-v0", 2, world_model=model, keyframes=push_episodes, rung="video",
                             device="cpu")
     assert env.keyframe_source == "gripper" and calls == []

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from conftest import write_toml
 
 from worldsim.commands.cli import main
 from worldsim.evaluation.rank import rank_agreement
@@ -32,9 +33,10 @@ def test_rank_policies_cli_writes_the_ranking(tmp_path, untrained_world_model, p
         TinyVLA(TinyVLAConfig(instructions=(INSTRUCTION,), image_size=32, language="learned", channels=(8, 8),
                               hidden_dim=32, feature_dim=32)).save_pretrained(tmp_path / f"p{k}")
         policies.append(str(tmp_path / f"p{k}"))
+    on_cpu = write_toml(tmp_path / "cpu.toml", '[imagination]\ndevice = "cpu"\n')
     args = ["rank-policies", "--world-model", str(untrained_world_model), "--keyframes", str(push_episodes),
-            "--episodes", "2", "--imagined-episodes", "2", "--out", str(tmp_path / "rank"), "--device", "cpu",
-            "--no-progress"]
+            "--episodes", "2", "--imagined-episodes", "2", "--out", str(tmp_path / "rank"), "--config-file",
+            str(on_cpu), "--no-progress"]
     assert main(args + ["--policies", *policies]) == 0
     result = json.loads((tmp_path / "rank" / "ranking.json").read_text())
     assert result["tasks"] == ["PushCube-v0"] and len(result["policies"]) == 2

@@ -1,11 +1,13 @@
-"""The average of a co-evolution run's round policies (worldsim.pipelines.round_average)."""
+"""The average of a co-evolution run's round policies (benchmarks/coevolve_test_curve.py --average)."""
 
+import sys
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from worldsim.pipelines.round_average import average_of_rounds
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark scripts
+from coevolve_test_curve import average_of_rounds  # noqa: E402
 
 
 def policy(folder: Path, value: float, config: str) -> str:

@@ -163,9 +163,11 @@ def test_every_trainer_shares_one_run_settings_dataclass_listed_last_in_help(cap
     with pytest.raises(SystemExit):
         parse(load("train-bc"), ["--help"], "worldsim train-bc")
     flags = re.findall(r"^│ --([a-z][a-z-]*)", capfd.readouterr().out, re.M)  # option lines of the box
-    run_flags = [name.replace("_", "-") for name in shared]
+    assert set(RunSettings.COMMAND_LINE) < set(shared)
+    run_flags = [name.replace("_", "-") for name in RunSettings.COMMAND_LINE]
     first = min(flags.index(f) for f in run_flags)
     assert set(flags[first:]) - {"no-resume", "no-overwrite", "no-progress"} == set(run_flags)  # the run's last
+    assert "time-budget" not in flags and "profile" not in flags  # a config file's settings
 
 
 def test_success_text_gives_the_rate_with_its_interval():

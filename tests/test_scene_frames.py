@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from conftest import NO_PATHWAY, small_config
 
 import worldsim.training.grpo
 import worldsim.training.rl
@@ -17,14 +18,14 @@ from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.evaluation.imagine import imagine_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.world_models import EpisodeBank, WorldModel, WorldModelConfig
+from worldsim.world_models import EpisodeBank, WorldModel
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.evaluate import evaluate_world_model
 from worldsim.world_models.outcome import TaskRules
 from worldsim.world_models.replay import open_loop
 from worldsim.world_models.scene_frames import SceneFrames
 
-SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
+ORACLE = ImaginationConfig(rung="oracle")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,9 @@ def files(tmp_path_factory):
         for episode in f["data"].values():
             del episode["obs/state"]
     torch.manual_seed(0)
-    WorldModel(WorldModelConfig(**SMALL, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
+    WorldModel(small_config(objects={"hidden": 32, "carry": False}, judge={"outcome": "rule"})
                ).save_pretrained(root / "pathway")
-    WorldModel(WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="head")
-               ).save_pretrained(root / "frames_only")
+    WorldModel(small_config(NO_PATHWAY)).save_pretrained(root / "frames_only")
     return root
 
 
@@ -71,7 +71,7 @@ def test_rendered_imagination_draws_the_judged_state_without_denoising(files):
     def never(*args, **kwargs):
         raise AssertionError("a rendered step denoised a frame")
 
-    world.model.denoiser.sample = never
+    world.model.frames.edm.sample = never
     context = world._rollout.context.clone()
     actions = np.random.default_rng(0).uniform(-1, 1, (4, 3, 4)).astype(np.float32)
     for action in actions:
@@ -141,7 +141,7 @@ def test_trainers_and_evaluations_pass_the_rung_on(files, tmp_path):
 def test_replays_and_fidelity_reports_draw_the_imagined_state(files, tmp_path):
     model = WorldModel.from_pretrained(files / "pathway")
     bank = EpisodeBank(files / "push.h5")
-    run = open_loop(model, bank, np.arange(3), np.zeros(3, np.int64), 5, rung="oracle")
+    run = open_loop(model, bank, np.arange(3), np.zeros(3, np.int64), 5, imagination=ORACLE)
     drawn = SceneFrames(model.rules, 32, 3)
     drawn.start(np.arange(3), bank.state[bank.obs_start])
     assert np.array_equal(run.imagined[:, 0], run.real[:, 0])
@@ -150,14 +150,14 @@ def test_replays_and_fidelity_reports_draw_the_imagined_state(files, tmp_path):
                  torch.from_numpy(run.heights[:, k]))
         assert np.array_equal(run.imagined[:, k], drawn.draw(np.arange(3), *state))
     drawn.close()
-    report = evaluate_world_model(model, bank, rung="oracle", horizon=4, physics_ceiling=False, videos=0,
+    report = evaluate_world_model(model, bank, imagination=ORACLE, curve_steps=4, physics_ceiling=False, videos=0,
                                   progress=False)
     assert report["rung"] == "oracle" and len(report["episode_start"]["psnr"]) == 4
-    video = imagine_episodes(files / "pathway", files / "push.h5", tmp_path / "imagined.mp4", episodes=2, horizon=3,
-                             rung="oracle")
+    video = imagine_episodes(files / "pathway", files / "push.h5", tmp_path / "imagined.mp4", episodes=2, steps=3,
+                             imagination=ORACLE)
     assert video.episodes == 2 and video.path.stat().st_size > 0
     with pytest.raises(ValueError, match="no object pathway"):
         open_loop(WorldModel.from_pretrained(files / "frames_only"), bank, np.arange(1), np.zeros(1, np.int64), 2,
-                  rung="oracle")
+                  imagination=ORACLE)
     with pytest.raises(ValueError, match="pixels.h5.*no 'state'"):
-        open_loop(model, EpisodeBank(files / "pixels.h5"), np.arange(1), np.zeros(1, np.int64), 2, rung="oracle")
+        open_loop(model, EpisodeBank(files / "pixels.h5"), np.arange(1), np.zeros(1, np.int64), 2, imagination=ORACLE)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from worldsim.runtime.distributed import init_distributed
-from worldsim.world_models import WorldModel, WorldModelConfig
+from worldsim.world_models import WorldModel
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.train import TrainWMConfig, build_model, generators, train_world_model, warmup_cosine
 from worldsim.world_models.train_step import (
@@ -23,9 +23,14 @@ from worldsim.world_models.train_step import (
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="records a CUDA graph: needs a CUDA GPU")
 
 
+# WorldModelConfig's defaults (the tiny preset without its gripper planes, first-frame anchor and noise levels)
+DEFAULTS = {"frames": {"gripper_planes": False, "anchor": "last"}, "diffusion": {"p_mean": -1.2, "p_std": 1.2},
+            "dynamics": {"horizon": 4}}
+
+
 def config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.0, video_every=0, checkpoint_every=100,
-                torch_threads=1, device="cpu", progress=False, model=WorldModelConfig(dynamics_horizon=4))
+                torch_threads=1, device="cpu", progress=False, model=DEFAULTS)
     return TrainWMConfig(**{**base, **kwargs})
 
 
@@ -44,13 +49,13 @@ def test_the_draws_are_those_of_one_eager_step_in_its_order(push_episodes, tmp_p
     _, bank, model, ids = setup(push_episodes, tmp_path)
     cpu = torch.device("cpu")
     windows, noise = generators(5, cpu)
-    draws = draw_step(model, bank, 4, 0.25, 2, ids, windows, noise, cpu)
+    draws = draw_step(model, bank, 4, 0.25, ids, windows, noise, cpu, updates=2)
     windows, noise = generators(5, cpu)
     batch = bank.sample(4, model.config.context, model.config.patch, ids, windows, 0.25, cpu)
     frame_noise = model.training_noise(batch, noise)
     cfg = model.config
     for update in range(2):
-        state = bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon, ids, windows, cpu)
+        state = bank.state_windows(cfg.dynamics.batch, cfg.context, cfg.dynamics.horizon, ids, windows, cpu)
         drawn, point_noise = draws["dynamics"][update]
         assert all(torch.equal(drawn[k], state[k]) for k in state)
         assert torch.equal(point_noise, torch.randn(state["points"].shape, generator=noise))
@@ -62,12 +67,12 @@ def test_a_step_trains_both_halves_and_logs_without_reading_the_device(push_epis
     _, bank, model, ids = setup(push_episodes, tmp_path)
     frame_optimizer, dynamics_optimizer = optimisers(model)
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    draws = draw_step(model, bank, 4, 0.25, 2, ids, *generators(0, torch.device("cpu")), torch.device("cpu"))
+    draws = draw_step(model, bank, 4, 0.25, ids, *generators(0, torch.device("cpu")), torch.device("cpu"), updates=2)
     logs = take_step(model, frame_optimizer, dynamics_optimizer, draws, 1.0, init_distributed("cpu"))
     assert {"loss", "denoise", "grad_norm", "proprio", "objects"} <= set(logs)
     assert all(v.ndim == 0 and not v.requires_grad for v in logs.values())
     changed = {name for name, p in model.named_parameters() if not torch.equal(p, before[name])}
-    assert any(n.startswith("denoiser.") for n in changed) and any(n.startswith("objects.") for n in changed)
+    assert any(n.startswith("frames.") for n in changed) and any(n.startswith("objects.") for n in changed)
     assert all(p.grad is None for p in model.dynamics_parameters())  # nothing stale for the next frame step
 
 

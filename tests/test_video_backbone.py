@@ -9,15 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import write_toml
 from safetensors.torch import load_file
 
 from worldsim.commands.parsing import parse
 from worldsim.commands.world_model import train_wm
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import ENTITIES
-from worldsim.world_models import WorldModel, WorldModelConfig, preset, train_world_model
+from worldsim.world_models import WorldModel, WorldModelConfig, build_config, train_world_model
+from worldsim.world_models.config import UNetConfig, merged
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.train import TrainWMConfig, TrainWMVideoTinyConfig, build_model
+from worldsim.world_models.train import TrainWMConfig, build_model
 from worldsim.world_models.video_backbone import (
     LORA_TARGETS,
     OWN_LAYERS,
@@ -29,14 +31,20 @@ from worldsim.world_models.video_backbone import (
 
 # The architecture the pretrained folder below fixes, and a worldsim model of the same size.
 WAN = dict(heads=2, head_dim=12, layers=1, ffn_dim=32, token_patch=2, freq_dim=32)
-TINY = dict(image_size=32, context=2, cond_hidden=16, success_channels=8, object_hidden=32, dynamics_batch=16,
-            dynamics_horizon=4)
-NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")
+# Small parts around it (nested tables of build_config), the MLPs as wide as the conditioning's.
+TINY = {"image_size": 32, "context": 2, "frames": {"cond_hidden": 16}, "proprio": {"hidden": 16},
+        "judge": {"hidden": 16, "detector_channels": 8}, "objects": {"hidden": 32},
+        "dynamics": {"batch": 16, "horizon": 4}}
+NO_PATHWAY = {"objects": None, "judge": {"outcome": "head"}}
 TO_Q = "blocks.0.attn1.to_q.weight"
 
 
-def wan_config(**kwargs) -> WorldModelConfig:
-    return WorldModelConfig(**{"backbone": "wan", **TINY, **WAN, **kwargs})
+def wan_config(*parts: dict, **changes) -> WorldModelConfig:
+    """The small Wan model with each of ``parts`` and ``changes`` (nested tables) merged in."""
+    tables = merged(TINY, {"frames": {"backbone": "wan", **WAN}})
+    for part in (*parts, changes):
+        tables = merged(tables, part)
+    return build_config(None, **tables)
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +67,10 @@ def pretrained_weights(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(next((folder / "transformer").glob("*.safetensors")))
 
 
-def run_config(episodes, out, **kwargs) -> TrainWMVideoTinyConfig:
+def run_config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=2, batch_size=2, val_fraction=0.0, video_every=0, checkpoint_every=2,
-                torch_threads=1, device="cpu", progress=False, lr=1e-2, model=preset("video-tiny", **TINY))
-    return TrainWMVideoTinyConfig(**{**base, **kwargs})
+                torch_threads=1, device="cpu", progress=False, lr=1e-2, preset="video-tiny", model=TINY)
+    return TrainWMConfig(**{**base, **kwargs})
 
 
 def rollout_inputs(config: WorldModelConfig, seed: int = 0):
@@ -74,7 +82,7 @@ def rollout_inputs(config: WorldModelConfig, seed: int = 0):
     proprio = torch.randn(b, c, 4, generator=g)
     objects = (torch.rand(b, c, len(ENTITIES), 2, generator=g) * size,
                torch.rand(b, c, len(ENTITIES), generator=g) * 0.05)
-    return frames, first, proprio, objects if config.object_pathway else None
+    return frames, first, proprio, objects if config.objects is not None else None
 
 
 def imagine(model: WorldModel, action: torch.Tensor | None = None, seed: int = 3):
@@ -95,14 +103,14 @@ def episode_bank(episodes) -> EpisodeBank:
 @pytest.mark.parametrize("pathway", [True, False], ids=["objects", "frames-only"])
 def test_wan_model_round_trips_through_save_pretrained(tmp_path, pathway):
     torch.manual_seed(0)
-    model = WorldModel(wan_config(**({} if pathway else NO_PATHWAY))).eval()
-    assert (model.objects is not None) == pathway and not hasattr(model, "cond_mlp")
+    model = WorldModel(wan_config({} if pathway else NO_PATHWAY)).eval()
+    assert (model.objects is not None) == pathway and not hasattr(model.frames, "cond_mlp")
     with torch.no_grad():  # as after training: the per-frame conditioning is no longer zero
-        model.denoiser.video.frame_mlp[-1].weight.normal_(0, 0.1)
+        model.frames.video.frame_mlp[-1].weight.normal_(0, 0.1)
     model.save_pretrained(tmp_path / "wm")
     loaded = WorldModel.from_pretrained(tmp_path / "wm").eval()
-    assert loaded.config == model.config and loaded.config.backbone == "wan"
-    assert loaded.denoiser.video.transformer.config.num_layers == 1
+    assert loaded.config == model.config and loaded.config.frames.backbone == "wan"
+    assert loaded.frames.video.transformer.config.num_layers == 1
     before, after = imagine(model), imagine(loaded)
     assert torch.equal(before.latent, after.latent) and torch.equal(before.success_prob, after.success_prob)
     assert before.latent.shape == (2, 48, 8, 8)
@@ -115,8 +123,8 @@ def test_wan_model_round_trips_through_save_pretrained(tmp_path, pathway):
 # ----------------------------------------------------------------------------- conditioning
 def test_each_frame_is_conditioned_and_the_frame_mlp_starts_at_zero():
     torch.manual_seed(0)
-    model = WorldModel(wan_config(**NO_PATHWAY)).eval()
-    video = model.denoiser.video
+    model = WorldModel(wan_config(NO_PATHWAY)).eval()
+    video = model.frames.video
     assert isinstance(video, VideoBackbone)
     last = video.frame_mlp[-1]
     assert last.out_features == 2 * 12 and not last.weight.any() and not last.bias.any()
@@ -157,7 +165,7 @@ def test_load_pretrained_copies_what_fits_and_reports_the_rest(pretrained):
     assert pretrained_architecture(pretrained) == WAN
     torch.manual_seed(0)
     model = WorldModel(wan_config())
-    video = model.denoiser.video
+    video = model.frames.video
     weights = pretrained_weights(pretrained)
     assert not torch.equal(video.transformer.state_dict()[TO_Q], weights[TO_Q])
     loaded = video.load_pretrained(pretrained)
@@ -175,28 +183,30 @@ def test_load_pretrained_copies_what_fits_and_reports_the_rest(pretrained):
 
 def test_train_from_a_pretrained_folder_takes_its_architecture_and_weights(pretrained, push_episodes, tmp_path):
     cfg = run_config(push_episodes, tmp_path / "run", init_from=pretrained)
-    assert cfg.model.heads * cfg.model.head_dim == 128 and cfg.model.layers == 3  # the preset's size ...
+    frames = cfg.architecture.frames
+    assert frames.heads * frames.head_dim == 128 and frames.layers == 3  # the preset's size ...
     model = build_model(cfg, episode_bank(push_episodes))
     for name, value in WAN.items():  # ... gives way to the folder's
-        assert getattr(model.config, name) == value, name
+        assert getattr(model.config.frames, name) == value, name
     weights = pretrained_weights(pretrained)
-    assert torch.equal(model.denoiser.video.transformer.state_dict()[TO_Q], weights[TO_Q])
+    assert torch.equal(model.frames.video.transformer.state_dict()[TO_Q], weights[TO_Q])
     summary = train_world_model(cfg)
     assert summary["steps"] == 2 and np.isfinite(summary["train_loss"])
     trained = WorldModel.from_pretrained(tmp_path / "run")
-    assert dataclasses.asdict(trained.config) == {**dataclasses.asdict(model.config),
-                                                  "success_threshold": trained.config.success_threshold}
-    assert trained.denoiser.video.transformer.config.attention_head_dim == 12
+    expected = dataclasses.asdict(model.config)
+    expected["judge"]["success_threshold"] = trained.config.judge.success_threshold  # calibrated in training
+    assert dataclasses.asdict(trained.config) == expected
+    assert trained.frames.video.transformer.config.attention_head_dim == 12
     # trained whole: the pretrained block moved
-    assert not torch.equal(trained.denoiser.video.transformer.state_dict()[TO_Q], weights[TO_Q])
+    assert not torch.equal(trained.frames.video.transformer.state_dict()[TO_Q], weights[TO_Q])
     assert imagine(trained.eval()).latent.isfinite().all()
 
 
 def test_lora_trains_adapters_and_own_layers_only(pretrained, push_episodes, tmp_path):
     cfg = run_config(push_episodes, tmp_path / "run", init_from=pretrained,
-                     model=preset("video-tiny", **TINY, lora_rank=4))
+                     model=merged(TINY, {"frames": {"lora_rank": 4}}))
     model = build_model(cfg, episode_bank(push_episodes))
-    transformer = model.denoiser.video.transformer
+    transformer = model.frames.video.transformer
     trainable = {n for n, p in transformer.named_parameters() if p.requires_grad}
     lora = {n for n in trainable if ".lora_" in n}
     assert lora and {n.split(".lora_")[0].removeprefix("blocks.0.").removeprefix("attn1.").removeprefix("attn2.")
@@ -211,8 +221,8 @@ def test_lora_trains_adapters_and_own_layers_only(pretrained, push_episodes, tmp
     summary = train_world_model(cfg)
     assert np.isfinite(summary["train_loss"])
     trained = WorldModel.from_pretrained(tmp_path / "run").eval()
-    assert trained.config.lora_rank == 4
-    state = trained.denoiser.video.transformer.state_dict()
+    assert trained.config.frames.lora_rank == 4
+    state = trained.frames.video.transformer.state_dict()
     for name in frozen:  # the frozen base weights are the folder's, unchanged by training
         assert torch.equal(state[name], weights[name.replace(".base_layer", "")]), name
     b_weights = [state[n] for n in lora if ".lora_B." in n]
@@ -221,17 +231,17 @@ def test_lora_trains_adapters_and_own_layers_only(pretrained, push_episodes, tmp
     trained.save_pretrained(tmp_path / "again")
     again = WorldModel.from_pretrained(tmp_path / "again").eval()
     assert torch.equal(imagine(again).latent, imagine(trained).latent)
-    again_state = again.denoiser.video.transformer.state_dict()
+    again_state = again.frames.video.transformer.state_dict()
     assert all(torch.equal(again_state[n], state[n]) for n in lora)
     # and the adapters matter: disabled, another frame
     with torch.no_grad():
-        trained.denoiser.video.transformer.disable_adapters()
+        trained.frames.video.transformer.disable_adapters()
     assert not torch.equal(imagine(trained).latent, imagine(again).latent)
 
 
 @pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # CPU rms_norm under autocast
 def test_bf16_trains_on_a_cpu(push_episodes, tmp_path):
-    model = preset("video-tiny", **TINY, **{k: v for k, v in WAN.items() if k != "freq_dim"})
+    model = merged(TINY, {"frames": {k: v for k, v in WAN.items() if k != "freq_dim"}})
     summary = train_world_model(run_config(push_episodes, tmp_path / "run", precision="bf16", model=model))
     assert summary["steps"] == 2 and np.isfinite(summary["train_loss"]) and summary["train_loss"] > 0
     trained = WorldModel.from_pretrained(tmp_path / "run")
@@ -260,27 +270,35 @@ def test_bad_input_is_refused_with_its_reason(pretrained, push_episodes, tmp_pat
     with pytest.raises(ValueError, match="init_from starts a new video transformer"):
         TrainWMConfig(data=push_episodes, out=tmp_path / "c", init_from=pretrained)  # the unet preset
     with pytest.raises(ValueError, match="lora_rank adapts pretrained weights: give --init-from"):
-        run_config(push_episodes, tmp_path / "d", model=preset("video-tiny", lora_rank=2))
-    with pytest.raises(ValueError, match="lora_rank=2 must be >= 0, and > 0 only with backbone='wan'"):
-        WorldModelConfig(lora_rank=2)
+        run_config(push_episodes, tmp_path / "d", model={"frames": {"lora_rank": 2}})
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) lora_rank in \[frames\]"):  # the UNet has no LoRA
+        build_config("tiny", frames={"lora_rank": 2})
+    with pytest.raises(TypeError, match="lora_rank"):
+        UNetConfig(lora_rank=2)
     with pytest.raises(ValueError, match="lora_rank=-1 must be >= 0"):
-        wan_config(lora_rank=-1)
+        wan_config(frames={"lora_rank": -1})
     with pytest.raises(ValueError, match="head_dim=13 must be even"):
-        wan_config(head_dim=13)
+        wan_config(frames={"head_dim": 13})
     with pytest.raises(ValueError, match="token_patch=3 must divide the 8x8 latent"):
-        wan_config(token_patch=3)
-    with pytest.raises(ValueError, match="backbone='vit'; allowed: unet, wan"):
-        WorldModelConfig(backbone="vit")
+        wan_config(frames={"token_patch": 3})
+    with pytest.raises(ValueError, match=r"frames.backbone='vit'; allowed: unet, wan"):
+        build_config(None, frames={"backbone": "vit"})
     # the UNet has no tokens: its own settings decide which sizes it takes
-    assert WorldModelConfig(image_size=24, channels=(16, 32), norm_groups=8).latent_size == 6
+    assert build_config(None, image_size=24, frames={"channels": (16, 32), "norm_groups": 8}).latent_size == 6
 
 
 # ----------------------------------------------------------------------------- command line
-def test_the_command_line_takes_the_video_settings(pretrained, push_episodes):
-    train = parse(train_wm, ["--data", str(push_episodes), "--config", "video-tiny", "--init-from", str(pretrained),
-                             "--lora-rank", "2", "--precision", "bf16"], "worldsim train-wm")
-    assert isinstance(train, TrainWMVideoTinyConfig)
-    assert train.model == preset("video-tiny", lora_rank=2) and train.model.backbone == "wan"
+def test_the_command_line_takes_the_video_settings(pretrained, push_episodes, tmp_path):
+    lora = write_toml(tmp_path / "lora.toml", """
+        [model.frames]
+        lora_rank = 2
+        """)
+    train = parse(train_wm, ["--data", str(push_episodes), "--preset", "video-tiny", "--init-from", str(pretrained),
+                             "--config-file", str(lora), "--precision", "bf16"], "worldsim train-wm")
+    assert train.preset == "video-tiny" and train.model == {"frames": {"lora_rank": 2}}
+    assert train.architecture == build_config("video-tiny", frames={"lora_rank": 2})
+    assert train.architecture.frames.backbone == "wan"
     assert train.init_from == pretrained and train.precision == "bf16" and train.init is None
-    default = parse(train_wm, ["--data", str(push_episodes), "--config", "video-base"], "worldsim train-wm")
-    assert default.model == preset("video-base") and default.precision == "fp32" and default.init_from is None
+    default = parse(train_wm, ["--data", str(push_episodes), "--preset", "video-base"], "worldsim train-wm")
+    assert default.architecture == build_config("video-base") and default.precision == "fp32"
+    assert default.init_from is None

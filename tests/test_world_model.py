@@ -2,6 +2,7 @@
 two processes), balanced success sampling, threshold calibration, keyframes, evaluation and the three
 commands."""
 
+import dataclasses
 import json
 import os
 import socket
@@ -15,13 +16,14 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 import torch.utils.tensorboard  # noqa: F401  (imported once here, not in each forked rank)
-from conftest import noisy_push_episodes
+from conftest import NO_PATHWAY, noisy_push_episodes, small_config, write_toml
 from safetensors.torch import load_file
 
 from worldsim.commands.parsing import parse
 from worldsim.commands.world_model import EvalWMArgs, eval_wm, imagine, train_wm
 from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, entity_positions
 from worldsim.evaluation.imagine import imagine_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
@@ -33,12 +35,14 @@ from worldsim.world_models import (
     TrainWMConfig,
     WorldModel,
     WorldModelConfig,
+    build_config,
     evaluate_world_model,
-    preset,
     select_keyframes,
     train_world_model,
 )
+from worldsim.world_models.config import LEGACY_FIELDS, ObjectPathwayConfig, UNetConfig, WanConfig
 from worldsim.world_models.evaluate import held_out_bank
+from worldsim.world_models.frames import Conditions
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
 from worldsim.world_models.metrics import (
     action_gap,
@@ -47,11 +51,14 @@ from worldsim.world_models.metrics import (
     gripper_error_curve,
     success_agreement,
 )
+from worldsim.world_models.model import LEGACY_PREFIXES
 from worldsim.world_models.replay import OpenLoop
 from worldsim.world_models.success_head import SuccessHead, keypoint_loss
 
-SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8)
-NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")  # a model of frames alone
+# The architecture these runs train: WorldModelConfig's defaults (the tiny preset without its
+# gripper planes, first-frame anchor and training noise levels), rolled out 4 steps in training.
+DEFAULTS = {"frames": {"gripper_planes": False, "anchor": "last"}, "diffusion": {"p_mean": -1.2, "p_std": 1.2},
+            "dynamics": {"horizon": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +69,7 @@ def episodes(tmp_path_factory):
 def config(episodes, out, **kwargs) -> TrainWMConfig:
     base = dict(data=episodes, out=out, steps=8, batch_size=4, val_fraction=0.2, val_every=4, val_horizon=3,
                 video_every=8, video_steps=4, checkpoint_every=4, torch_threads=1, device="cpu",
-                progress=False, model=WorldModelConfig(dynamics_horizon=4))
+                progress=False, model=DEFAULTS)
     return TrainWMConfig(**{**base, **kwargs})
 
 
@@ -82,24 +89,24 @@ def test_space_to_depth_round_trips_frames_exactly():
 
 @pytest.mark.slow
 def test_edm_preconditioning_schedule_and_one_step_sampling():
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
-    den = model.denoiser
+    model = WorldModel(small_config(NO_PATHWAY)).eval()
+    frames, den, schedule = model.frames, model.frames.edm, model.config.diffusion
     sigma = torch.tensor([1e-4, 0.5, 5.0])
     assert torch.allclose(den.c_skip(sigma)[0], torch.tensor(1.0), atol=1e-6)  # no noise: keep the input
     # EDM's unit-variance target: c_out^2 = (1 - c_skip)^2 sigma_data^2 + c_skip^2 sigma^2
-    skip, sd = den.c_skip(sigma), model.config.sigma_data
+    skip, sd = den.c_skip(sigma), schedule.sigma_data
     assert torch.allclose(den.c_out(sigma) ** 2, (1 - skip) ** 2 * sd**2 + skip**2 * sigma**2)
     sigmas = den.sigmas(3, torch.device("cpu"))
-    assert sigmas[0] == pytest.approx(model.config.sigma_max) and sigmas[-1] == 0
-    assert sigmas[-2] == pytest.approx(model.config.sigma_min, rel=1e-4)
+    assert sigmas[0] == pytest.approx(schedule.sigma_max) and sigmas[-1] == 0
+    assert sigmas[-2] == pytest.approx(schedule.sigma_min, rel=1e-4)
     assert (sigmas[:-1] > sigmas[1:]).all()
     # one Euler step from sigma_max to 0 lands exactly on the denoiser's estimate
-    top = model.config.sigma_max
-    context, cond = torch.randn(2, 48 * 3 + 10, 8, 8), torch.randn(2, den.embed_dim)
+    top, embed_dim = schedule.sigma_max, 4 * model.config.frames.channels[0]  # the UNet's time-embedding width
+    context, cond = torch.randn(2, 48 * 3 + 10, 8, 8), torch.randn(2, embed_dim)
     with torch.no_grad():
-        x = den.sample((context, cond), 1, torch.Generator().manual_seed(0))
+        x = den.sample(frames.network, (context, cond), (2, 48, 8, 8), context, 1, torch.Generator().manual_seed(0))
         noise = top * torch.randn((2, 48, 8, 8), generator=torch.Generator().manual_seed(0))
-        expected = den.denoise(noise, torch.full((2,), top), (context, cond))
+        expected = den.denoise(frames.network, noise, torch.full((2,), top), (context, cond))
     assert torch.allclose(x, expected, atol=1e-5)
 
 
@@ -107,7 +114,8 @@ def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_
     heat = torch.full((1, 2, 8, 8), -20.0)
     heat[0, 0, 3, 5] = 20.0  # entity 0 peaks at column 5, row 3: pixel centre (5.5, 3.5)
     heat[0, 1, 0, 0] = 20.0
-    head = SuccessHead(WorldModelConfig(image_size=8, patch=2, channels=(8,), norm_groups=4, success_channels=4))
+    head = SuccessHead(build_config(None, image_size=8, patch=2, frames={"channels": (8,), "norm_groups": 4},
+                                    judge={"detector_channels": 4}))
     points = head.keypoints(heat)
     assert torch.allclose(points[0, 0], torch.tensor([5.5, 3.5]), atol=1e-4)
     target = torch.tensor([[[5.5, 3.5], [-3.0, 4.0]]])  # entity 1 is out of view: left out
@@ -123,12 +131,12 @@ def test_keypoint_detector_loss_finds_the_target_pixel_and_skips_objects_out_of_
 
 @pytest.mark.parametrize("object_pathway", [False, True])
 def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=object_pathway, carry_objects=False,
-                                        outcome="head")).eval()
+    pathway = {"objects": {"carry": False}} if object_pathway else {"objects": None}
+    model = WorldModel(small_config(pathway, judge={"outcome": "head"})).eval()
     model.set_normalization(np.array([0.1, 0.2, 0.3, 0.04]), np.array([0.5, 0.5, 0.5, 0.01]))
     model.save_pretrained(tmp_path / "wm")
     loaded = WorldModel.from_pretrained(tmp_path / "wm")
-    assert loaded.config == model.config and torch.equal(loaded.proprio_std, model.proprio_std)
+    assert loaded.config == model.config and torch.equal(loaded.scale.std, model.scale.std)
     frames = torch.randint(0, 256, (3, 2, 32, 32, 3), dtype=torch.uint8)
     start = (frames, frames[:, 0], torch.rand(3, 2, 4))
     action, task = torch.rand(3, 4), torch.zeros(3, dtype=torch.long)
@@ -139,46 +147,108 @@ def test_save_and_load_round_trip_and_bad_checkpoints(tmp_path, object_pathway):
     with pytest.raises(FileNotFoundError, match="config.json is missing"):
         WorldModel.from_pretrained(tmp_path)
     document = json.loads((tmp_path / "wm" / "config.json").read_text())
-    document["config"]["channels"] = [16, 64]
+    document["config"]["frames"]["channels"] = [16, 64]
     (tmp_path / "wm" / "config.json").write_text(json.dumps(document))
     with pytest.raises(ValueError, match="do not fit"):
         WorldModel.from_pretrained(tmp_path / "wm")
-    with pytest.raises(ValueError, match="not a preset"):
-        preset("huge")
+    with pytest.raises(ValueError, match="preset='huge' is not a world-model preset"):
+        build_config("huge")
     with pytest.raises(ValueError, match="patch=5"):
         WorldModelConfig(image_size=32, patch=5)
     with pytest.raises(ValueError, match="halvings"):
-        WorldModelConfig(image_size=32, channels=(16, 16, 16, 16, 16))
+        build_config(None, image_size=32, frames={"channels": (16, 16, 16, 16, 16)})
+    # a field no frame generator has
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) channel in \[frames\]"):
+        build_config(None, frames={"channel": (16, 32)})
     with pytest.raises(ValueError, match="cannot imagine task 'StackCube-v0'"):
         model.task_index("StackCube-v0")
     with pytest.raises(ValueError, match="success_threshold=1.0"):
-        WorldModelConfig(**SMALL, success_threshold=1.0)
+        small_config(judge={"success_threshold": 1.0})
+
+
+def flat_legacy_config(config: WorldModelConfig) -> dict:
+    """``config`` as models were saved before their parts had configs of their own: one flat table
+    (every field of both backbones, those of the other at their defaults; ``LEGACY_FIELDS`` reversed)."""
+    nested = dataclasses.asdict(config)
+    flat = {k: v for k, v in nested.items() if not isinstance(v, dict) and v is not None}
+    flat |= {"backbone": config.frames.backbone, "cond_hidden": config.frames.cond_hidden,
+             "object_pathway": config.objects is not None}
+    defaults = {"frames": dataclasses.asdict(UNetConfig()) | dataclasses.asdict(WanConfig()),
+                "objects": dataclasses.asdict(ObjectPathwayConfig())}
+    for old, (part, key) in LEGACY_FIELDS.items():
+        table = nested[part] if nested[part] is not None and key in nested[part] else defaults[part]
+        flat[old] = table[key]
+    return json.loads(json.dumps(flat))  # as JSON holds it: lists for tuples
+
+
+@pytest.mark.parametrize("backbone", ["unet", "wan"])
+def test_a_model_saved_with_the_flat_config_and_old_weight_names_loads_as_it_was(tmp_path, backbone):
+    from safetensors.torch import save_file
+
+    if backbone == "unet":  # with the object pathway, judged by the rule
+        config = small_config(objects={"hidden": 32, "carry": True}, diffusion={"sampling_steps": 2},
+                              judge={"outcome": "rule", "success_threshold": 0.4})
+    else:  # frames alone, as the video rung's
+        wan = WanConfig(heads=2, head_dim=12, layers=1, ffn_dim=32, token_patch=2, cond_hidden=32)
+        config = small_config(NO_PATHWAY, state_supervision=False).without_state()
+        config = dataclasses.replace(config, frames=wan)
+    torch.manual_seed(0)
+    model = WorldModel(config).eval()
+    model.set_normalization(np.array([0.1, 0.2, 0.3, 0.04]), np.array([0.5, 0.5, 0.5, 0.01]))
+    model.save_pretrained(tmp_path / "wm")
+    document = json.loads((tmp_path / "wm" / "config.json").read_text())
+    document["config"] = flat_legacy_config(config)
+    (tmp_path / "wm" / "config.json").write_text(json.dumps(document))
+    weights = load_file(tmp_path / "wm" / "model.safetensors")
+    old = {}
+    for key, tensor in weights.items():
+        new, before = next(((n, o) for o, n in LEGACY_PREFIXES if key.startswith(n)), (None, None))
+        old[key if new is None else before + key[len(new):]] = tensor
+    before = {"denoiser", "proprio_head", "success_head", "proprio_mean", "proprio_std"}
+    before |= {"cond_mlp", "objects"} if backbone == "unet" else set()  # the video transformer has its own MLP
+    assert {k.split(".")[0] for k in old} == before
+    save_file(old, tmp_path / "wm" / "model.safetensors")
+    loaded = WorldModel.from_pretrained(tmp_path / "wm")
+    assert loaded.config == config
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values(),
+                                                  strict=True))
+    frames = torch.randint(0, 256, (3, 2, 32, 32, 3), dtype=torch.uint8)
+    start = (frames, frames[:, 0], torch.rand(3, 2, 4))
+    action, task = torch.rand(3, 4), torch.zeros(3, dtype=torch.long)
+    a = model.predict(model.start(*start), action, task, generator=torch.Generator().manual_seed(1))
+    b = loaded.predict(loaded.start(*start), action, task, generator=torch.Generator().manual_seed(1))
+    for name in ("latent", "proprio", "success_prob", "points", "heights"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None and y is None) or torch.equal(x, y), name
 
 
 def test_gripper_planes_put_a_blob_where_the_camera_sees_the_tcp():
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY, gripper_planes=True)).eval()
-    plain = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
-    assert model.denoiser.unet.config.in_channels == plain.denoiser.unet.config.in_channels + 2
+    model = WorldModel(small_config(NO_PATHWAY, frames={"gripper_planes": True})).eval()
+    plain = WorldModel(small_config(NO_PATHWAY)).eval()
+    assert model.frames.unet.config.in_channels == plain.frames.unet.config.in_channels + 2
     size, patch = model.config.latent_size, model.config.patch
     now, then = torch.tensor([0.08, -0.06, 0.05, 0.04]), torch.tensor([-0.1, 0.1, 0.12, 0.04])
     context = torch.zeros(1, 2, model.config.latent_channels, size, size)
-    stack = model.stack_context(context, context[:, 0], now.expand(1, 2, 4), model._normalized_proprio(then[None]))
-    assert stack.shape[1] == model.denoiser.unet.config.in_channels - model.config.latent_channels
+    conditions = Conditions.of(model.scale, now.expand(1, 2, 4), model.scale.normalize(then[None]), torch.zeros(1, 4),
+                               torch.zeros(1, dtype=torch.long), len(model.config.tasks))
+    stack = model.frames.stack(context, context[:, 0], conditions)
+    assert stack.shape[1] == model.frames.unet.config.in_channels - model.config.latent_channels
     for plane, tcp in zip(stack[0, -2:], (now, then), strict=True):
-        column, row = (model.camera.project(tcp[:3]) / patch).floor().long().tolist()
+        column, row = (model.frames.camera.project(tcp[:3]) / patch).floor().long().tolist()
         assert divmod(int(plane.argmax()), size) == (row, column) and plane.max() > 0.5
     frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
     pred = model.predict(model.start(frames, frames[:, 0], torch.rand(2, 2, 4)), torch.rand(2, 4),
                          torch.zeros(2, dtype=torch.long), generator=torch.Generator().manual_seed(0))
     assert pred.latent.shape == (2, model.config.latent_channels, size, size)
-    with pytest.raises(ValueError, match="gripper_planes=True is a UNet input"):
-        WorldModelConfig(backbone="wan", gripper_planes=True)
+    # a UNet input: no field of Wan's
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) gripper_planes in \[frames\]"):
+        build_config(None, frames={"backbone": "wan", "gripper_planes": True})
 
 
 def test_the_calibrated_threshold_travels_with_the_model(tmp_path):
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY, success_threshold=0.37))
+    model = WorldModel(small_config(NO_PATHWAY, judge={"success_threshold": 0.37}))
     model.save_pretrained(tmp_path / "wm")
-    assert WorldModel.from_pretrained(tmp_path / "wm").config.success_threshold == 0.37
+    assert WorldModel.from_pretrained(tmp_path / "wm").config.judge.success_threshold == 0.37
 
 
 def test_threshold_calibration_picks_the_most_accurate_cut():
@@ -276,7 +346,7 @@ def test_a_run_leaves_metrics_videos_checkpoint_and_a_loadable_model(trained):
     assert any((out / "tb").iterdir()) and (out / "checkpoint.pt").exists()
     model = WorldModel.from_pretrained(out)  # the run folder finds world_model/
     assert model.config.tasks == ("PushCube-v0",) and model.config.image_size == 32
-    assert model.proprio_std.min() > 0  # the dataset statistics travel with the weights
+    assert model.scale.std.min() > 0  # the dataset statistics travel with the weights
 
 
 @pytest.mark.slow
@@ -293,13 +363,16 @@ def test_resume_continues_exactly_and_fine_tuning_starts_from_the_model(episodes
     with pytest.raises(ValueError, match="settings changed"):
         train_world_model(config(episodes, tmp_path / "resumed", resume=True, batch_size=8, steps=9))
 
-    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], model=preset("tiny"), steps=2,
+    tuned = train_world_model(config(episodes, tmp_path / "tuned", init=trained[0], model={}, steps=2,
                                      video_every=0))
     assert tuned["steps"] == 2
     original, fine = WorldModel.from_pretrained(trained[0]), WorldModel.from_pretrained(tmp_path / "tuned")
-    assert torch.equal(original.proprio_mean, fine.proprio_mean)  # keeps its normalisation
-    with pytest.raises(ValueError, match="--init the model keeps its own"):
-        config(episodes, tmp_path / "x", init=trained[0], model=WorldModelConfig(context=3))
+    assert torch.equal(original.scale.mean, fine.scale.mean)  # keeps its normalisation
+    assert fine.config == original.config  # and its architecture
+    with pytest.raises(ValueError, match="with init the model keeps its own"):
+        config(episodes, tmp_path / "x", init=trained[0], model={"context": 3})
+    with pytest.raises(ValueError, match="with init the model keeps its own"):
+        config(episodes, tmp_path / "x", init=trained[0], model={}, state_supervision=False)
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo detected")
@@ -318,7 +391,7 @@ def test_compiled_losses_train_as_the_eager_ones(episodes, trained, tmp_path, mo
     monkeypatch.setattr(torch, "compile", whole)
     train_world_model(config(episodes, tmp_path / "run", compile="reduce-overhead", video_every=0))
     assert compiled == ["reduce-overhead"] * 2
-    assert WorldModel.from_pretrained(tmp_path / "run").config.object_pathway  # the pathway's rollout compiled too
+    assert WorldModel.from_pretrained(tmp_path / "run").config.objects is not None  # the pathway's rollout compiled too
     eager = load_file(trained[0] / "world_model" / "model.safetensors")
     ours = load_file(tmp_path / "run" / "world_model" / "model.safetensors")
     assert max((eager[k] - ours[k]).abs().max().item() for k in eager) < 1e-4
@@ -462,7 +535,7 @@ def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
     mixed = tmp_path / "mixed.h5"
     # A noisy expert: 7 of these 10 seeded episodes succeed, 3 fail.
     noisy_push_episodes(mixed, 10, epsilon=0.2)
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY))
+    model = WorldModel(small_config(NO_PATHWAY))
     with EpisodeReader(mixed) as reader:
         outcomes = [i.success for i in reader.episode_info()]
     wins, losses = sum(outcomes), len(outcomes) - sum(outcomes)
@@ -478,8 +551,9 @@ def test_balanced_held_out_set_has_as_many_failures_as_successes(tmp_path):
 @pytest.mark.slow
 def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path):
     out, _ = trained
-    report = evaluate_world_model(out, episodes, horizon=4, rl_horizons=(2, 4), contact_horizon=3,
-                                  out=tmp_path / "eval", videos=1, progress=False, rung="sim-seeded")
+    report = evaluate_world_model(out, episodes, curve_steps=4, rl_horizons=(2, 4), contact_horizon=3,
+                                  out=tmp_path / "eval", videos=1, progress=False,
+                                  imagination=ImaginationConfig(rung="sim-seeded"))
     assert report["rung"] == "sim-seeded"
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
@@ -525,13 +599,13 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
         assert (tmp_path / "eval" / name).stat().st_size > 0
     TinyVLA(TinyVLAConfig.for_tasks(["PushCube-v0"], language="learned", channels=(4, 8), hidden_dim=16,
                                     feature_dim=16, language_dim=8, image_size=32)).save_pretrained(tmp_path / "vla")
-    eval_wm(EvalWMArgs(world_model=out, data=episodes, horizon=3, out=tmp_path / "cli", videos=0, episodes=2,
+    eval_wm(EvalWMArgs(world_model=out, data=episodes, curve_steps=3, out=tmp_path / "cli", videos=0, episodes=2,
                        policy=tmp_path / "vla"))
     cli = json.loads((tmp_path / "cli" / "fidelity.json").read_text())
     assert cli["held_out"]["episodes"] == 2 and len(cli["action_gap"]["imagined"]) == 3  # steps 1..horizon
     assert cli["action_gap_at_horizon"] == pytest.approx(np.mean(cli["action_gap"]["imagined"]))
     assert cli["action_gap_at_horizon"] >= 0 and cli["step_change_mean"] >= 0
-    imagined = imagine_episodes(out, episodes, tmp_path / "imagined.mp4", episodes=2, horizon=5)
+    imagined = imagine_episodes(out, episodes, tmp_path / "imagined.mp4", episodes=2, steps=5)
     assert imagined.path.stat().st_size > 0 and imagined.episodes == 2
     with pytest.raises(ValueError, match="must end in"):
         imagine_episodes(out, episodes, tmp_path / "imagined.avi")
@@ -540,7 +614,7 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
                                 language="learned", channels=(8, 8), hidden_dim=32, feature_dim=32))
     vla.save_pretrained(tmp_path / "vla")
     imagined = imagine_episodes(out, episodes, tmp_path / "policy.mp4", policy=tmp_path / "vla", episodes=1,
-                                horizon=3)
+                                steps=3)
     assert imagined.path.stat().st_size > 0
 
 
@@ -548,13 +622,16 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
 def test_train_wm_refuses_an_earlier_run_unless_overwrite_or_resume(episodes, tmp_path, capsys):
     from worldsim.commands.cli import main
 
+    settings = "val_fraction = 0.2\nval_every = 2\nval_horizon = 2\nvideo_every = 0\ncheckpoint_every = 2\n"
+    file = write_toml(tmp_path / "wm.toml", settings)
+
     def argv(out):
         return ["train-wm", "--data", str(episodes), "--out", str(out), "--steps", "4", "--batch-size", "4",
-                "--val-fraction", "0.2", "--val-every", "2", "--val-horizon", "2", "--video-every", "0",
-                "--checkpoint-every", "2", "--torch-threads", "1", "--device", "cpu", "--no-progress"]
+                "--config-file", str(file), "--torch-threads", "1", "--device", "cpu", "--no-progress"]
 
     run = tmp_path / "run"
-    assert main([*argv(run), "--time-budget", "1e-9"]) == 0  # cut short after one step
+    budget = write_toml(tmp_path / "budget.toml", settings + "time_budget = 1e-9\n")
+    assert main([*argv(run), "--config-file", str(budget)]) == 0  # cut short after one step
     assert "time budget of 1e-09 s reached at step 1 of 4" in capsys.readouterr().err
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     assert main(argv(run)) == 2
@@ -575,13 +652,15 @@ def test_train_wm_refuses_an_earlier_run_unless_overwrite_or_resume(episodes, tm
 
 
 def test_commands_parse_from_the_command_line(episodes, tmp_path):
-    train = parse(train_wm, ["--data", str(episodes), "--config", "base", "--task", "PushCube-v0",
-                             "--init", str(tmp_path), "--time-budget", "60", "--resume"], "worldsim train-wm")
-    assert train.model == preset("base") and train.task == ("PushCube-v0",) and train.init == tmp_path
+    budget = write_toml(tmp_path / "budget.toml", "time_budget = 60\n")
+    train = parse(train_wm, ["--data", str(episodes), "--preset", "base", "--task", "PushCube-v0",
+                             "--init", str(tmp_path), "--config-file", str(budget), "--resume"], "worldsim train-wm")
+    assert train.preset == "base" and train.architecture == build_config("base")
+    assert train.task == ("PushCube-v0",) and train.init == tmp_path
     assert train.resume and train.time_budget == 60
-    evaluate = parse(eval_wm, ["--world-model", "runs/wm", "--data", str(episodes), "--horizon", "40"],
+    evaluate = parse(eval_wm, ["--world-model", "runs/wm", "--data", str(episodes), "--curve-steps", "40"],
                      "worldsim eval-wm")
-    assert evaluate.horizon == 40 and evaluate.out is None
+    assert evaluate.curve_steps == 40 and evaluate.out is None
     args = parse(imagine, ["--world-model", "runs/wm", "--data", str(episodes), "--policy", "expert",
                            "--episodes", "8", "--out", "imagined.mp4"], "worldsim imagine")
     assert args.episodes == 8 and args.policy == "expert"
@@ -635,13 +714,13 @@ def test_training_calibrates_the_threshold_on_validation_episodes_of_both_outcom
     bank = EpisodeBank(data)
     assert 0 < sum(info.success for info in bank.infos) < len(bank)
     torch.manual_seed(1)
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).eval()
+    model = WorldModel(small_config(NO_PATHWAY)).eval()
     with torch.no_grad():  # untrained scores around 0.5, not at the 2% prior: a cut inside [0.1, 0.9]
-        model.success_head.classifier[-1].bias.zero_()
+        model.judge.success_head.classifier[-1].bias.zero_()
     assert calibrate_success_threshold(model, bank, torch.Generator().manual_seed(0))
     run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), int(bank.lengths.max()),
                     generator=torch.Generator().manual_seed(0))
-    assert model.config.success_threshold == calibrate_threshold(*episode_scores(run))
+    assert model.config.judge.success_threshold == calibrate_threshold(*episode_scores(run))
 
 
 def test_videos_people_look_at_are_upscaled_without_blur():

@@ -22,19 +22,28 @@ from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.failure import load_rollouts
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
-from worldsim.world_models import EpisodeBank, KeyframeRule, WorldModel, WorldModelConfig
+from worldsim.world_models import EpisodeBank, KeyframeRule, WorldModel, WorldModelConfig, build_config
+from worldsim.world_models.config import merged
+from worldsim.world_models.imagined_step import Rollout
 
 INSTRUCTION = "push the red cube onto the blue square"
 
 
-# The frame networks (WorldModelConfig.backbone) the imagined env serves alike, each small for 32x32 frames.
-BACKBONES = {"unet": dict(channels=(16, 32), norm_groups=8, cond_hidden=32),
-             "wan": dict(backbone="wan", heads=2, head_dim=12, layers=1, ffn_dim=32, token_patch=2, cond_hidden=16)}
+# The frame generators (WorldModelConfig.frames) the imagined env serves alike, each small for 32x32 frames,
+# with MLPs as wide as their conditioning's.
+BACKBONES = {"unet": {"frames": {"channels": (16, 32), "norm_groups": 8, "cond_hidden": 32},
+                      "proprio": {"hidden": 32}, "judge": {"hidden": 32}},
+             "wan": {"frames": {"backbone": "wan", "heads": 2, "head_dim": 12, "layers": 1, "ffn_dim": 32,
+                                "token_patch": 2, "cond_hidden": 16},
+                     "proprio": {"hidden": 16}, "judge": {"hidden": 16}}}
+NO_PATHWAY = {"objects": None, "judge": {"outcome": "head"}}
+PATHWAY = {"objects": {"hidden": 32, "carry": False}, "judge": {"outcome": "rule"}}
 
 
-def small(backbone: str, **fields) -> WorldModelConfig:
-    """A small world model of the ``backbone`` frame network for 32x32 frames."""
-    return WorldModelConfig(image_size=32, context=2, success_channels=8, **BACKBONES[backbone], **fields)
+def small(backbone: str, parts: dict) -> WorldModelConfig:
+    """A small world model of the ``backbone`` frame generator for 32x32 frames, with ``parts``."""
+    tables = merged(merged(BACKBONES[backbone], {"judge": {"detector_channels": 8}}), parts)
+    return build_config(None, image_size=32, context=2, **tables)
 
 
 @pytest.fixture(scope="module", params=list(BACKBONES))
@@ -50,7 +59,7 @@ def files(backbone, untrained_world_model, push_episodes, tmp_path_factory):
         return untrained_world_model, push_episodes
     folder = tmp_path_factory.mktemp("untrained_wan") / "wm"
     torch.manual_seed(0)
-    WorldModel(small(backbone, object_pathway=False, carry_objects=False, outcome="head")).save_pretrained(folder)
+    WorldModel(small(backbone, NO_PATHWAY)).save_pretrained(folder)
     return folder, push_episodes
 
 
@@ -103,6 +112,14 @@ def test_same_seed_same_imagination_and_snapshots_continue_exactly(make):
     b.unwrapped.set_state(snapshot)
     assert np.array_equal(b.unwrapped.start_episode, a.unwrapped.start_episode)
     assert all(np.array_equal(x, b.step(act)[0]["image"]) for x, act in zip(after, actions[1:], strict=True))
+    # a rollout takes back only a snapshot of its own shapes
+    model, cfg = a.unwrapped.model, a.unwrapped.model.config
+    empty = Rollout.empty(cfg, 2, model.device, first_points=model.frames.reads_first_positions)
+    assert empty.context.shape == (2, cfg.context, cfg.latent_channels, cfg.latent_size, cfg.latent_size)
+    assert not empty.context.any() and (empty.points is None) == (model.objects is None)
+    with pytest.raises(ValueError, match=r"the snapshot holds context of shape \(3, 2, 48, 8, 8\); this rollout has "
+                                         r"\(2, 2, 48, 8, 8\) \(num_envs=2\)"):
+        empty.restore(a.unwrapped._rollout.snapshot())
 
 
 def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, files, backbone, tmp_path):
@@ -116,8 +133,7 @@ def test_resets_start_from_real_frames_and_keyframes_follow_the_ratio(make, file
     # default pixels rung never reads: there every start is an episode start
     assert len(plain.unwrapped.keyframes) == 0
     torch.manual_seed(0)
-    WorldModel(small(backbone, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
-               ).save_pretrained(tmp_path / "wm")
+    WorldModel(small(backbone, PATHWAY)).save_pretrained(tmp_path / "wm")
     seeded = functools.partial(make, world_model=tmp_path / "wm", rung="sim-seeded")
     keyed = seeded(16, keyframe_rule=KeyframeRule(ratio=1.0))
     obs, info = keyed.reset(seed=0)
@@ -150,8 +166,7 @@ def test_success_terminates_and_rewards_the_transition(make):
 
 def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, backbone, tmp_path):
     torch.manual_seed(0)
-    WorldModel(small(backbone, object_pathway=True, object_hidden=32, carry_objects=False, outcome="rule")
-               ).save_pretrained(tmp_path / "wm")
+    WorldModel(small(backbone, PATHWAY)).save_pretrained(tmp_path / "wm")
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm", keyframes=files[1],
                        device="cpu", reward_type="dense", reset_schedule="synchronous", terminate_on_success=False,
                        rung="sim-seeded")  # the objects start at the recorded state
@@ -199,8 +214,6 @@ def test_bad_input_gets_clear_errors(make, files, tmp_path):
         make(image_size=64)
     with pytest.raises(ValueError, match="staggered-warmup"):
         make(reset_schedule="staggered-warmup")
-    with pytest.raises(TypeError, match="did you mean 'horizon'"):
-        make(horizn=5)
     with pytest.raises(ValueError, match="cannot imagine task 'StackCube-v0'"):
         gym.make_vec("worldsim/Imagined-StackCube-v0", num_envs=1, world_model=files[0], keyframes=files[1])
     with pytest.raises(FileNotFoundError, match="no world model"):
@@ -223,6 +236,8 @@ def test_bad_input_gets_clear_errors(make, files, tmp_path):
         env.step(np.array([[0, 0, 0, 0], [np.nan, 0, 0, 0]], np.float32))
     with pytest.raises(RuntimeError, match="before reset"):
         make(1).step(np.zeros((1, 4), np.float32))
+    with pytest.raises(TypeError, match="did you mean 'horizon'"):  # an imagination setting, as a keyword
+        make(horizn=5)
 
 
 def test_single_env_for_gym_make(files):
@@ -331,17 +346,35 @@ def test_rollouts_with_features_are_recorded_in_imagination(files, tmp_path):
                          imagination=ImaginationConfig(world_model, keyframes))
 
 
-def test_the_imagined_env_takes_its_defaults_from_the_imagination_config():
-    import inspect
+def test_the_imagined_env_takes_its_defaults_from_the_imagination_config(untrained_world_model, push_episodes):
+    from pathlib import Path
 
-    from worldsim.envs.imagination import DEFAULT_IMAGINATION
-    from worldsim.world_models.env import ImaginedVectorEnv
+    from worldsim.envs.imagination import DEFAULT_IMAGINATION, PIXELS
+    from worldsim.envs.registration import make_task_envs
+    from worldsim.world_models.env import ENV_IMAGINATION
 
-    parameters = inspect.signature(ImaginedVectorEnv.__init__).parameters
-    for name in ("reward_type", "success_threshold", "sampling_steps", "rung", "judge", "device"):
-        assert parameters[name].default == getattr(DEFAULT_IMAGINATION, name), name
-    assert DEFAULT_IMAGINATION.rung == "pixels"  # the model's own frames, nothing from the simulator
-    assert parameters["horizon"].default is None  # made on its own, the env runs to the time limit
-    kwargs = DEFAULT_IMAGINATION.replace(world_model="wm", keyframes="k.h5", keyframe_ratio=0.0).env_kwargs()
-    assert kwargs["reset_schedule"] == "synchronous" and kwargs["keyframe_rule"] == {"ratio": 0.0}
+    assert DEFAULT_IMAGINATION.rung is PIXELS  # the model's own frames, nothing from the simulator
+    assert ENV_IMAGINATION == DEFAULT_IMAGINATION.replace(horizon=None)  # made on its own: to the time limit
+    files = {"world_model": untrained_world_model, "keyframes": push_episodes}
+    env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=1, device="cpu", **files)
+    assert env.unwrapped.imagination == ENV_IMAGINATION.replace(device="cpu") and env.unwrapped.horizon is None
+    assert env.unwrapped.rung is PIXELS and env.unwrapped.outcome == "head"  # this model's judge
+    env.close()
+    config = DEFAULT_IMAGINATION.replace(keyframe_ratio=0.0, device="cpu", **files)
+    kwargs = config.env_kwargs()
+    assert kwargs == {"world_model": untrained_world_model, "keyframes": push_episodes, "imagination": config,
+                      "reset_schedule": "synchronous"}
+    assert DEFAULT_IMAGINATION.replace(world_model="wm", keyframes="k.h5", keyframe_ratio=0.3).env_kwargs()[
+        "reset_schedule"] == "keyframe" and DEFAULT_IMAGINATION.replace(world_model="wm", keyframes="k.h5"
+                                                                        ).world_model == Path("wm")
+    env = make_task_envs("PushCube-v0", 1, imagination=config)
+    assert env.unwrapped.imagination == config and env.unwrapped.horizon == 40
+    assert env.unwrapped.keyframe_rule.ratio == 0 and env.unwrapped.device.type == "cpu"
+    env.close()
+    # a keyword setting replaces the config's
+    env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=1, imagination=config, horizon=7, **files)
+    assert env.unwrapped.horizon == 7 and env.unwrapped.imagination == config.replace(horizon=7)
+    env.close()
+    with pytest.raises(ValueError, match=r"imagination and env_kwargs both set \['horizon'\]"):
+        make_task_envs("PushCube-v0", 1, imagination=config, horizon=7)
     assert DEFAULT_IMAGINATION.replace(horizon=7).for_evaluation().horizon is None

@@ -3,10 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from conftest import NO_PATHWAY, small_config
 
 from worldsim.envs.observations import ENTITIES
-from worldsim.world_models import WorldModel, WorldModelConfig
-from worldsim.world_models.config import PRESETS, preset
+from worldsim.world_models import WorldModel
+from worldsim.world_models.config import PRESETS, UNetConfig, build_config
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
 from worldsim.world_models.layers import masked_mean, masked_step_mean
 from worldsim.world_models.objects import (
@@ -17,10 +18,12 @@ from worldsim.world_models.objects import (
     object_loss,
 )
 
-SMALL = dict(image_size=32, context=2, channels=(16, 32), norm_groups=8, cond_hidden=32, success_channels=8,
-             object_hidden=32)
-NO_PATHWAY = dict(object_pathway=False, carry_objects=False, outcome="head")  # a model of frames alone
 E = len(ENTITIES)
+
+
+def pathway(carry: bool = True, outcome: str = "rule", **changes):
+    """The small config with a 32-wide object pathway (``carry``: the anchor's objects carried)."""
+    return small_config(objects={"hidden": 32, "carry": carry}, judge={"outcome": outcome}, **changes)
 
 
 def ungated(dynamics: ObjectDynamics) -> ObjectDynamics:
@@ -48,7 +51,7 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
     assert planes.shape == (1, 2, 8, 8) and planes.max() <= 1
     row, col = divmod(int(planes[0, 0].argmax()), 8)
     assert (row, col) == (5, 2)
-    dynamics = ungated(ObjectDynamics(WorldModelConfig(**SMALL)))
+    dynamics = ungated(ObjectDynamics(pathway()))
     context, heights = torch.rand(3, 2, E, 2) * 32, torch.rand(3, 2, E) * 0.1
     tcp = torch.rand(3, 2, 3)
     out, lifted = dynamics(context, heights, torch.rand(3, 2, 4), torch.rand(3, 4), torch.rand(3, 4), torch.ones(3, 1),
@@ -67,7 +70,7 @@ def test_keypoint_planes_peak_at_the_object_and_pathway_starts_from_nothing_move
 def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
     """The contact gate: a pathway that pushes the red cube 1.6 px right every step moves it only
     when the TCP's path this step comes within 8 cm of its centre, or the cube was already moving."""
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    dynamics = ObjectDynamics(pathway())
     with torch.no_grad():
         dynamics.net[-1].bias[0] = 1.0
     red = ENTITIES.index("red_cube")
@@ -93,7 +96,7 @@ def test_the_pathway_reads_each_object_relative_to_the_gripper():
     """Besides positions, proprio, action and task, the MLP reads each object's offset from the
     TCP before and after the step (tens of cm) and the TCP's move (control steps), from the
     unprojected positions."""
-    dynamics = ObjectDynamics(WorldModelConfig(**SMALL))
+    dynamics = ObjectDynamics(pathway())
     assert dynamics.net[0].in_features == 2 * (3 * E + 4) + 4 + 4 + 1 + 6 * E + 3
     world = torch.tensor([0.05, -0.1, 0.02]).repeat(1, 2, E, 1)  # every object at one place
     points, heights = dynamics.camera.project(world).float(), world[..., 2]
@@ -130,7 +133,7 @@ def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
     """``train-wm --compile`` fuses a step only where dynamo traces each loss whole: a graph break
     (the camera's height read back as a float once cut the pathway's rollout into 26 graphs) hands
     the step back to launching its operations one by one."""
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, outcome="head"))
+    model = WorldModel(pathway(carry=True, outcome="head"))
     w, b = windows(), batch()
     noise = model.training_noise(b, torch.Generator().manual_seed(0))
     explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0),
@@ -139,15 +142,15 @@ def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
 
 
 def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=False, outcome="head"))
+    model = WorldModel(pathway(carry=False, outcome="head"))
     dynamics, terms = model.dynamics_loss(windows(), torch.Generator().manual_seed(1))
     dynamics.backward()
     assert set(terms) == {"proprio", "objects"} and all(t.ndim == 0 and not t.requires_grad for t in terms.values())
     assert dynamics.item() == pytest.approx(sum(t.item() for t in terms.values()), rel=1e-5)
-    assert model.objects.net[-1].weight.grad.abs().sum() > 0 and model.proprio_head[-1].weight.grad.abs().sum() > 0
-    assert model.denoiser.unet.conv_in.weight.grad is None  # the dynamics' loss trains them alone
+    assert model.objects.net[-1].weight.grad.abs().sum() > 0 and model.proprio.head[-1].weight.grad.abs().sum() > 0
+    assert model.frames.unet.conv_in.weight.grad is None  # the dynamics' loss trains them alone
     owned = {id(p) for p in model.dynamics_parameters()}
-    assert owned == {id(p) for p in [*model.proprio_head.parameters(), *model.objects.parameters()]}
+    assert owned == {id(p) for p in [*model.proprio.parameters(), *model.objects.parameters()]}
     model.zero_grad(set_to_none=True)
     loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     loss.backward()
@@ -159,18 +162,19 @@ def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_stat
     no_objects = {k: v for k, v in windows().items() if k in ("proprio", "actions", "valid", "task")}
     with pytest.raises(ValueError, match="needs the 'state' observation"):
         model.dynamics_loss(no_objects)
-    assert set(WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).dynamics_loss(no_objects)[1]) == {"proprio"}
+    assert set(WorldModel(small_config(NO_PATHWAY)).dynamics_loss(no_objects)[1]) == {"proprio"}
 
 
 def test_proprio_rollout_feeds_the_head_its_own_predictions():
     """A head that adds 0.1 (normalised) to the commanded TCP x each step, rolled out 3 steps
     against recorded proprio that does the same, is exact only if each step starts from its own
     last prediction; past an episode's end nothing counts."""
+    from worldsim.world_models.layers import task_one_hot
     from worldsim.world_models.proprio import commanded_proprio
 
-    model = WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY))
+    model = WorldModel(small_config(NO_PATHWAY))
     with torch.no_grad():
-        model.proprio_head[-1].bias[0] = 0.1
+        model.proprio.head[-1].bias[0] = 0.1
     b, horizon = 4, 3
     actions = torch.rand(b, horizon, 4, generator=torch.Generator().manual_seed(3)) * 2 - 1
     proprio = [torch.zeros(b, 4), torch.zeros(b, 4)]
@@ -178,11 +182,15 @@ def test_proprio_rollout_feeds_the_head_its_own_predictions():
         proprio.append(commanded_proprio(proprio[-1], actions[:, k]) + torch.tensor([0.1, 0.0, 0.0, 0.0]))
     w = {"proprio": torch.stack(proprio, 1), "actions": actions, "valid": torch.ones(b, horizon, dtype=torch.bool),
          "task": torch.zeros(b, dtype=torch.long)}
-    assert model.proprio_rollout_loss(w).item() < 1e-10
+
+    def loss(w):
+        return model.proprio.rollout_loss(w, task_one_hot(w["task"], len(model.config.tasks)), model.scale).item()
+
+    assert loss(w) < 1e-10
     w["proprio"][:, -1] += 1.0  # the last step off by 1 in every coordinate
-    assert model.proprio_rollout_loss(w).item() == pytest.approx(1 / 3, rel=1e-4)
+    assert loss(w) == pytest.approx(1 / 3, rel=1e-4)
     w["valid"][:, -1] = False  # ... but past the episode's end
-    assert model.proprio_rollout_loss(w).item() < 1e-10
+    assert loss(w) < 1e-10
 
 
 def test_rollout_loss_feeds_the_pathway_its_own_predictions():
@@ -190,7 +198,7 @@ def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     targets 1.6 px further each step, is exact: its own predictions are its next inputs."""
     from worldsim.world_models.objects import rollout_loss
 
-    dynamics = ungated(ObjectDynamics(WorldModelConfig(**SMALL)))
+    dynamics = ungated(ObjectDynamics(pathway()))
     with torch.no_grad():
         dynamics.net[-1].bias[0] = 1.0  # 1.0 * 0.1 * half the image (16 px) = 1.6 px per step
     w = windows(b=2)
@@ -207,7 +215,7 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     from worldsim.envs.observations import ENTITY_HEIGHTS
     from worldsim.world_models.data import image_camera
 
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=False, outcome="rule")).eval()
+    model = WorldModel(pathway(carry=False)).eval()
     ungated(model.objects)
     with torch.no_grad():
         model.objects.net[-1].bias[0] = 1.0  # the red cube moves right every step (touched or not: no gate)
@@ -234,16 +242,15 @@ def test_imagination_carries_the_objects_and_judges_success_by_the_task_rule():
     rollout = model.start(frames, frames[:, 0], torch.tensor([0.0, -0.2, 0.2, 0.0]).repeat(2, 2, 1), (points, heights))
     pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
     assert pred.success_prob.tolist() == [1.0, 0.0] and pred.failed.tolist() == [False, False]
-    # by default the success head judges the same carried positions
-    model.config.outcome = "head"
-    pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long))
-    logit = model.success_head.judge(pred.points, torch.zeros(2, dtype=torch.long),
-                                     (pred.proprio - model.proprio_mean) / model.proprio_std)[0]
+    # the success head, asked, judges the same carried positions
+    pred = model.predict(rollout, torch.zeros(2, 4), torch.zeros(2, dtype=torch.long), outcome="head")
+    logit = model.judge.success_head.judge(pred.points, torch.zeros(2, dtype=torch.long),
+                                           (pred.proprio - model.scale.mean) / model.scale.std)[0]
     torch.testing.assert_close(torch.sigmoid(logit), pred.success_prob)
     with pytest.raises(ValueError, match="only the object pathway carries"):
-        WorldModelConfig(**SMALL, object_pathway=False, carry_objects=False, outcome="rule")
+        small_config(objects=None, judge={"outcome": "rule"})
     with pytest.raises(ValueError, match="outcome='guess'; allowed: head, rule"):
-        WorldModelConfig(**SMALL, object_pathway=True, outcome="guess")
+        pathway(outcome="guess")
 
 
 def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_surroundings():
@@ -270,15 +277,13 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
 
 
 def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():
-    with pytest.raises(ValueError, match="set object_pathway=True or carry_objects=False"):
-        WorldModelConfig(**SMALL, object_pathway=False, carry_objects=True, outcome="head")
-    model = WorldModel(WorldModelConfig(**SMALL, object_pathway=True, carry_objects=True, outcome="head")).eval()
+    model = WorldModel(pathway(carry=True, outcome="head")).eval()
     ungated(model.objects)
     loss, terms = model.loss(batch(), torch.Generator().manual_seed(1))
     assert torch.isfinite(loss) and terms["denoise"] > 0
     with torch.no_grad():
         model.objects.net[-1].bias[0] = 2.0  # the red cube moves 3.2 px right per step
-        for p in model.denoiser.parameters():
+        for p in model.frames.unet.parameters():
             p.zero_()  # a denoiser that changes nothing: the frame is the carried one
     frames = torch.full((1, 2, 32, 32, 3), 40, dtype=torch.uint8)
     frames[:, :, 15:17, 9:11] = torch.tensor([200, 10, 10], dtype=torch.uint8)  # a 2 px cube
@@ -307,12 +312,12 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     summary = train_world_model(TrainWMConfig(
         data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
         video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False,
-        model=WorldModelConfig(object_pathway=True, dynamics_horizon=5)))
+        model={"dynamics": {"horizon": 5}}))
     assert summary["steps"] == 4
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"train/objects"' in logged
     model = WorldModel.from_pretrained(tmp_path / "run")
-    assert model.config.object_pathway and model.config.dynamics_horizon == 5
+    assert model.config.objects is not None and model.config.dynamics.horizon == 5
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
                        device="cpu")
     env.reset(seed=0)
@@ -321,7 +326,7 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     assert env.unwrapped.get_state()["points"].shape == before.shape
     env.close()
     with pytest.raises(ValueError, match="shape a new model"):
-        TrainWMConfig(data=data, init=tmp_path / "run", model=WorldModelConfig(dynamics_horizon=5))
+        TrainWMConfig(data=data, init=tmp_path / "run", model={"dynamics": {"horizon": 5}})
 
     # the pathway alone, moved by the recorded gripper: it starts from the recorded objects and reads that motion
     bank = EpisodeBank(data)
@@ -335,7 +340,7 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     bank.proprio = bank.proprio + np.float32(0.05)
     assert not np.allclose(pathway_replay(model, bank, episodes, starts, 3)[0][:, 1:], points[:, 1:])
     with pytest.raises(ValueError, match="no object pathway"):
-        WorldModel(WorldModelConfig(**SMALL, **NO_PATHWAY)).move_objects(*recorded, torch.zeros(1, 2, 4),
+        WorldModel(small_config(NO_PATHWAY)).move_objects(*recorded, torch.zeros(1, 2, 4),
                                                                           torch.zeros(1, 4),
                                                             torch.zeros(1, 4), torch.zeros(1, dtype=torch.long))
 
@@ -346,17 +351,19 @@ def test_the_tiny_preset_has_the_pathway_and_drops_it_without_state(tmp_path, ca
     from worldsim.world_models import EpisodeBank, TrainWMConfig
     from worldsim.world_models.train import build_model
 
-    assert all(preset(name).object_pathway and preset(name).carry_objects for name in PRESETS)
+    assert all(build_config(name).objects is not None and build_config(name).objects.carry for name in PRESETS)
     pixels = tmp_path / "pixels.h5"
     collect_episodes(["PushCube-v0"], lambda t: ScriptedExpert(ScriptedExpertConfig(t)), 2, pixels, num_envs=2,
                      image_size=32, obs_mode="pixels+state", progress=False)
     with_state = build_model(TrainWMConfig(data=pixels, out=tmp_path / "a"), EpisodeBank(pixels))
-    assert with_state.config.object_pathway and with_state.config.carry_objects
+    assert with_state.config.objects is not None and with_state.config.objects.carry
+    assert with_state.config.frames.anchor == "first"  # the tiny preset's
     bank = EpisodeBank(pixels)
     bank.state = bank.entity_pixels = None  # as a file recorded without 'state' reads
     without = build_model(TrainWMConfig(data=pixels, out=tmp_path / "b"), bank)
-    assert with_state.config.outcome == "rule"
-    assert not without.config.object_pathway and not without.config.carry_objects and without.config.outcome == "head"
+    assert with_state.config.judge.outcome == "rule"
+    assert without.config.objects is None and without.config.judge.outcome == "head"
+    assert without.config.frames.anchor == "last" and not without.config.state_supervision  # drawn from the last
     assert "without its object pathway" in capsys.readouterr().err
 
 
@@ -378,22 +385,25 @@ def test_masked_means_equal_the_means_over_the_selected_entries():
 
 def test_a_frame_drawn_from_the_first_frame_reads_no_context_frame():
     with pytest.raises(ValueError, match="anchor='latest'; allowed: last, first"):
-        WorldModelConfig(**SMALL, anchor="latest")
-    with pytest.raises(ValueError, match="anchor='first' draws the UNet's frame"):
-        WorldModelConfig(**SMALL, backbone="wan", anchor="first")
+        UNetConfig(anchor="latest")
+    with pytest.raises(ValueError, match=r"frames.anchor='latest'; allowed: first, last"):
+        pathway(frames={"anchor": "latest"})
+    # the UNet's: the video transformer has none
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) anchor in \[frames\]"):
+        build_config("video-tiny", frames={"anchor": "first"})
     with pytest.raises(ValueError, match="nothing carries where the objects went"):
-        WorldModelConfig(**SMALL, **NO_PATHWAY, anchor="first")
-    model = WorldModel(WorldModelConfig(**SMALL, anchor="first", outcome="rule")).eval()
-    last = WorldModel(WorldModelConfig(**SMALL, outcome="rule"))
+        small_config(NO_PATHWAY, frames={"anchor": "first"})
+    model = WorldModel(pathway(frames={"anchor": "first"})).eval()
+    last = WorldModel(pathway())
     # the UNet reads the noisy frame and the first, not the two context frames (48 channels each)
-    assert last.denoiser.unet.conv_in.in_channels - model.denoiser.unet.conv_in.in_channels == 2 * 48
+    assert last.frames.unet.conv_in.in_channels - model.frames.unet.conv_in.in_channels == 2 * 48
     data = batch() | {"first_entity_pixels": torch.rand(4, E, 2, generator=torch.Generator().manual_seed(2)) * 32}
     loss, terms = model.loss(data, torch.Generator().manual_seed(1))
     assert torch.isfinite(loss) and terms["denoise"] > 0
     ungated(model.objects)
     with torch.no_grad():
         model.objects.net[-1].bias[0] = 2.0  # the red cube moves 3.2 px right per step
-        for p in model.denoiser.parameters():
+        for p in model.frames.unet.parameters():
             p.zero_()  # a denoiser that changes nothing: the frame is the carried first frame
     first = torch.full((1, 32, 32, 3), 40, dtype=torch.uint8)
     first[:, 15:17, 9:11] = torch.tensor([200, 10, 10], dtype=torch.uint8)  # a 2 px cube at (10, 16)

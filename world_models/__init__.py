@@ -11,7 +11,7 @@
 - :func:`evaluate_world_model` (:mod:`~worldsim.world_models.evaluate`): open-loop fidelity.
 """
 
-from worldsim.world_models.config import PRESETS, WorldModelConfig, preset
+from worldsim.world_models.config import PRESETS, WorldModelConfig, build_config
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.env import ImaginedEnv, ImaginedVectorEnv
 from worldsim.world_models.evaluate import evaluate_world_model
@@ -22,6 +22,6 @@ from worldsim.world_models.train import TrainWMConfig, train_world_model
 
 __all__ = [
     "PRESETS", "EpisodeBank", "ImaginedEnv", "ImaginedVectorEnv", "KeyframeRule", "TrainWMConfig",
-    "WorldModel", "WorldModelConfig", "evaluate_world_model", "open_loop", "preset", "select_keyframes",
+    "WorldModel", "WorldModelConfig", "build_config", "evaluate_world_model", "open_loop", "select_keyframes",
     "train_world_model",
 ]

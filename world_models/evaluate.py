@@ -39,14 +39,15 @@ import torch
 from tqdm.auto import tqdm
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.imagination import DEFAULT_IMAGINATION, ImaginationConfig
 from worldsim.envs.observations import STATE_LAYOUT
 from worldsim.policies.base import Policy
 from worldsim.runtime.atomic import atomic_path
+from worldsim.runtime.device import resolve_device
 from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.ceiling import physics_agreement
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframes
-from worldsim.world_models.ladder import check_judge
 from worldsim.world_models.metrics import (
     action_gap,
     agreement,
@@ -159,24 +160,23 @@ def window_outcomes(run: OpenLoop, threshold: float) -> tuple[np.ndarray, np.nda
 
 def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path | EpisodeBank, *,
                          episodes: int | None = None, balance: bool = False, near_miss_m: float = NEAR_MISS_M,
-                         horizon: int = 32, rl_horizons: tuple[int, ...] = RL_HORIZONS,
+                         curve_steps: int = 32, rl_horizons: tuple[int, ...] = RL_HORIZONS,
                          contact_horizon: int = CONTACT_HORIZON, keyframe_rule: KeyframeRule | None = None,
-                         max_keyframes: int = 256, success_threshold: float | None = None,
-                         sampling_steps: int | None = None, rung: str = "pixels", judge: str | None = None,
-                         policy: Policy | str | Path | None = None, seed: int = 0,
-                         physics_ceiling: bool = True,
+                         max_keyframes: int = 256, imagination: ImaginationConfig = DEFAULT_IMAGINATION,
+                         policy: Policy | str | Path | None = None, seed: int = 0, physics_ceiling: bool = True,
                          out: str | Path | None = None, videos: int = 4, progress: bool = True) -> dict[str, Any]:
-    """The fidelity report of the module docstring; JSON-ready. ``rung``: the imagination rung
-    the replays run on (:func:`~worldsim.world_models.replay.open_loop`; its ``"oracle"``
-    figures are an upper bound, not the world model's); ``judge`` who judges the imagined
-    outcomes (None: the model's ``outcome``; ``report["judge"]`` names it). With a ``policy``
-    (one that reads pixels, or its folder), ``report["action_gap"]`` holds its
+    """The fidelity report of the module docstring; JSON-ready. ``imagination``: the rung, judge,
+    success threshold and sampling steps the replays run with
+    (:func:`~worldsim.world_models.replay.open_loop`; a rendered rung's figures are an upper bound,
+    not the world model's; ``report["judge"]`` names who judged). With a ``policy`` (one that reads
+    pixels, or its folder), ``report["action_gap"]`` holds its
     :func:`~worldsim.world_models.metrics.action_gap` over the replays from episode starts
-    (``horizon`` steps), and ``action_gap_at_8`` / ``action_gap_at_horizon`` the mean of its
-    ``imagined`` curve over steps 1-8 / 1-``horizon`` beside ``step_change_mean``.
+    (``curve_steps`` steps), and ``action_gap_at_8`` / ``action_gap_at_horizon`` the mean of its
+    ``imagined`` curve over steps 1-8 / 1-``curve_steps`` beside ``step_change_mean``.
 
-    Keys: ``held_out`` (:meth:`HeldOut.summary`), ``episode_start`` and ``keyframe`` (``psnr``,
-    ``ssim`` and ``gripper_cm`` per step 1..``horizon``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
+    Keys: ``held_out`` (:meth:`HeldOut.summary`), ``horizon`` (the curves' length, ``curve_steps``),
+    ``episode_start`` and ``keyframe`` (``psnr``, ``ssim`` and ``gripper_cm`` per step
+    1..``curve_steps``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
     ``psnr_at_horizon``, ``gripper_cm_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
     replays), ``success_by_horizon`` (``last_<h>``, ``keyframe_<h>`` and ``keyframe_<h>_balanced`` for each of
     ``rl_horizons``, and ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
@@ -190,11 +190,13 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     held-out episodes, the line the ``full`` agreement is read against). With ``out``, writes ``fidelity.json``,
     ``confusion.md``, ``error_growth.png`` and ``videos`` side-by-side replay videos there.
     """
-    model = world_model if isinstance(world_model, WorldModel) else WorldModel.from_pretrained(world_model)
+    model = world_model if isinstance(world_model, WorldModel) \
+        else WorldModel.from_pretrained(world_model, resolve_device(imagination.device))
     model.eval()
     held = held_out_bank(model, data, episodes=episodes, balance=balance, near_miss_m=near_miss_m, seed=seed)
     bank = held.bank
-    threshold = model.config.success_threshold if success_threshold is None else success_threshold
+    threshold = model.config.judge.success_threshold if imagination.success_threshold is None \
+        else imagination.success_threshold
     generator = torch.Generator(model.device).manual_seed(seed)
     every, zeros = np.arange(len(bank)), np.zeros(len(bank), np.int64)
     keys = select_keyframes(bank, keyframe_rule or KeyframeRule())
@@ -202,15 +204,14 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     contact = contact_starts(bank)
 
     def replay(episode: np.ndarray, start: np.ndarray, steps: int) -> OpenLoop:
-        run = open_loop(model, bank, episode, start, steps, sampling_steps=sampling_steps, generator=generator,
-                        rung=rung, judge=judge)
+        run = open_loop(model, bank, episode, start, steps, imagination=imagination, generator=generator)
         bar.update(1)
         return run
 
     bar = tqdm(total=4 + 3 * len(rl_horizons), desc="eval-wm", disable=not progress)
     full = replay(every, zeros, int(bank.lengths.max()))
-    from_start = full.head(min(horizon, int(bank.lengths.max())))  # the first steps of the full replays
-    from_keyframes = replay(keys.episode[pick], keys.step[pick], horizon) if len(pick) else None
+    from_start = full.head(min(curve_steps, int(bank.lengths.max())))  # the first steps of the full replays
+    from_keyframes = replay(keys.episode[pick], keys.step[pick], curve_steps) if len(pick) else None
     by_horizon: dict[str, dict[str, Any] | None] = {}
     for h in rl_horizons:
         by_horizon[f"last_{h}"] = agreement(*window_outcomes(replay(every, np.maximum(bank.lengths - h, 0), h),
@@ -227,9 +228,9 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
 
     imagined, real = window_outcomes(full, threshold)
     scores = episode_scores(full)[0]
-    report: dict[str, Any] = {"held_out": held.summary(), "horizon": horizon,
-                              "sampling_steps": sampling_steps or model.config.sampling_steps, "rung": rung,
-                              "judge": check_judge(model, judge)}
+    report: dict[str, Any] = {"held_out": held.summary(), "horizon": curve_steps,
+                              "sampling_steps": imagination.sampling_steps or model.config.sampling_steps,
+                              "rung": imagination.rung.name, "judge": model.judge.check(imagination.judge)}
     for name, run in (("episode_start", from_start), ("keyframe", from_keyframes)):
         report[name] = ({"psnr": psnr_curve(run).round(3).tolist(), "ssim": ssim_curve(run).round(4).tolist(),
                          "gripper_cm": gripper_error_curve(run).round(2).tolist(), "replays": len(run.real)}

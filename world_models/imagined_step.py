@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from worldsim.envs.observations import ENTITIES
+from worldsim.world_models.config import WorldModelConfig
+
 
 @dataclass
 class Prediction:
@@ -41,6 +44,37 @@ class Rollout:
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
     first_points: torch.Tensor | None = None
+
+    @classmethod
+    def empty(cls, config: WorldModelConfig, num_envs: int, device: torch.device, *, first_points: bool
+              ) -> Rollout:
+        """A rollout of ``num_envs`` episodes of a model of ``config``, all zeros, on ``device`` (to be
+        filled by started ones, :meth:`put`); ``first_points``: the model reads the objects'
+        positions in the first frame."""
+        n, entities = num_envs, len(ENTITIES)
+
+        def zeros(*shape: int) -> torch.Tensor:
+            return torch.zeros(shape, device=device)
+
+        latent, pathway = (config.latent_channels, config.latent_size, config.latent_size), config.objects is not None
+        return cls(zeros(n, config.context, *latent), zeros(n, *latent), zeros(n, config.context, 4),
+                   zeros(n, config.context, entities, 2) if pathway else None,
+                   zeros(n, config.context, entities) if pathway else None,
+                   zeros(n, entities, 2) if pathway and first_points else None)
+
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of the tensors carried, on the CPU (an env's snapshot holds it)."""
+        return {k: v.cpu().clone() for k, v in vars(self).items() if v is not None}
+
+    def restore(self, snapshot: dict[str, torch.Tensor]) -> None:
+        """Copy a :meth:`snapshot` of a rollout of the same shapes back in place; ``ValueError`` when
+        its shapes differ."""
+        if tuple(snapshot["context"].shape) != tuple(self.context.shape):
+            raise ValueError(f"the snapshot holds context of shape {tuple(snapshot['context'].shape)}; this rollout "
+                             f"has {tuple(self.context.shape)} (num_envs={len(self.context)})")
+        for name, value in vars(self).items():
+            if value is not None:
+                value.copy_(snapshot[name])
 
     def advance(self, pred: Prediction) -> Rollout:
         """The windows one step on: the prediction joins the context, the oldest step leaves (the

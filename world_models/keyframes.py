@@ -104,6 +104,43 @@ class Keyframes:
         return {name: int((self.kind == k).sum()) for k, name in enumerate(KINDS)}
 
 
+class KeyframeStarts:
+    """Where the imagined episodes of one ``task`` start: ``bank``'s episodes of it (episode starts)
+    and its keyframes under ``rule`` (:func:`select_keyframes`). The objects' motion is read from
+    the bank's ``state`` (``source`` ``"state"``), else where a keypoint detector ``locate`` finds
+    them in the real frames (:func:`detected_positions`; ``"detector"``), else not at all (gripper
+    events alone: ``"gripper"``)."""
+
+    def __init__(self, bank: EpisodeBank, task: str, rule: KeyframeRule,
+                 locate: Callable[[torch.Tensor], torch.Tensor] | None = None, patch: int = 4,
+                 device: torch.device | str = "cpu") -> None:
+        self.rule = rule
+        self.episodes = np.array([j for j, info in enumerate(bank.infos) if info.task == task], np.int64)
+        if len(self.episodes) == 0:
+            raise ValueError(f"keyframes={str(bank.path)!r} holds no episodes of {task} (it has "
+                             f"{', '.join(bank.tasks)})")
+        positions, self.source = None, "state" if bank.has_state else "gripper"
+        if not bank.has_state and locate is not None:
+            positions, self.source = detected_positions(bank, locate, patch, device), "detector"
+        keys = select_keyframes(bank, rule, positions)
+        mine = np.isin(keys.episode, self.episodes)
+        self.keyframes = Keyframes(keys.episode[mine], keys.step[mine], keys.weight[mine], keys.kind[mine])
+
+    def draw(self, count: int, rng: np.random.Generator, keyframes: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Bank episode and step of ``count`` new starts: with ``keyframes`` (the keyframe schedule,
+        when there are any), a keyframe (by weight) with probability ``rule.ratio``, else an episode
+        start (uniform over the episodes)."""
+        episodes = self.episodes[rng.integers(0, len(self.episodes), count)]
+        steps = np.zeros(count, np.int64)
+        if keyframes and len(self.keyframes):
+            use = rng.random(count) < self.rule.ratio
+            if use.any():
+                p = self.keyframes.weight / self.keyframes.weight.sum()
+                pick = rng.choice(len(self.keyframes), int(use.sum()), p=p)
+                episodes[use], steps[use] = self.keyframes.episode[pick], self.keyframes.step[pick]
+        return episodes, steps
+
+
 def select_keyframes(bank: EpisodeBank, rule: KeyframeRule, positions: np.ndarray | None = None,
                      detected: bool = True) -> Keyframes:
     """Apply the rule of the module docstring to every episode of ``bank``.

@@ -12,6 +12,11 @@ def mlp(inputs: int, hidden: int, outputs: int) -> nn.Sequential:
                          nn.Linear(hidden, outputs))
 
 
+def task_one_hot(task: torch.Tensor, tasks: int) -> torch.Tensor:
+    """Task ids ``(B,)`` as float one-hot rows ``(B, tasks)``: how every part reads the task."""
+    return torch.nn.functional.one_hot(task, tasks).float()
+
+
 def randn(shape: tuple[int, ...] | torch.Size, generator: torch.Generator | None,
           like: torch.Tensor) -> torch.Tensor:
     """Standard normal noise on ``like``'s device and dtype, from ``generator`` (which must live

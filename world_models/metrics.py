@@ -227,7 +227,7 @@ def object_error(model: WorldModel, bank: EpisodeBank, run: OpenLoop, episodes: 
     def located(frames: np.ndarray) -> np.ndarray:
         flat = frames.reshape(-1, *frames.shape[2:])
         points = np.concatenate([
-            model.success_head.keypoints(model.success_head.heatmaps(frames_to_latents(
+            model.judge.success_head.keypoints(model.judge.success_head.heatmaps(frames_to_latents(
                 torch.from_numpy(flat[i:i + batch_size]), model.config.patch).to(model.device))).cpu().numpy()
             for i in range(0, len(flat), batch_size)]).reshape(*frames.shape[:2], -1, 2)
         return np.take_along_axis(points, entity[..., None, None], axis=2)[:, :, 0]

@@ -88,7 +88,9 @@ class ObjectDynamics(nn.Module):
         self.bounds = (-POSITION_MARGIN * config.image_size, (1 + POSITION_MARGIN) * config.image_size)
         inputs = (config.context * (3 * self.entities + PROPRIO_DIM) + PROPRIO_DIM + ACTION_DIM
                   + len(config.tasks) + 6 * self.entities + 3)
-        width = config.object_hidden
+        if config.objects is None:
+            raise ValueError("this world model's config has no object pathway (objects=None)")
+        width = config.objects.hidden
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from worldsim.envs.imagination import DEFAULT_IMAGINATION, ImaginationConfig
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.ladder import check_judge, rung_bank, seeds_objects
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -50,30 +50,27 @@ class OpenLoop:
 
 
 @torch.no_grad()
-def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int, *,
-              sampling_steps: int | None = None, generator: torch.Generator | None = None,
-              batch_size: int = 64, policy: Policy | None = None, rung: str = "pixels",
-              judge: str | None = None) -> OpenLoop:
+def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, steps: int, *,
+              imagination: ImaginationConfig = DEFAULT_IMAGINATION, generator: torch.Generator | None = None,
+              batch_size: int = 64, policy: Policy | None = None) -> OpenLoop:
     """Replay the recorded actions of bank episodes ``episodes`` from steps ``starts`` for
-    ``horizon`` steps (past an episode's end the last action repeats and ``valid`` is False).
+    ``steps`` steps (past an episode's end the last action repeats and ``valid`` is False).
 
     With a ``policy`` (one that reads pixels), the policy acts instead, on the imagined
     observations (``image``, ``proprio``, ``instruction``; its chunks are served by a
     :class:`~worldsim.policies.runner.ChunkQueue`); ``real`` still shows the recorded episode
-    from the same start, for reference, and every step is ``valid``. ``rung``
-    (:mod:`~worldsim.world_models.ladder`) as the imagined env takes it: on ``"pixels"`` and
-    ``"video"`` the model finds the objects in the real start frames itself (the bank's state
-    is still what the real side is measured by); on ``"sim-seeded"`` they start at the recorded
-    state; on ``"oracle"`` the imagined frames are the imagined states drawn by the scene's
-    renderer (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised. ``judge``:
-    who judges the imagined frames' success, as the imagined env's (None: the model's ``outcome``)."""
-    cfg = model.config
-    outcome = check_judge(model, judge)
-    rung_bank(model, bank, rung)  # refuses what the rung cannot do, as the imagined env does
-    scene = scene_frames(model, bank, rung, min(batch_size, len(episodes)))
-    seeded = seeds_objects(rung)
+    from the same start, for reference, and every step is ``valid``. ``imagination``: its rung,
+    judge and sampling steps, as the imagined env takes them: on a rung that does not seed the
+    objects the model finds them in the real start frames itself (the bank's state is still what
+    the real side is measured by); on a seeded one they start at the recorded state; on a rendered
+    one (``oracle``) the imagined frames are the imagined states drawn by the scene's renderer
+    (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised."""
+    cfg, rung, sampling_steps = model.config, imagination.rung, imagination.sampling_steps
+    outcome = model.judge.check(imagination.judge)
+    rung.keyframes(model, bank)  # refuses what the rung cannot do, as the imagined env does
+    scene = scene_frames(model, rung, min(batch_size, len(episodes)))
     device = model.device
-    n, h = len(episodes), int(horizon)
+    n, h = len(episodes), int(steps)
     proprio_size = bank.proprio.shape[1]
     out = OpenLoop(np.zeros((n, h + 1, *bank.image_shape), np.uint8), np.zeros((n, h + 1, *bank.image_shape),
                    np.uint8), np.zeros((n, h + 1), bool), np.zeros((n, h + 1)), np.zeros((n, h + 1), bool),
@@ -85,7 +82,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         rollout = model.start(torch.from_numpy(bank.images[context_rows]),
                               torch.from_numpy(bank.images[bank.obs_start[j]]),
                               torch.from_numpy(bank.proprio[context_rows]),
-                              bank.recorded_objects(context_rows) if seeded else None)
+                              bank.recorded_objects(context_rows) if rung.seeded else None)
         task = torch.tensor([model.task_index(bank.infos[e].task) for e in j], device=device)
         steps_t = np.arange(h + 1)[None] + t0[:, None]
         valid = steps_t <= bank.lengths[j][:, None]

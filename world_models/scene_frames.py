@@ -1,5 +1,5 @@
 """Imagined states drawn by the scene's own renderer: what a policy sees on the ``oracle`` rung
-(:mod:`~worldsim.world_models.ladder`), an upper bound for analysis rather than a world-model figure.
+(:mod:`~worldsim.envs.imagination`), an upper bound for analysis rather than a world-model figure.
 
 The world model's low-dimensional dynamics carry the whole imagined scene: the gripper (the
 proprio head: TCP and finger gap) and, with the object pathway, every object's image position
@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from worldsim.envs.imagination import Rung
 from worldsim.envs.observations import qpos_from_state
 from worldsim.envs.rendering import BatchRenderer
 from worldsim.envs.scene import CUBES
-from worldsim.world_models.data import IMAGE_CAMERA, EpisodeBank
+from worldsim.world_models.data import IMAGE_CAMERA
 from worldsim.world_models.imagined_step import Prediction
-from worldsim.world_models.ladder import rung_bank
 from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.outcome import TaskRules
@@ -66,15 +66,13 @@ class SceneFrames:
         self.renderer.close()
 
 
-def scene_frames(model: WorldModel, bank: EpisodeBank, rung: str, num_envs: int) -> SceneFrames | None:
-    """What draws ``num_envs`` imagined scenes of ``model`` started from ``bank`` on ``rung``: a
-    :class:`SceneFrames` on ``"oracle"``, None on the other rungs (the model draws its frames).
-    ``ValueError`` for what the rung refuses (:func:`~worldsim.world_models.ladder.rung_bank`:
-    the oracle needs the object pathway and a bank with ``state``, whose cubes' orientations it keeps)."""
-    rung_bank(model, bank, rung)
-    if rung != "oracle":
+def scene_frames(model: WorldModel, rung: Rung, num_envs: int) -> SceneFrames | None:
+    """What draws ``num_envs`` imagined scenes of ``model`` on ``rung``: a :class:`SceneFrames` on a
+    rung whose frames the scene's renderer draws (``oracle``), None on the others (the model draws
+    its frames). The rung has checked the model (:meth:`~worldsim.envs.imagination.Rung.check`)."""
+    if not rung.rendered:
         return None
-    assert model.rules is not None  # checked by rung_bank
+    assert model.rules is not None  # a rendered rung seeds the objects, which needs the pathway
     return SceneFrames(model.rules, model.config.image_size, num_envs)
 
 

@@ -41,7 +41,7 @@ class SuccessHead(nn.Module):
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
-        width, self.patch = config.success_channels, config.patch
+        width, self.patch = config.judge.detector_channels, config.patch
         self.entities = len(ENTITIES)
         self.detector = nn.Sequential(
             nn.Conv2d(config.latent_channels, width, 3, padding=1), nn.SiLU(),
@@ -49,8 +49,7 @@ class SuccessHead(nn.Module):
             nn.Conv2d(width, width, 3, padding=1), nn.SiLU(),
             nn.Conv2d(width, self.entities * config.patch**2, 1))
         self.num_tasks = len(config.tasks)
-        self.classifier = mlp(2 * self.entities + PROPRIO_DIM + self.num_tasks, config.cond_hidden,
-                               1 + self.AUX_DIM)
+        self.classifier = mlp(2 * self.entities + PROPRIO_DIM + self.num_tasks, config.judge.hidden, 1 + self.AUX_DIM)
         with torch.no_grad():  # success is rare: start at a 2% prior, not at 50% on every frame
             last = self.classifier[-1]
             assert isinstance(last, nn.Linear)

@@ -13,9 +13,9 @@ Read top to bottom, :func:`train_world_model` is the recipe:
 3. take ``steps`` AdamW steps on the sum of the denoising and (``success_weight`` times)
    success losses over random windows, a ``success_fraction`` share of them ending in a
    success frame, with linear warm-up and cosine decay of the learning rate; each step also
-   takes ``dynamics_updates`` steps of the low-dimensional dynamics' own optimiser (the proprio
-   head and the object pathway) on large batches of state windows rolled out on their own
-   predictions (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`);
+   takes a step of the low-dimensional dynamics' own optimiser (the proprio dynamics and the
+   object pathway) on a large batch of state windows rolled out on their own predictions
+   (:meth:`~worldsim.world_models.model.WorldModel.dynamics_loss`);
 4. every ``val_every`` steps log the validation loss and the open-loop PSNR after
    ``val_horizon`` imagined steps; every ``video_every`` steps write a side-by-side video
    (real | imagined) of a validation episode to ``out/videos/``; every ``checkpoint_every``
@@ -44,7 +44,6 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -53,12 +52,14 @@ import torch
 
 from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.imagination import ImaginationConfig, replay_rung
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.distributed import broadcast_module
 from worldsim.runtime.run import TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
 from worldsim.runtime.settings import RunSettings
-from worldsim.world_models.config import WorldModelConfig, preset
+from worldsim.runtime.validation import check_choice, check_int, check_number, check_range, positive_ints
+from worldsim.world_models.config import PRESETS, WorldModelConfig, build_config
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import MODEL_DIR, WorldModel
 from worldsim.world_models.train_step import (
@@ -75,43 +76,48 @@ from worldsim.world_models.train_step import (
 WARMUP_STEPS = 100
 # how often (steps) the losses are read back from the device: logged, and checked for NaN
 FINITE_CHECK_EVERY = 25
-# Settings of a new model's architecture the command line may override (the rest are the preset's).
-ARCHITECTURE_FIELDS = ("context", "sampling_steps", "context_noise", "object_pathway", "carry_objects",
-                       "gripper_planes", "anchor", "p_mean", "p_std", "outcome", "dynamics_horizon",
-                       "state_supervision", "lora_rank")
 # Settings a resumed run must share with the run that wrote the checkpoint ("model": the built model's architecture).
 RESUME_FIELDS = ("data", "task", "init", "init_from", "precision", "batch_size", "seed", "val_fraction", "model",
-                 "success_fraction", "success_weight", "dynamics_updates")
+                 "success_fraction", "success_weight")
+Preset = Literal["tiny", "base", "video-tiny", "video-base"]
 
 
 @dataclass
 class TrainWMConfig(RunSettings):
-    """World-model training (``worldsim train-wm``): a new model of the ``model`` architecture
-    (the ``tiny`` preset unless given), or ``init`` fine-tuned; the run settings are
+    """World-model training (``worldsim train-wm``): a new model of the ``preset`` architecture (with
+    the ``model`` changes), or ``init`` fine-tuned; the run settings are
     :class:`~worldsim.runtime.run.RunSettings`."""
 
-    PRESET: ClassVar[str] = "tiny"
-    """The preset ``model`` defaults to (``train-wm --config``)."""
-    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {
-        "model": tuple(f.name for f in dataclasses.fields(WorldModelConfig) if f.name not in ARCHITECTURE_FIELDS)}
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = (
+        "data", "preset", "task", "init", "init_from", "state_supervision", "precision", "steps", "batch_size", "lr",
+        "compile", "cuda_graph")
+    """The fields that are flags (with the run settings'); the rest a config file sets."""
 
     data: Path
     """HDF5 episode file with image and proprio observations (``worldsim collect``)."""
     out: Path = field(default=Path("runs/wm"), kw_only=True)
     """Run folder: config, metrics, curves, videos, checkpoint, world_model/."""
-    model: WorldModelConfig = field(default_factory=partial(preset, "tiny"))
-    """A new model's architecture: the ``tiny`` preset (``--config base``: the ``base`` one) with
-    these overrides; its tasks, instructions and image size come from the data. Data without state
-    gets a model without the object pathway, its success judged by the head."""
+    preset: Preset = "tiny"
+    """A new model's architecture (:data:`~worldsim.world_models.config.PRESETS`): ``tiny`` or
+    ``video-tiny`` (the video transformer) on a CPU, ``base`` or ``video-base`` on a GPU; its tasks,
+    instructions and image size come from the data."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Changes to the preset's architecture, table by table as a config file's ``[model]`` gives them
+    (e.g. ``[model.frames]`` ``anchor = "last"``; :func:`~worldsim.world_models.config.build_config`)."""
     task: tuple[str, ...] = ()
     """Train only on this task of the file (repeat --task for several; default: all)."""
     init: Path | None = None
     """Fine-tune this world model (folder or train-wm run), which keeps its architecture, instead of building one."""
     init_from: Path | None = None
-    """Start the new model's video transformer (``--config video-tiny`` or ``video-base``) from this
+    """Start the new model's video transformer (``--preset video-tiny`` or ``video-base``) from this
     diffusers-format ``WanTransformer3DModel`` folder (or a pipeline folder holding one in
     ``transformer/``): its size comes from the folder, its weights are loaded where they fit,
     and the layers that read worldsim's frames and conditioning are new."""
+    state_supervision: bool = True
+    """Learn from the data's simulator ``state`` too (the object pathway's positions, the detector's
+    keypoints, the goal offset). False: frames, proprio, actions and success flags only, as from a
+    real robot's cameras: a model without the object pathway, judged by its success head (the
+    ``video`` imagination rung's). Data without ``state`` always trains so."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """The frame loss's arithmetic: ``bf16`` runs it under ``torch.autocast`` in bfloat16 (GPUs
     from Ampere on: about half the memory of activations); the weights and the optimiser stay fp32."""
@@ -127,9 +133,6 @@ class TrainWMConfig(RunSettings):
     """Share of each minibatch's windows that end in a success frame (the rest are uniform)."""
     success_weight: float = 1.0
     """Weight of the success head's loss in the total."""
-    dynamics_updates: int = 1
-    """Optimiser steps of the low-dimensional dynamics (the proprio head and the object pathway)
-    per training step: small MLPs on their own batches, rolled out ``dynamics_horizon`` steps."""
     val_fraction: float = 0.1
     """Share of episodes held out for validation."""
     val_every: int = 250
@@ -158,79 +161,40 @@ class TrainWMConfig(RunSettings):
     def __post_init__(self) -> None:
         self.data = Path(self.data)
         self.init = None if self.init is None else Path(self.init)
+        self.init_from = None if self.init_from is None else Path(self.init_from)
         self.task = tuple(self.task)
-        for name in ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every",
-                     "dynamics_updates"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be an int >= 1")
-        if self.video_every < 0:
-            raise ValueError(f"video_every={self.video_every!r} must be >= 0 (0: no videos)")
-        if not 0.0 <= self.success_fraction <= 1.0:
-            raise ValueError(f"success_fraction={self.success_fraction!r} must be in [0, 1]")
-        if not (math.isfinite(self.success_weight) and self.success_weight >= 0):
-            raise ValueError(f"success_weight={self.success_weight!r} must be a number >= 0")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr={self.lr!r} must be a positive number")
+        positive_ints(self, ("steps", "batch_size", "val_every", "val_horizon", "video_steps", "checkpoint_every"))
+        check_int("video_every", self.video_every, 0, note="0: no videos")
+        check_range("success_fraction", self.success_fraction, 0.0, 1.0, integer=False)
+        check_number("success_weight", self.success_weight)
+        check_range("val_fraction", self.val_fraction, 0.0, 1.0, integer=False, high_open=True)
+        check_number("lr", self.lr, strict=True)
+        check_choice("preset", self.preset, PRESETS)
         if self.cuda_graph and self.compile == "reduce-overhead":
             raise ValueError("cuda_graph=True records the whole step as one CUDA graph; compile='reduce-overhead' "
                              "records each loss as its own: give compile='default' (fused kernels) or 'off' with it")
         self.check_run()
         if not self.data.is_file():
             raise ValueError(f"data={str(self.data)!r}: no such file")
-        self.init_from = None if self.init_from is None else Path(self.init_from)
-        if self.init is not None and self.model != preset(self.PRESET):
-            raise ValueError(f"{', '.join('--' + k.replace('_', '-') for k in ARCHITECTURE_FIELDS)} shape a new "
-                             "model; with --init the model keeps its own")
-        if self.init_from is not None and (self.init is not None or self.model.backbone != "wan"):
-            raise ValueError("init_from starts a new video transformer: give it with --config video-tiny or "
+        architecture = self.architecture  # checked now, with its reason, rather than after loading the data
+        if self.init is not None and (self.model or not self.state_supervision):
+            raise ValueError("model changes and state_supervision=False shape a new model; with init the model keeps "
+                             "its own")
+        if self.init_from is not None and (self.init is not None or architecture.frames.backbone != "wan"):
+            raise ValueError("init_from starts a new video transformer: give it with --preset video-tiny or "
                              "video-base, and without --init (which fine-tunes a worldsim model as it is)")
-        if self.model.lora_rank and self.init_from is None:
+        if getattr(architecture.frames, "lora_rank", 0) and self.init_from is None:
             raise ValueError("lora_rank adapts pretrained weights: give --init-from with it (a new model trains whole)")
         if self.init_from is not None:
             from worldsim.world_models.video_backbone import pretrained_folder
 
-            pretrained_folder(self.init_from)  # refused now, with its reason, rather than after loading the data
+            pretrained_folder(self.init_from)
 
-
-@dataclass
-class TrainWMBaseConfig(TrainWMConfig):
-    """``train-wm --config base``: :class:`TrainWMConfig` with the ``base`` preset (for a GPU) as the
-    new model's architecture."""
-
-    PRESET: ClassVar[str] = "base"
-    model: WorldModelConfig = field(default_factory=partial(preset, "base"))
-    """A new model's architecture: the ``base`` preset with these overrides; its tasks,
-    instructions and image size come from the data. Data without state gets a model without
-    the object pathway, its success judged by the head."""
-
-
-@dataclass
-class TrainWMVideoTinyConfig(TrainWMConfig):
-    """``train-wm --config video-tiny``: :class:`TrainWMConfig` with the video transformer's CPU preset."""
-
-    PRESET: ClassVar[str] = "video-tiny"
-    model: WorldModelConfig = field(default_factory=partial(preset, "video-tiny"))
-    """A new model's architecture: the ``video-tiny`` preset with these overrides; its tasks,
-    instructions and image size come from the data (its transformer's size from ``init_from``)."""
-
-
-@dataclass
-class TrainWMVideoBaseConfig(TrainWMConfig):
-    """``train-wm --config video-base``: :class:`TrainWMConfig` with the video transformer's GPU preset."""
-
-    PRESET: ClassVar[str] = "video-base"
-    model: WorldModelConfig = field(default_factory=partial(preset, "video-base"))
-    """A new model's architecture: the ``video-base`` preset with these overrides; its tasks,
-    instructions and image size come from the data (its transformer's size from ``init_from``)."""
-
-
-PRESET_CONFIGS: dict[str, type[TrainWMConfig]] = {"tiny": TrainWMConfig, "base": TrainWMBaseConfig,
-                                                  "video-tiny": TrainWMVideoTinyConfig,
-                                                  "video-base": TrainWMVideoBaseConfig}
-"""``train-wm --config``'s choices: the run config whose ``model`` is each preset."""
+    @property
+    def architecture(self) -> WorldModelConfig:
+        """A new model's architecture: the preset with the ``model`` changes (the data's tasks,
+        instructions and image size still to come)."""
+        return build_config(self.preset, **self.model)
 
 
 def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
@@ -251,27 +215,27 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
             raise ValueError(f"init={str(config.init)!r} imagines {model.config.image_size}-pixel frames; "
                              f"the data holds {size}-pixel images")
         return model.train()
-    architecture = config.model
-    if bank.state is None and architecture.state_supervision:
+    architecture = config.architecture
+    if bank.state is None and config.state_supervision:
         # The object pathway learns from the objects' recorded positions; without them the model
         # is built without it rather than refusing data a model can still learn from.
         print(f"train-wm: data={str(config.data)!r} has no 'state' observation; the world model is built without "
               "its object pathway, its success judged by the learned head (collect with obs_mode='pixels+state' "
               "to have both)", file=sys.stderr)
-        architecture = dataclasses.replace(architecture, state_supervision=False)
-    if not architecture.state_supervision:
-        architecture = dataclasses.replace(architecture, object_pathway=False, carry_objects=False, outcome="head",
-                                           anchor="last")
+    if bank.state is None or not config.state_supervision:
+        architecture = architecture.without_state()
     if config.init_from is not None:
-        from worldsim.world_models.video_backbone import pretrained_architecture
+        from worldsim.world_models.video_backbone import WanFrames, pretrained_architecture
 
-        architecture = dataclasses.replace(architecture, **pretrained_architecture(config.init_from))
+        frames = dataclasses.replace(architecture.frames, **pretrained_architecture(config.init_from))
+        architecture = dataclasses.replace(architecture, frames=frames)
     model = WorldModel(dataclasses.replace(architecture, tasks=tuple(bank.tasks),
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     if config.init_from is not None:
-        loaded = model.denoiser.video.load_pretrained(config.init_from)
+        assert isinstance(model.frames, WanFrames)  # init_from is checked to start a video transformer
+        loaded = model.frames.video.load_pretrained(config.init_from)
         print(f"train-wm: video transformer from {str(config.init_from)!r}: {len(loaded['new'])} tensors new "
               f"({', '.join(sorted({n.split('.')[0] for n in loaded['new']})) or 'none'}), "
               f"{len(loaded['unused'])} of the folder's left out", file=sys.stderr)
@@ -308,7 +272,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     if not model.config.state_supervision:  # nothing in training may read the data's state
         train, val = train.without_state(), None if val is None else val.without_state()
     # validation replays start the objects as training saw them: at the recorded state when it supervised
-    replay_rung = "sim-seeded" if model.objects is not None and train.state is not None else "pixels"
+    replaying = ImaginationConfig(rung=replay_rung(model, train))
     if config.compile != "off":
         compile_losses(model, config.compile)
     task_ids = {t: model.task_index(t) for t in train.tasks}
@@ -352,7 +316,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             terms = model.dynamics_loss(state_windows(val, model, task_ids, windows, device), noise)[1]
             dynamics_terms.append({name: value.item() for name, value in terms.items()})
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
-                           generator=torch.Generator(device).manual_seed(config.seed + 2), rung=replay_rung)
+                           generator=torch.Generator(device).manual_seed(config.seed + 2), imagination=replaying)
         model.train()
         figures = {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}": float(psnr_curve(replay)[-1])}
         for name in dynamics_terms[0]:  # val/proprio and, with the pathway, val/objects
@@ -363,7 +327,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         model.eval()
         replay = open_loop(model, val if val is not None else train, np.arange(1), np.zeros(1, np.int64),
                            config.video_steps, generator=torch.Generator(device).manual_seed(config.seed + 3),
-                           rung=replay_rung)
+                           imagination=replaying)
         write_video(config.out / "videos" / f"step_{step:06d}.mp4", upscale(side_by_side(replay, 0)), fps=10)
         model.train()
 
@@ -385,8 +349,8 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
     take = StepGraph(update) if config.cuda_graph else update
     while run.keep_going(step):
         windows, noise = generators(config.seed * 1_000_003 + run.rank * 7919 + step, device)
-        logs = take(draw_step(model, train, config.batch_size, config.success_fraction, config.dynamics_updates,
-                              task_ids, windows, noise, device))
+        logs = take(draw_step(model, train, config.batch_size, config.success_fraction, task_ids, windows, noise,
+                              device))
         schedule.step()
         dynamics_schedule.step()
         step += 1
@@ -402,7 +366,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         if step % config.checkpoint_every == 0:
             checkpoint()
     calibrated = False
-    if run.is_main and val is not None and model.config.outcome == "head":
+    if run.is_main and val is not None and model.config.judge.outcome == "head":
         calibrated = calibrate_success_threshold(model, val, torch.Generator(device).manual_seed(config.seed + 4))
     check_finite()
     checkpoint()
@@ -411,7 +375,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         "parameters": model.num_parameters(),
         "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
         "out": str(config.out / MODEL_DIR), "train_loss": train_loss.item(),
-        "success_threshold": model.config.success_threshold, "success_threshold_calibrated": calibrated}
+        "success_threshold": model.config.judge.success_threshold, "success_threshold_calibrated": calibrated}
     result = f"final loss {train_loss.item():.4f}"
     if run.is_main:
         if val is not None:
@@ -425,7 +389,7 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
 
 @torch.no_grad()
 def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: torch.Generator) -> bool:
-    """Set ``model.config.success_threshold`` from full open-loop replays of the ``val``
+    """Set ``model.config.judge.success_threshold`` from full open-loop replays of the ``val``
     episodes (step 5 of the module docstring); False (unchanged) when they are all of one
     outcome, or when the best cut lies outside [0.1, 0.9]: the head then does not separate the
     imagined outcomes (a cut at 1e-6 would call nearly every imagined frame a success), and a
@@ -435,9 +399,8 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
 
     training = model.training
     model.eval()
-    rung = "sim-seeded" if model.objects is not None and val.state is not None else "pixels"
     run = open_loop(model, val, np.arange(len(val)), np.zeros(len(val), np.int64), int(val.lengths.max()),
-                    generator=generator, rung=rung)
+                    generator=generator, imagination=ImaginationConfig(rung=replay_rung(model, val)))
     model.train(training)
     scores, real = episode_scores(run)
     if real.all() or not real.any():
@@ -445,7 +408,7 @@ def calibrate_success_threshold(model: WorldModel, val: EpisodeBank, generator: 
     threshold = calibrate_threshold(scores, real)
     if not 0.1 <= threshold <= 0.9:
         return False
-    model.config.success_threshold = threshold
+    model.config.judge.success_threshold = threshold
     return True
 
 

@@ -42,12 +42,12 @@ def state_windows(bank: EpisodeBank, model: WorldModel, task_ids: dict[str, int]
                   device: torch.device) -> dict[str, torch.Tensor]:
     """One batch of the low-dimensional dynamics' state windows of ``bank``."""
     cfg = model.config
-    return bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon, task_ids, generator, device)
+    return bank.state_windows(cfg.dynamics.batch, cfg.context, cfg.dynamics.horizon, task_ids, generator, device)
 
 
-def draw_step(model: WorldModel, bank: EpisodeBank, batch_size: int, success_fraction: float, updates: int,
-              task_ids: dict[str, int], windows: torch.Generator, noise: torch.Generator, device: torch.device
-              ) -> dict[str, Any]:
+def draw_step(model: WorldModel, bank: EpisodeBank, batch_size: int, success_fraction: float,
+              task_ids: dict[str, int], windows: torch.Generator, noise: torch.Generator, device: torch.device,
+              updates: int = 1) -> dict[str, Any]:
     """Every random draw of one training step on ``bank``, windows from the CPU generator
     ``windows`` and noise from ``noise`` (on ``device``): ``frames``, a batch of ``batch_size``
     windows and its :meth:`~WorldModel.training_noise`, and ``dynamics``, for each of

@@ -1,4 +1,4 @@
-"""The ``wan`` frame network: a diffusers ``WanTransformer3DModel`` over a short clip, each frame
+"""The ``wan`` frame generator: a diffusers ``WanTransformer3DModel`` over a short clip, each frame
 modulated by its own conditioning.
 
 The clip is the episode's first frame, the ``C`` context frames and the frame being denoised,
@@ -30,9 +30,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from worldsim.envs.observations import ENTITIES
-from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
+from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WanConfig, WorldModelConfig
+from worldsim.world_models.frames import Conditions, FrameGenerator
 from worldsim.world_models.layers import mlp
+from worldsim.world_models.objects import keypoint_planes
 
 WAN_CLASS = "WanTransformer3DModel"
 FRAME_FEATURES = PROPRIO_DIM + ACTION_DIM + 1  # proprio, action, "proprio known" flag
@@ -60,13 +61,15 @@ class ClipInputs:
     task: torch.Tensor
 
 
-def wan_settings(config: WorldModelConfig, text_dim: int) -> dict[str, Any]:
-    """The ``WanTransformer3DModel`` arguments of a worldsim ``config``."""
-    planes = len(ENTITIES) if config.object_pathway else 0
-    return {"patch_size": (1, config.token_patch, config.token_patch), "num_attention_heads": config.heads,
-            "attention_head_dim": config.head_dim, "in_channels": config.latent_channels + planes,
-            "out_channels": config.latent_channels, "text_dim": text_dim, "freq_dim": config.freq_dim,
-            "ffn_dim": config.ffn_dim, "num_layers": config.layers, "rope_max_seq_len": 1024, **WAN_FIXED}
+def wan_settings(config: WorldModelConfig, planes: int, text_dim: int) -> dict[str, Any]:
+    """The ``WanTransformer3DModel`` arguments of a worldsim ``config`` whose frames carry
+    ``planes`` object planes."""
+    own = config.frames
+    assert isinstance(own, WanConfig)  # the assembler gives each generator its own config
+    return {"patch_size": (1, own.token_patch, own.token_patch), "num_attention_heads": own.heads,
+            "attention_head_dim": own.head_dim, "in_channels": config.latent_channels + planes,
+            "out_channels": config.latent_channels, "text_dim": text_dim, "freq_dim": own.freq_dim,
+            "ffn_dim": own.ffn_dim, "num_layers": own.layers, "rope_max_seq_len": 1024, **WAN_FIXED}
 
 
 def pretrained_folder(path: str | Path) -> Path:
@@ -89,8 +92,8 @@ def pretrained_folder(path: str | Path) -> Path:
 
 
 def pretrained_architecture(path: str | Path) -> dict[str, Any]:
-    """The :class:`~worldsim.world_models.config.WorldModelConfig` fields a pretrained Wan folder
-    fixes (heads, head width, layers, feed-forward width, token patch, timestep-embedding width)."""
+    """The :class:`~worldsim.world_models.config.WanConfig` fields a pretrained Wan folder fixes
+    (heads, head width, layers, feed-forward width, token patch, timestep-embedding width)."""
     folder = pretrained_folder(path)
     wan = json.loads((folder / "config.json").read_text())
     patch = tuple(wan.get("patch_size", (1, 2, 2)))
@@ -109,28 +112,68 @@ def flow_time(level: torch.Tensor, sigma_data: float) -> torch.Tensor:
     return 1000.0 * s / (1.0 + s)
 
 
+class WanFrames(FrameGenerator):
+    """The video transformer's frame generator: the clip of first frame, context frames and the
+    frame being made (see the module docstring), drawn by :class:`VideoBackbone`."""
+
+    def __init__(self, config: WorldModelConfig, planes: int, carry: bool) -> None:
+        super().__init__(config, planes, carry)
+        self.video = VideoBackbone(config, planes)
+
+    def network(self, x_scaled: torch.Tensor, sigma: torch.Tensor, inputs: Any) -> torch.Tensor:
+        return self.video(x_scaled, sigma, inputs)
+
+    def sample_like(self, inputs: Any) -> torch.Tensor:
+        return inputs.frames
+
+    def inputs(self, context: torch.Tensor, first: torch.Tensor, level: torch.Tensor, conditions: Conditions,
+               points: torch.Tensor | None, next_points: torch.Tensor | None) -> ClipInputs:
+        """The clip of first and context frames (with one blob plane per object at each frame's
+        positions), each frame's noise level (``level`` for the context, 0 for the first frame) and
+        features (its normalised proprio; for the new frame, the next proprio and the action)."""
+        b, c = context.shape[:2]
+        size, patch = self.model_config.latent_size, self.model_config.patch
+        frames = torch.cat([first[:, None], context], dim=1)
+        target_planes = context.new_zeros(b, 0, size, size)
+        if self.planes:
+            assert points is not None and next_points is not None  # the pathway's positions come with it
+            planes = keypoint_planes(points.flatten(0, 1), size, patch).view(b, c, -1, size, size)
+            planes = torch.cat([torch.zeros_like(planes[:, :1]), planes], dim=1)  # the first frame's are unknown
+            frames = torch.cat([frames, planes], dim=2)
+            target_planes = keypoint_planes(next_points, size, patch)
+        known = context.new_ones(b, c, 1)
+        no_action = torch.zeros_like(known).expand(-1, -1, ACTION_DIM)
+        given = torch.cat([conditions.proprio, no_action, known], dim=2)
+        made = torch.cat([conditions.next_proprio, conditions.action, known[:, 0]], dim=1)
+        features = torch.cat([torch.zeros_like(given[:, :1]), given, made[:, None]], dim=1)
+        levels = torch.cat([torch.zeros_like(level[:, None]), level[:, None].expand(-1, c)], dim=1)
+        return ClipInputs(frames, target_planes, levels, features, conditions.task)
+
+
 class VideoBackbone(nn.Module):
     """The ``wan`` network ``F(c_in x; sigma, clip)``: see the module docstring."""
 
-    def __init__(self, config: WorldModelConfig) -> None:
+    def __init__(self, config: WorldModelConfig, planes: int) -> None:
         from diffusers import WanTransformer3DModel  # here, not at import: diffusers costs seconds to import
 
         from worldsim.policies.language import InstructionEncoder, resolve_language
 
         super().__init__()
-        self.config = config
+        own = config.frames
+        assert isinstance(own, WanConfig)  # the assembler gives each generator its own config
+        self.config, self.token_patch, self.sigma_data = own, own.token_patch, config.diffusion.sigma_data
         self.instructions = InstructionEncoder(config.instructions, resolve_language("auto"))
         self.instructions.ensure_ready()  # now, not inside a recorded or compiled step
         # Any: diffusers' models are nn.Modules whose submodules its type stubs do not declare
-        self.transformer: Any = WanTransformer3DModel(**wan_settings(config, self.instructions.dim))
-        width = config.heads * config.head_dim
-        self.frame_mlp = mlp(FRAME_FEATURES, config.cond_hidden, width)
+        self.transformer: Any = WanTransformer3DModel(**wan_settings(config, planes, self.instructions.dim))
+        width = own.heads * own.head_dim
+        self.frame_mlp = mlp(FRAME_FEATURES, own.cond_hidden, width)
         last = self.frame_mlp[-1]
         assert isinstance(last, nn.Linear)
         nn.init.zeros_(last.weight)  # a pretrained backbone starts as it was
         nn.init.zeros_(last.bias)
-        if config.lora_rank:
-            self.add_lora(config.lora_rank)
+        if own.lora_rank:
+            self.add_lora(own.lora_rank)
 
     def add_lora(self, rank: int) -> None:
         """Freeze the transformer but :data:`OWN_LAYERS` and give its :data:`LORA_TARGETS`
@@ -173,7 +216,7 @@ class VideoBackbone(nn.Module):
     def forward(self, x_scaled: torch.Tensor, sigma: torch.Tensor, clip: ClipInputs) -> torch.Tensor:
         """The raw output for the frame being made, ``(B, c, h, w)``, from its preconditioned
         noisy cells ``x_scaled``, its noise level ``sigma`` ``(B,)`` and the ``clip``."""
-        wan, cfg = self.transformer, self.config
+        wan = self.transformer
         b, given = clip.frames.shape[:2]
         target = torch.cat([x_scaled, clip.target_planes], dim=1)
         video = torch.cat([clip.frames, target[:, None]], dim=1).transpose(1, 2)  # (B, c, F + 1, h, w)
@@ -181,7 +224,7 @@ class VideoBackbone(nn.Module):
         tokens = wan.patch_embedding(video).flatten(2).transpose(1, 2).contiguous()
         per_frame = tokens.shape[1] // (given + 1)
         embedder = wan.condition_embedder
-        times = flow_time(torch.cat([clip.levels, sigma[:, None]], dim=1), cfg.sigma_data)
+        times = flow_time(torch.cat([clip.levels, sigma[:, None]], dim=1), self.sigma_data)
         steps = embedder.timesteps_proj(times.flatten()).unflatten(0, (b, given + 1))
         temb = embedder.time_embedder(steps.to(tokens.dtype)) + self.frame_mlp(clip.features)  # (B, F + 1, D)
         # one modulation per frame, given to each of its tokens
@@ -194,6 +237,6 @@ class VideoBackbone(nn.Module):
         shift, scale = (wan.scale_shift_table[None] + temb[:, -1:, None]).chunk(2, dim=2)
         tokens = (wan.norm_out(tokens.float()) * (1 + scale.squeeze(2)) + shift.squeeze(2)).type_as(tokens)
         tokens = wan.proj_out(tokens)
-        p, h, w = cfg.token_patch, x_scaled.shape[-2], x_scaled.shape[-1]
+        p, h, w = self.token_patch, x_scaled.shape[-2], x_scaled.shape[-1]
         cells = tokens.reshape(b, h // p, w // p, p, p, -1).permute(0, 5, 1, 3, 2, 4)
         return cells.reshape(b, -1, h, w)

@@ -41,6 +41,7 @@ from gymnasium.vector import AutoresetMode
 
 from worldsim.policies.base import Policy
 from worldsim.policies.runner import ChunkQueue
+from worldsim.runtime.validation import check_int
 
 AUTORESET_MODES = (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED)
 
@@ -147,8 +148,7 @@ def run_episodes(env: gym.vector.VectorEnv, policy: Policy, episodes: int, hooks
     :class:`~worldsim.policies.runner.ChunkQueue`'s. ``ValueError`` for ``episodes`` < 1 or an
     env whose autoreset mode is not SameStep or Disabled.
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
-        raise ValueError(f"episodes={episodes!r} must be an int >= 1")
+    check_int("episodes", episodes)
     mode = env.metadata.get("autoreset_mode")
     if mode not in AUTORESET_MODES:
         raise ValueError(f"the env's autoreset_mode is {mode!r}; run_episodes drives envs made with "

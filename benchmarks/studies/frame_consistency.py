@@ -56,8 +56,7 @@ def twins(model: WorldModel, data: Path, horizon: int, seed: int) -> dict[str, n
     n = len(bank)
     episodes = np.concatenate([np.arange(n), np.arange(n)])
     starts = np.concatenate([np.zeros(n, np.int64), rng.integers(0, np.maximum(bank.lengths - 1, 1))])
-    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(seed),
-                    rung="pixels")
+    run = open_loop(model, bank, episodes, starts, horizon, generator=torch.Generator().manual_seed(seed))
     keep = run.valid.copy()
     keep[:, 0] = False  # step 0 is the real frame in both
     return {"real": run.real[keep], "imagined": run.imagined[keep], "real_proprio": run.real_proprio[keep],

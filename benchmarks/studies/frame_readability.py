@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from worldsim.envs.imagination import DEFAULT_IMAGINATION, ImaginationConfig
 from worldsim.policies import load_policy
 from worldsim.policies.base import Policy
 from worldsim.world_models.evaluate import HeldOut, held_out_bank
@@ -51,17 +52,16 @@ def bucketed(curve: list[float]) -> dict[str, float]:
     return {f"steps_{lo}_{hi or len(curve)}": float(np.nanmean(curve[lo - 1:hi])) for lo, hi in BUCKETS}
 
 
-def held_out_gap(model: WorldModel, policy: Policy, data: Path, horizon: int, *, rung: str = "pixels", seed: int = 0,
-                 sampling_steps: int | None = None, episodes: int | None = None
+def held_out_gap(model: WorldModel, policy: Policy, data: Path, horizon: int, *,
+                 imagination: ImaginationConfig = DEFAULT_IMAGINATION, seed: int = 0, episodes: int | None = None
                  ) -> tuple[dict[str, list[float]], OpenLoop, HeldOut]:
     """``policy``'s :func:`~worldsim.world_models.metrics.action_gap` over ``horizon``-step
-    replays of the balanced held-out episodes of ``data`` from their starts on ``rung``, with
-    the replays and the held-out set."""
+    replays of the balanced held-out episodes of ``data`` from their starts, imagined as
+    ``imagination`` says (its rung and sampling steps), with the replays and the held-out set."""
     held = held_out_bank(model, data, episodes=episodes, balance=True, seed=seed)
     bank = held.bank
     run = open_loop(model, bank, np.arange(len(bank)), np.zeros(len(bank), np.int64), horizon,
-                    sampling_steps=sampling_steps, generator=torch.Generator(model.device).manual_seed(seed),
-                    rung=rung)
+                    imagination=imagination, generator=torch.Generator(model.device).manual_seed(seed))
     return action_gap(run, policy, [info.instruction for info in bank.infos]), run, held
 
 
@@ -85,12 +85,12 @@ def main() -> None:
         path, rung, steps = [*spec.split(":"), "", ""][:3]
         if not name or not path:
             parser.error(f"--config {entry}: give NAME=WORLD_MODEL[:RUNG[:SAMPLING_STEPS]]")
-        rung = rung or "pixels"
+        imagination = ImaginationConfig(rung=rung or "pixels", sampling_steps=int(steps) if steps else None)
         model = WorldModel.from_pretrained(path).eval()
-        gap, run, held = held_out_gap(model, policy, args.data, args.horizon, rung=rung, seed=args.seed,
-                                      sampling_steps=int(steps) if steps else None, episodes=args.episodes)
+        gap, run, held = held_out_gap(model, policy, args.data, args.horizon, imagination=imagination, seed=args.seed,
+                                      episodes=args.episodes)
         psnr = psnr_curve(run)
-        rows[name] = {"world_model": path, "rung": rung, "oracle": rung == "oracle",
+        rows[name] = {"world_model": path, "rung": imagination.rung.name, "oracle": imagination.rung.rendered,
                       "sampling_steps": int(steps) if steps else model.config.sampling_steps,
                       "gap_seen": bucketed(gap["imagined"]), "gap_frame": bucketed(gap["frame"]),
                       "psnr_8": float(psnr[7]), "psnr_32": float(psnr[min(31, len(psnr) - 1)]),

@@ -38,13 +38,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from physics_replay import WINDOWS, ceiling, majority_ceiling, record_pushes  # beside this script
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.world_models.ceiling import physics_agreement
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.evaluate import balanced_draw
-from worldsim.world_models.physics_replay import WINDOWS, ceiling, majority_ceiling, record_pushes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402

@@ -49,21 +49,24 @@ from torch import nn
 
 from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
-from worldsim.envs.families.base import RESTING_TOLERANCE
+from worldsim.envs.families.base import ON_ZONE, RESTING_TOLERANCE
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.tasks import get_task
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.evaluate import balanced_windows, held_out_bank
+from worldsim.world_models.imagined_step import Rollout
 from worldsim.world_models.keyframes import KeyframeRule, select_keyframes
+from worldsim.world_models.layers import task_one_hot
 from worldsim.world_models.metrics import (
+    agreement,
     calibrate_threshold,
     real_frame_probabilities,
     row_tasks,
     window_max,
 )
 from worldsim.world_models.model import WorldModel
-from worldsim.world_models.outcome_judges import best_cut, imagined_states, judge_features, scored, zone_excess
+from worldsim.world_models.objects import RELATION_UNIT_M
 from worldsim.world_models.replay import open_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -81,6 +84,73 @@ RANDOM_STARTS_PER_EPISODE = 4  # besides the keyframes, so both outcomes are wel
 CUT_HORIZONS = (4, 8, 12, 16)
 
 
+# ---------------------------------------------------------------- the judges and what they read
+# Besides the model's own judge, the same windows are judged by the rule with the zone widened
+# (zone_excess), the head at the cut best on the very windows judged (best_cut, an oracle upper
+# bound), or a judge trained on the model's own imagined steps (judge_features of the states
+# imagined_states rolls with the low-dimensional dynamics alone).
+def zone_excess(cube_xy: np.ndarray, zone_xy: np.ndarray) -> np.ndarray:
+    """How far (metres, max-norm) each cube centre lies outside the band the rule counts as on
+    the zone; <= 0 means on it."""
+    return np.abs(cube_xy - zone_xy).max(axis=-1) - ON_ZONE
+
+
+def scored(judged: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    """The agreement figures a row of the table needs."""
+    a = agreement(judged, real)
+    return {k: a[k] for k in ("accuracy", "recall", "specificity", "episodes")}
+
+
+def best_cut(scores: np.ndarray, real: np.ndarray) -> dict[str, Any]:
+    """The cut most accurate on these very windows (the one a calibration on them would pick),
+    and its figures: an oracle."""
+    cut = calibrate_threshold(scores, real)
+    return {"cut": cut, **scored(scores >= cut, real)}
+
+
+def judge_features(model: WorldModel, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                   task: torch.Tensor) -> torch.Tensor:
+    """What the judge trained on imagination reads of one imagined step ``(N, D)``: the keypoints
+    ``(N, E, 2)``, the positions the rules place them at, the normalized proprio and the task."""
+    assert model.rules is not None
+    where = model.rules.positions(points, heights) / RELATION_UNIT_M
+    return torch.cat([points.flatten(1) / model.config.image_size * 2 - 1, where.flatten(1), proprio,
+                      task_one_hot(task, len(model.config.tasks))], dim=1)
+
+
+@torch.no_grad()
+def imagined_states(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, horizon: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The model's low-dimensional dynamics alone (the proprio head and the pathway: what the
+    judges read, and neither reads frames) rolled ``horizon`` steps from the recorded starts with
+    the recorded actions: each step's judge features ``(N, H, D)``, the head's success
+    probability ``(N, H)``, the real success ``(N, H)`` and ``valid`` ``(N, H)``."""
+    cfg = model.config
+    context = bank.context_rows(episodes, starts, cfg.context)
+    objects = bank.recorded_objects(context)
+    assert objects is not None  # the held-out and training files have state (checked by held_out_bank's caller)
+    proprio, points, heights = torch.from_numpy(bank.proprio[context]), objects[0].float(), objects[1].float()
+    task = torch.tensor([model.task_index(bank.infos[e].task) for e in episodes])
+    ahead = starts[:, None] + 1 + np.arange(horizon)[None]
+    valid = ahead <= bank.lengths[episodes][:, None]
+    actions = bank.step_start[episodes][:, None] + np.minimum(ahead - 1, bank.lengths[episodes][:, None] - 1)
+    observed = bank.obs_start[episodes][:, None] + np.minimum(ahead, bank.lengths[episodes][:, None])
+    no_frames = torch.zeros(0)  # the dynamics read the rollout's proprio and objects alone
+    features, head = [], []
+    for k in range(horizon):
+        norm, moved, lifted = model.step_dynamics(Rollout(no_frames, no_frames, proprio, points, heights),
+                                                  torch.from_numpy(bank.actions[actions[:, k]]), task)
+        assert moved is not None and lifted is not None
+        features.append(judge_features(model, moved, lifted, norm, task))
+        head.append(torch.sigmoid(model.judge.success_head.judge(moved, task, norm)[0]))
+        proprio = torch.cat([proprio[:, 1:], model.scale.raw(norm)[:, None]], dim=1)
+        points = torch.cat([points[:, 1:], moved[:, None]], dim=1)
+        heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
+    return (torch.stack(features, 1), torch.stack(head, 1), torch.from_numpy(bank.success[observed] & valid),
+            torch.from_numpy(valid))
+
+
+# ---------------------------------------------------------------- the study
 def judge_scores(judge: nn.Module, features: torch.Tensor, valid: torch.Tensor) -> np.ndarray:
     """A window's score: the judge's highest success probability over its valid steps."""
     with torch.no_grad():
@@ -133,8 +203,8 @@ def real_probabilities(model: WorldModel, bank: EpisodeBank) -> tuple[np.ndarray
     """The head's success probability on every recorded observation row of ``bank``: from the
     real frame (its keypoints found in it) and from the recorded positions."""
     points = bank.recorded_objects(np.arange(len(bank.images)))[0].float()
-    proprio = model._normalized_proprio(torch.from_numpy(bank.proprio))
-    logit = model.success_head.judge(points, torch.from_numpy(row_tasks(model, bank)), proprio)[0]
+    proprio = model.scale.normalize(torch.from_numpy(bank.proprio))
+    logit = model.judge.success_head.judge(points, torch.from_numpy(row_tasks(model, bank)), proprio)[0]
     return real_frame_probabilities(model, bank), torch.sigmoid(logit).numpy()
 
 
@@ -157,20 +227,20 @@ def judge_windows(model: WorldModel, bank: EpisodeBank, on_real: tuple[np.ndarra
     rule = model.rules.outcome(task, proprio.flatten(0, 1), points,
                                torch.from_numpy(run.heights).float().flatten(0, 1))[0]
     with torch.no_grad():  # as imagination judges with the head, whatever this model's own outcome is
-        logit = model.success_head.judge(points, task, model._normalized_proprio(proprio.flatten(0, 1)))[0]
+        logit = model.judge.success_head.judge(points, task, model.scale.normalize(proprio.flatten(0, 1)))[0]
     # how far inside the zone's band the cube came at its closest (negative: short of it)
     inside = window_max(-zone_excess(where[:, :, cube, :2], where[:, :, zone, :2]), run.valid)
     rows = bank.obs_start[episodes][:, None] + starts[:, None] + np.arange(steps)[None]
     rows = np.minimum(rows, (bank.obs_start[episodes] + bank.lengths[episodes])[:, None])
     on_frames, on_positions = (p[rows] for p in on_real)
-    cut = model.config.success_threshold
+    cut = model.config.judge.success_threshold
     head = window_max(torch.sigmoid(logit).reshape(n, steps).numpy(), run.valid)
     frames, positions = window_max(on_frames, run.valid), window_max(on_positions, run.valid)
     lifted = where[:, 1:, cube, 2] > CUBE_HALF + RESTING_TOLERANCE
     recorded = bank.recorded_objects(rows)[1].numpy()[:, :, cube]
     learned = {}
     if trained is not None:  # read from this very replay: its dynamics are what imagined_states rolls
-        normalized = model._normalized_proprio(proprio.flatten(0, 1))
+        normalized = model.scale.normalize(proprio.flatten(0, 1))
         features = judge_features(model, points, torch.from_numpy(run.heights).float().flatten(0, 1), normalized,
                                   task).reshape(n, steps, -1)[:, 1:]
         scores = judge_scores(trained[0], features, torch.from_numpy(run.valid[:, 1:]))
@@ -229,8 +299,8 @@ def main() -> None:
                   + (f", trained on imagination {row['judge_trained_on_imagination']['accuracy']:.3f}"
                      if trained else ""), flush=True)
     report(f"outcome_judges{'_' + args.tag if args.tag else ''}", {
-        "world_model": str(args.world_model), "outcome": model.config.outcome,
-        "success_threshold": model.config.success_threshold, "judge_trained_on_imagination": judge or None,
+        "world_model": str(args.world_model), "outcome": model.config.judge.outcome,
+        "success_threshold": model.config.judge.success_threshold, "judge_trained_on_imagination": judge or None,
         "sets": sets}, args, STUDY_RESULTS)
 
 

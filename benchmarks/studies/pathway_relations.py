@@ -1,6 +1,6 @@
 """Does the object pathway carry a pushed cube as far as it really goes? The pathway alone, with
 each object's offset from the gripper among its inputs, and trained on rollouts
-of its own of ``dynamics_horizon`` 8 or 16 steps, fitted on one episode file and rolled open loop
+of its own of ``dynamics.horizon`` 8 or 16 steps, fitted on one episode file and rolled open loop
 on another.
 
 Each variant is a fresh ``tiny`` model's low-dimensional dynamics (the proprio head and the
@@ -42,7 +42,7 @@ from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel
-from worldsim.world_models.config import preset
+from worldsim.world_models.config import build_config
 from worldsim.world_models.data import EpisodeBank
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -55,16 +55,16 @@ PUSHED = ENTITIES.index("red_cube")  # PushCube's cube
 PADDLE_LOW_M = 0.05  # TCP below this, its centre within PADDLE_REACH_M of the cube's: the paddle pushes it
 PADDLE_REACH_M = 0.05
 # each variant's pathway settings (relations: the tiny preset's)
-VARIANTS: dict[str, dict[str, bool | int]] = {
-    "relations": {"dynamics_horizon": 8},
-    "relations_h16": {"dynamics_horizon": 16}}
+VARIANTS: dict[str, dict[str, dict[str, int]]] = {
+    "relations": {"dynamics": {"horizon": 8}},
+    "relations_h16": {"dynamics": {"horizon": 16}}}
 
 
-def fit(bank: EpisodeBank, inputs: dict[str, bool | int], updates: int, seed: int) -> tuple[WorldModel, float]:
+def fit(bank: EpisodeBank, inputs: dict[str, dict[str, int]], updates: int, seed: int) -> tuple[WorldModel, float]:
     torch.manual_seed(seed)
     instructions = tuple(bank.instructions[t] for t in bank.tasks)
-    model = WorldModel(preset("tiny", tasks=tuple(bank.tasks), instructions=instructions,
-                              image_size=bank.image_shape[0], **inputs))
+    model = WorldModel(build_config("tiny", tasks=tuple(bank.tasks), instructions=instructions,
+                                    image_size=bank.image_shape[0], **inputs))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     parameters = model.dynamics_parameters()
     optimizer = torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-5)
@@ -75,7 +75,7 @@ def fit(bank: EpisodeBank, inputs: dict[str, bool | int], updates: int, seed: in
     cfg = model.config
     start = time.time()
     for _ in range(updates):
-        loss, _ = model.dynamics_loss(bank.state_windows(cfg.dynamics_batch, cfg.context, cfg.dynamics_horizon,
+        loss, _ = model.dynamics_loss(bank.state_windows(cfg.dynamics.batch, cfg.context, cfg.dynamics.horizon,
                                                          task_ids, windows), noise)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -169,7 +169,7 @@ def main() -> None:
 
     model = WorldModel.from_pretrained(world_model)
     if args.outcome is not None:
-        model.config.outcome = args.outcome
+        model.config.judge.outcome = args.outcome
         world_model = args.out / f"world_model_{args.outcome}"
         model.save_pretrained(world_model)
     start = time.time()
@@ -184,7 +184,7 @@ def main() -> None:
                 for p in result["policies"]}
 
     report("policy_ranking_" + args.out.name, {
-        "tasks": tasks, "world_model": str(world_model), "outcome": model.config.outcome,
+        "tasks": tasks, "world_model": str(world_model), "outcome": model.config.judge.outcome,
         "rung": args.rung,
         "keyframes": str(keyframes), "policies": len(policies), "seed": args.seed,
         "wm_policies": [str(p) for p in args.wm_policies], "wm_policy_episodes": args.wm_policy_episodes,

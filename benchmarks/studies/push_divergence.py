@@ -20,8 +20,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-from worldsim.world_models.physics_replay import record_pushes, replay
+from physics_replay import record_pushes, replay  # beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402

@@ -55,10 +55,10 @@ def test(policy: Path, task: str, episodes: int, seed: int, cache: Path) -> list
     return outcomes
 
 
-def gap_at_8(policy: Path, world_model: Path, rung: str, heldout: Path, seed: int) -> float:
+def gap_at_8(policy: Path, world_model: Path, imagination: ImaginationConfig, heldout: Path, seed: int) -> float:
     """The BC policy's mean action gap over steps 1-8 of the balanced held-out replays."""
     model = WorldModel.from_pretrained(world_model).eval()
-    gap, _, _ = held_out_gap(model, load_policy(policy).eval(), heldout, 8, rung=rung, seed=seed)
+    gap, _, _ = held_out_gap(model, load_policy(policy).eval(), heldout, 8, imagination=imagination, seed=seed)
     return float(np.mean(gap["imagined"]))
 
 
@@ -94,19 +94,18 @@ def main() -> None:
         world_model, _, rung = spec.partition(":")
         if not name or not world_model:
             parser.error(f"--config {entry}: give NAME=WORLD_MODEL[:RUNG]")
-        rung = rung or "pixels"
+        imagination = ImaginationConfig(world_model=Path(world_model), keyframes=args.keyframes, rung=rung or "pixels",
+                                        reward_type=args.reward_type)
         out = args.out / name
         if not (out / "policy").exists():
-            imagination = ImaginationConfig(world_model=Path(world_model), keyframes=args.keyframes, rung=rung,
-                                            reward_type=args.reward_type)
             train_grpo(GRPOConfig(policy=args.policy, task=args.task, obs_mode="pixels", imagination=imagination,
                                   num_envs=args.num_envs, lr=args.lr, total_env_steps=args.env_steps, eval_every=0,
                                   eval_episodes=10, checkpoint_every=0, seed=args.seed, out=out,
                                   torch_threads=args.threads, progress=False))
         outcomes[name] = test(out / "policy", args.task, args.test_episodes, test_seed, out / "test.json")
-        rows[name] = {"world_model": world_model, "rung": rung, "oracle": rung == "oracle",
+        rows[name] = {"world_model": world_model, "rung": imagination.rung.name, "oracle": imagination.rung.rendered,
                       "success": float(np.mean(outcomes[name])), "vs_bc": points(paired_comparison(bc, outcomes[name])),
-                      "bc_action_gap_8": gap_at_8(args.policy, Path(world_model), rung, args.heldout, args.seed)}
+                      "bc_action_gap_8": gap_at_8(args.policy, Path(world_model), imagination, args.heldout, args.seed)}
         print(name, rows[name], flush=True)
     names = list(rows)
     pairs = {f"{b}_vs_{a}": points(paired_comparison(outcomes[a], outcomes[b]))

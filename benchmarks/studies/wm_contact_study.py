@@ -1,14 +1,18 @@
 """The contact study of issue 17: which change makes the imagined cube follow the real pushes.
 
-One run = one variant: collect noisy expert PushCube episodes at a control step (``--control-step``
-metres of end-effector travel per action unit; the episode limits scale with ``--limit-multiplier``
-so that a finer step still reaches the goal), train the ``tiny`` world model for ``--steps``, and
-evaluate it (:func:`worldsim.world_models.evaluate_world_model`) on two balanced held-out sets:
-new episodes of the policy that recorded the training data (``iid``: expert noise 0.3, random
-actions 20% of steps; the case of co-evolution, where a model imagines the policy whose rollouts
-it learned from) and episodes of a noisier one (``noisier``: noise 0.6, random actions 30%). The
-control step is patched module-wide for the run: finer control was measured, not adopted, so the
-library keeps one constant (``worldsim.envs.scene.ACTION_SCALE``).
+One run = one variant: collect noisy expert PushCube episodes, train the ``tiny`` world model for
+``--steps``, and evaluate it (:func:`worldsim.world_models.evaluate_world_model`) on two balanced
+held-out sets: new episodes of the policy that recorded the training data (``iid``: expert noise
+0.3, random actions 20% of steps; the case of co-evolution, where a model imagines the policy whose
+rollouts it learned from) and episodes of a noisier one (``noisier``: noise 0.6, random actions 30%).
+
+The control step is the library's (``worldsim.envs.scene.ACTION_SCALE``, 3 cm per action unit).
+The finer-step variant of the README's first table (``--control-step 0.015 --limit-multiplier 2``:
+half the step, twice the episode limits) ran with this script as of commit b3dd9cc, which set
+those constants module-wide for the run. A scene now carries its action scale
+(``Scene.action_scale``), but the envs, the scripted expert and the world model that collection,
+training and evaluation make inside the library take no such option, so that variant has no
+flag here: finer control was measured, not adopted.
 
 ``benchmarks/studies/results/wm_contact_study.json`` gathers the six variants of the README's first table,
 run with earlier versions of the model and scored on the ``noisier`` set alone;
@@ -24,15 +28,12 @@ default sets, so those figures are tuned; a shifted set tests them.
     python benchmarks/studies/wm_contact_study.py --threads 2 --outcome head --held-out-seed 50000 --out runs/study/test
     python benchmarks/studies/wm_contact_study.py --threads 1 --outcome head --dynamics-updates 2 --out runs/study/h16
     python benchmarks/studies/wm_contact_study.py --threads 2 --outcome head --out runs/study/h16u1  # the defaults now
-    python benchmarks/studies/wm_contact_study.py --control-step 0.015 --limit-multiplier 2 --no-object-pathway \
-        --out runs/study/fine
     python benchmarks/studies/wm_contact_study.py --evaluate-only --rung oracle --out runs/study/h16u1_s1
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -46,8 +47,6 @@ from common import STUDY_RESULTS, GpuBusy, report  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--control-step", type=float, default=0.03, help="metres per unit action (library: 0.03)")
-    parser.add_argument("--limit-multiplier", type=float, default=1.0, help="episode limits x this")
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--val-episodes", type=int, default=400)
     parser.add_argument("--steps", type=int, default=3000)
@@ -58,8 +57,6 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto; on cuda the GPU's busy share is kept")
     parser.add_argument("--object-pathway", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--carry-objects", action=argparse.BooleanOptionalAction, default=None)
-    parser.add_argument("--dynamics-updates", type=int, default=1,
-                        help="proprio-head and object-pathway updates per training step (train-wm's default)")
     parser.add_argument("--dynamics-horizon", type=int, default=None,
                         help="steps they roll out on their own in training (default: 16)")
     parser.add_argument("--outcome", choices=("head", "rule"), default=None, help="what decides imagined success")
@@ -78,26 +75,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
-    import worldsim.envs.families.base as family_base
-    import worldsim.envs.scene as scene
-    import worldsim.envs.tasks as tasks
-
-    family_base.ACTION_SCALE = scene.ACTION_SCALE = args.control_step
-    for name, spec in list(tasks.TASKS.items()):
-        tasks.TASKS[name] = dataclasses.replace(
-            spec, max_episode_steps=int(spec.max_episode_steps * args.limit_multiplier))
     torch.set_num_threads(args.threads)
     from worldsim.data.collect import collect_episodes
+    from worldsim.envs.imagination import ImaginationConfig
+    from worldsim.envs.scene import ACTION_SCALE
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
     from worldsim.runtime.device import resolve_device
-    from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, preset, train_world_model
+    from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     held_out = {"iid": (1000 + args.held_out_seed, 0.3, 0.2), "noisier": (2000 + args.held_out_seed, 0.6, 0.3)}
     # a shifted test lives beside the default sets in --out, so one model is scored on both
     shifted = f"_seed{args.held_out_seed}" if args.held_out_seed else ""
-    drawn = "" if args.rung == "sim-seeded" else f"_{args.rung}"
+    imagination = ImaginationConfig(rung=args.rung)
+    drawn = "" if imagination.rung.seeded and not imagination.rung.rendered else f"_{args.rung}"
     for name, count, seed, noise, epsilon in (("train", args.episodes, 0, 0.3, 0.2),
                                               *((n, args.val_episodes, *v) for n, v in held_out.items())):
         path = args.out / f"{name}{shifted if name in held_out else ''}.h5"
@@ -112,21 +104,22 @@ def main() -> None:
             parser.error(f"--evaluate-only: no finished training run in {args.out / 'wm'}")
         summary = json.loads((args.out / "wm" / "summary.json").read_text())
     else:
-        architecture = {"object_pathway": args.object_pathway, "carry_objects": args.carry_objects,
-                        "dynamics_horizon": args.dynamics_horizon, "outcome": args.outcome}  # None: the preset's
+        architecture = {"objects": None if args.object_pathway is False else
+                        ({} if args.carry_objects is None else {"carry": args.carry_objects}),
+                        "dynamics": {} if args.dynamics_horizon is None else {"horizon": args.dynamics_horizon},
+                        "judge": {} if args.outcome is None else {"outcome": args.outcome}}  # {}: the preset's
         with GpuBusy() as busy:
             summary = train_world_model(TrainWMConfig(
                 data=args.out / "train.h5", out=args.out / "wm", steps=args.steps,
                 batch_size=args.batch_size, time_budget=args.time_budget, val_fraction=0.05,
                 val_every=500, video_every=1000, checkpoint_every=500, torch_threads=args.threads, device=args.device,
-                progress=False, dynamics_updates=args.dynamics_updates,
-                model=preset(args.config, **{k: v for k, v in architecture.items() if v is not None}),
+                progress=False, preset=args.config, model=architecture,
                 seed=args.seed, compile=args.compile, overwrite=True))
         summary["gpu_busy_percent"] = busy.percent()
     model = WorldModel.from_pretrained(args.out / "wm", device=resolve_device(args.device))
     sets = {}
     for name in held_out:
-        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True, rung=args.rung,
+        fidelity = evaluate_world_model(model, args.out / f"{name}{shifted}.h5", balance=True, imagination=imagination,
                                         out=args.out / f"eval_{name}{shifted}{drawn}", progress=False)
         contact = fidelity["object_error_after_contact"]
         sets[name] = {
@@ -148,14 +141,14 @@ def main() -> None:
     trained = json.loads((args.out / "wm" / "config.json").read_text())  # what the model was trained with
     report(f"wm_contact_study_{args.out.name}{shifted}{drawn}", {
         "rung": args.rung,
-        "control_step_m": args.control_step, "episode_limit_multiplier": args.limit_multiplier,
-        "object_pathway": model.config.object_pathway,
-        "carry_objects": model.config.carry_objects, "dynamics_horizon": model.config.dynamics_horizon,
-        "dynamics_updates": trained["dynamics_updates"],
-        "outcome": model.config.outcome, "success_threshold": model.config.success_threshold,
+        "control_step_m": ACTION_SCALE,
+        "object_pathway": model.objects is not None,
+        "carry_objects": model.config.objects is not None and model.config.objects.carry,
+        "dynamics_horizon": model.config.dynamics.horizon,
+        "outcome": model.config.judge.outcome, "success_threshold": model.config.judge.success_threshold,
         "seed": trained["seed"], "held_out_seed": args.held_out_seed,
         "compile": trained.get("compile", "off"),
-        "config": trained["config"], "batch_size": trained["batch_size"], "device": trained["device"],
+        "config": trained["preset"], "batch_size": trained["batch_size"], "device": trained["device"],
         "parameters": model.num_parameters(), "train_steps": summary["steps"],
         "stopped_by": summary.get("stopped_by"), "gpu_busy_percent": summary.get("gpu_busy_percent"),
         "train_seconds": summary["train_seconds"], "collect_seconds": round(collect_s, 1), "held_out_sets": sets},

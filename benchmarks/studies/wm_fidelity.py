@@ -30,10 +30,13 @@ import torch
 
 from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
-from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, preset, train_world_model
+from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
+
+WITHOUT_PATHWAY = {"objects": None, "judge": {"outcome": "head"}, "frames": {"anchor": "last"}}
+"""The preset's architecture without the object pathway: judged by the head, drawn from the last frame."""
 
 
 def main() -> None:
@@ -72,14 +75,14 @@ def main() -> None:
         data=data, out=args.out / "wm", steps=args.steps, batch_size=args.batch_size,
         time_budget=args.time_budget, val_fraction=0.05, val_every=500, video_every=1000, checkpoint_every=500,
         device=args.device, torch_threads=args.threads or None, overwrite=True,
-        model=preset(args.config, **({} if args.object_pathway is None else {"object_pathway": args.object_pathway}))))
+        preset=args.config, model={} if args.object_pathway in (None, True) else WITHOUT_PATHWAY))
     fidelity = evaluate_world_model(args.out / "wm", held_out, balance=True, out=args.out / "eval", progress=False)
     contact = fidelity["object_error_after_contact"]
     agreement = {name: {k: a[k] for k in ("accuracy", "balanced_accuracy", "base_rate", "episodes")}
                  for name, a in fidelity["success_by_horizon"].items() if a is not None}
     report("wm_fidelity", {
         "task": args.task, "config": args.config,
-        "object_pathway": WorldModel.from_pretrained(args.out / "wm").config.object_pathway,
+        "object_pathway": WorldModel.from_pretrained(args.out / "wm").objects is not None,
         "train_episodes": args.episodes, "train_noise": args.noise,
         "train_epsilon": args.epsilon, "held_out": fidelity["held_out"], "val_noise": args.val_noise,
         "val_epsilon": args.val_epsilon, "train_steps": summary["steps"], "steps_asked": args.steps,

@@ -27,7 +27,7 @@ import torch
 from worldsim.data.reader import EpisodeReader
 from worldsim.runtime.distributed import init_distributed
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.train import PRESET_CONFIGS, build_model, generators
+from worldsim.world_models.train import TrainWMConfig, build_model, generators
 from worldsim.world_models.train_step import StepGraph, draw_step, optimisers, prepare_optimizer, take_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -40,8 +40,8 @@ def step_times(bank: EpisodeBank, data: Path, preset: str, batch_size: int, step
                ) -> dict[str, float | None]:
     """The medians and the free-running figures of one batch size (see the module docstring)."""
     device = torch.device("cuda")
-    model = build_model(PRESET_CONFIGS[preset](data=data, out=Path("unused"), batch_size=batch_size, device="cuda"),
-                        bank).to(device)
+    model = build_model(TrainWMConfig(data=data, out=Path("unused"), preset=preset, batch_size=batch_size,
+                                      device="cuda"), bank).to(device)
     ids = {t: model.task_index(t) for t in bank.tasks}
     frames, dynamics = optimisers(model)
     prepare_optimizer(frames, device, recorded=True)
@@ -50,7 +50,7 @@ def step_times(bank: EpisodeBank, data: Path, preset: str, batch_size: int, step
     take = StepGraph(lambda draws: take_step(model, frames, dynamics, draws, 1.0, dist))
 
     def draw(step: int) -> dict:
-        return draw_step(model, bank, batch_size, 0.25, 1, ids, *generators(step, device), device)
+        return draw_step(model, bank, batch_size, 0.25, ids, *generators(step, device), device)
 
     drawing, launching, events = [], [], []
     for step in range(WARMUP + steps):

@@ -15,7 +15,6 @@ AdamW, and per dynamics update the same; means over ``--steps`` after ``--warmup
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 import warnings
@@ -28,7 +27,7 @@ import numpy as np
 import torch
 
 from worldsim.data.reader import EpisodeReader
-from worldsim.world_models.config import preset
+from worldsim.world_models.config import build_config
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.train import compile_losses, generators
@@ -40,10 +39,12 @@ from common import STUDY_RESULTS, report  # noqa: E402
 
 def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: int, warmup: int) -> dict[str, float]:
     """Mean milliseconds per step of each part, and the compile (first step) seconds."""
-    config = preset(preset_name, tasks=tuple(bank.tasks), instructions=tuple(bank.instructions[t] for t in bank.tasks),
-                    image_size=bank.image_shape[0], dynamics_batch=4)
-    config = dataclasses.replace(config, channels=(8,) * len(config.channels), norm_groups=4, object_hidden=8,
-                                 cond_hidden=8)
+    channels = len(build_config(preset_name).frames.channels)  # type: ignore[union-attr]  # the UNet presets
+    small = {"channels": (8,) * channels, "norm_groups": 4, "cond_hidden": 8}
+    config = build_config(preset_name, tasks=tuple(bank.tasks),
+                          instructions=tuple(bank.instructions[t] for t in bank.tasks), image_size=bank.image_shape[0],
+                          dynamics={"batch": 4}, frames=small, objects={"hidden": 8}, proprio={"hidden": 8},
+                          judge={"hidden": 8})
     model = WorldModel(config)
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
     if compile_mode != "off":
@@ -66,7 +67,7 @@ def host_times(bank: EpisodeBank, preset_name: str, compile_mode: str, steps: in
         mark("draw frames")
         update("frame", model.loss(batch, noise)[0], frame_optimizer, model.parameters(), mark)
         for _ in range(2):
-            state = bank.state_windows(4, config.context, config.dynamics_horizon, ids, windows, cpu)
+            state = bank.state_windows(4, config.context, config.dynamics.horizon, ids, windows, cpu)
             mark("draw state windows")
             update("dynamics", model.dynamics_loss(state, noise)[0], dynamics_optimizer, model.dynamics_parameters(),
                    mark)

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from worldsim.data.reader import EpisodeReader
 from worldsim.world_models.data import EpisodeBank
-from worldsim.world_models.train import PRESET_CONFIGS, TrainWMConfig, build_model, generators
+from worldsim.world_models.train import TrainWMConfig, build_model, generators
 from worldsim.world_models.train_step import draw, state_windows
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -82,10 +82,10 @@ def step_operations(config: TrainWMConfig) -> dict[str, Any]:
         dynamics.backward()
         dynamics_optimizer.step()
     parts["dynamics backward + optimiser, one update"] = counter.total
-    updates = config.dynamics_updates
+    updates = 1
     per_update = parts["dynamics forward, one update"] + parts["dynamics backward + optimiser, one update"]
     total = sum(v for k, v in parts.items() if not k.startswith("dynamics")) + updates * per_update
-    return {"parts": parts, "dynamics_updates": updates, "dynamics_horizon": model.config.dynamics_horizon,
+    return {"parts": parts, "dynamics_updates": updates, "dynamics_horizon": model.config.dynamics.horizon,
             "total_per_step": total, "dynamics_share": round(updates * per_update / total, 3),
             "parameters": model.num_parameters()}
 
@@ -98,7 +98,7 @@ def main() -> None:
     torch.set_num_threads(1)
     presets = {}
     for preset in args.configs:
-        presets[preset] = step_operations(PRESET_CONFIGS[preset](data=args.data, batch_size=2))
+        presets[preset] = step_operations(TrainWMConfig(data=args.data, preset=preset, batch_size=2))
         print(preset, presets[preset])
     report("wm_step_operations", {"data": str(args.data), "presets": presets}, args, STUDY_RESULTS)
 

@@ -3,8 +3,8 @@
 A family turns a batch of scene states into the task's quantities: the object and goal
 positions that go into observations, named dense-reward terms, success, and a scripted expert.
 Everything is vectorised over the batch axis in the array API (numpy batches on the host, torch
-tensors on a GPU; :mod:`worldsim.envs.xp`); nothing here keeps per-episode memory, so the expert
-is a pure function of the current state (it re-plans every step).
+tensors or JAX arrays on an accelerator; :mod:`worldsim.envs.xp`); nothing here keeps per-episode
+memory, so the expert is a pure function of the current state (it re-plans every step).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from worldsim.envs.scene import ACTION_SCALE, ZONE_HALF, Scene
+from worldsim.envs.scene import ZONE_HALF, Scene
 from worldsim.envs.tasks import TaskSpec
 from worldsim.envs.xp import Array, column, columns, namespace
 
@@ -31,13 +31,14 @@ class Evaluation:
 
 
 def move_towards(
-    tcp: Array, target: Array, grip: Array | float, speed: Array | float = 1.0
+    tcp: Array, target: Array, grip: Array | float, speed: Array | float = 1.0, *, action_scale: float
 ) -> Array:
     """Action that moves the TCP towards ``target`` at up to ``speed`` (fraction of the largest
-    step), with gripper command ``grip``."""
+    step, ``action_scale`` metres: the scene's :attr:`~worldsim.envs.scene.Scene.action_scale`),
+    with gripper command ``grip``."""
     xp = namespace(tcp)
     limit = column(speed, tcp)
-    delta = xp.clip((target - tcp) / ACTION_SCALE, -limit, limit)
+    delta = xp.clip((target - tcp) / action_scale, -limit, limit)
     return columns(delta, grip, like=tcp)
 
 

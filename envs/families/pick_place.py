@@ -89,7 +89,7 @@ def carry_expert(scene: Scene, qpos: Array, colour: str, place: Array) -> Array:
     target = xp.where(held[:, None], carry + (tcp - cube), target)
     grip = xp.where(held, xp.where(release, -1.0, 1.0), grip)
     # Carry gently: fast moves make a held cube slide in the fingers.
-    return move_towards(tcp, target, grip, xp.where(held, CARRY_SPEED, 1.0))
+    return move_towards(tcp, target, grip, xp.where(held, CARRY_SPEED, 1.0), action_scale=scene.action_scale)
 
 
 class PickPlace(TaskFamily):

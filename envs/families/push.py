@@ -79,4 +79,4 @@ class Push(TaskFamily):
         # Off the line and low: lift straight up first so the paddle does not sweep the cube.
         lift = ~pushing & ~near_behind & (tcp[:, 2] < LIFT_BELOW)
         target = xp.where(lift[:, None], columns(tcp[:, :2], TRAVEL_HEIGHT, like=qpos), target)
-        return move_towards(tcp, target, 1.0)
+        return move_towards(tcp, target, 1.0, action_scale=self.scene.action_scale)

@@ -27,4 +27,4 @@ class Reach(TaskFamily):
 
     def expert(self, qpos: Array) -> Array:
         _, goal = self.object_and_goal(qpos)
-        return move_towards(self.scene.tcp(qpos), goal, -1.0)
+        return move_towards(self.scene.tcp(qpos), goal, -1.0, action_scale=self.scene.action_scale)

@@ -5,7 +5,7 @@
 ``brax.training`` trainers. Needs the ``mjx`` extra: ``pip install "worldsim[mjx]"``.
 
 Modules, one job each: :mod:`~worldsim.envs.mjx.state` (the state pytrees),
-:mod:`~worldsim.envs.mjx.tasks` (rewards, success, observations in JAX),
+:mod:`~worldsim.envs.mjx.tasks` (the task rules every backend shares, on JAX batches),
 :mod:`~worldsim.envs.mjx.layout` (initial layouts), :mod:`~worldsim.envs.mjx.physics` (the MJX
 model and control step), :mod:`~worldsim.envs.mjx.core` (pure batched reset/step),
 :mod:`~worldsim.envs.mjx.vector_env` (the Gymnasium edge), :mod:`~worldsim.envs.mjx.brax_env`

@@ -6,9 +6,9 @@ Example (the time limit is Brax's ``episode_length``)::
     env = TabletopBraxEnv("ReachCube-v0")
     make_policy, params, metrics = ppo.train(env, num_timesteps=..., episode_length=env.max_episode_steps)
 
-Single-env, pure ``reset(rng)``/``step(state, action)`` over the MJX physics and the JAX task
-logic of the Gymnasium backend (:mod:`worldsim.envs.mjx.tasks`), so rewards, success and the
-``state`` observation are the same. Brax's own wrappers add batching, the time limit and
+Single-env, pure ``reset(rng)``/``step(state, action)`` over the MJX physics and the task rules
+of every backend (:mod:`worldsim.envs.families` on a batch of one env), so rewards, success and
+the ``state`` observation are the same. Brax's own wrappers add batching, the time limit and
 autoreset; as usual in Brax, an env that ends restarts from the first state it was reset to.
 """
 
@@ -25,9 +25,10 @@ from mujoco import mjx
 
 from worldsim.envs.arrays import ACTION_DIM
 from worldsim.envs.core import PHYSICS_REWARD_TYPES as REWARD_TYPES
+from worldsim.envs.families import Evaluation
 from worldsim.envs.mjx.layout import default_qpos, sample_qpos
 from worldsim.envs.mjx.physics import control_step, mj_model
-from worldsim.envs.mjx.state import FAMILY_TERMS, task_params
+from worldsim.envs.mjx.state import task_params
 from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
 from worldsim.envs.observations import STATE_DIM
 from worldsim.envs.tasks import TaskSpec, get_task
@@ -70,31 +71,38 @@ class TabletopBraxEnv(Env):
             model = copy.copy(model)
             model.opt.disableflags |= _FREE_SPACE
         self.model = mjx.put_model(model)
-        self._terms = FAMILY_TERMS[self.task.family]
         self._qpos0 = default_qpos()
 
     def reset(self, rng: jax.Array) -> State:
         qpos = sample_qpos(self.params, rng, self._qpos0)
         zeros = jnp.zeros(self.model.nv, jnp.float32)
         physics = Physics(qpos, zeros, zeros)
-        return State(physics, state_vector(self.params, qpos, zeros), jnp.float32(0.0), jnp.float32(0.0),
-                     self._metrics(qpos))
+        return State(physics, self._observe(qpos, zeros), jnp.float32(0.0), jnp.float32(0.0),
+                     self._metrics(self._evaluate(qpos)))
 
     def step(self, state: State, action: jax.Array) -> State:
         physics = state.pipeline_state
         action = jnp.clip(action, -1.0, 1.0)
         physics = Physics(*control_step(self.model, physics.qpos, physics.qvel, physics.warmstart, action))
-        evaluation = evaluate(self.params, physics.qpos)
-        done = failed(physics.qpos, physics.qvel) | (evaluation.success & self.params.terminate_on_success)
+        evaluation = self._evaluate(physics.qpos)
+        ended = evaluation.success & self.params.terminate_on_success
+        done = failed(physics.qpos[None], physics.qvel[None])[0] | ended
         reward = jnp.where(self.params.sparse, evaluation.success.astype(jnp.float32), evaluation.dense_reward())
-        return state.replace(pipeline_state=physics, obs=state_vector(self.params, physics.qpos, physics.qvel),
+        return state.replace(pipeline_state=physics, obs=self._observe(physics.qpos, physics.qvel),
                              reward=reward, done=done.astype(jnp.float32),
-                             metrics={**state.metrics, **self._metrics(physics.qpos)})
+                             metrics={**state.metrics, **self._metrics(evaluation)})
 
-    def _metrics(self, qpos: jax.Array) -> dict[str, jax.Array]:
-        evaluation = evaluate(self.params, qpos)
-        return {"success": evaluation.success.astype(jnp.float32),
-                **{name: evaluation.terms[name] for name in self._terms}}
+    # The task rules work on batches: one env is a batch of one.
+    def _evaluate(self, qpos: jax.Array) -> Evaluation:
+        evaluation = evaluate(self.task, qpos[None])
+        return Evaluation(evaluation.success[0], {name: term[0] for name, term in evaluation.terms.items()})
+
+    def _observe(self, qpos: jax.Array, qvel: jax.Array) -> jax.Array:
+        return state_vector(self.task, qpos[None], qvel[None])[0]
+
+    @staticmethod
+    def _metrics(evaluation: Evaluation) -> dict[str, jax.Array]:
+        return {"success": evaluation.success.astype(jnp.float32), **evaluation.terms}
 
     @property
     def observation_size(self) -> int:

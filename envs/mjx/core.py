@@ -1,15 +1,18 @@
 """Pure, batched reset and step of the tabletop envs on MuJoCo XLA.
 
 Every function here is a pure, jit-compiled function of arrays (``vmap`` over the envs
-inside): the Gymnasium edge (:class:`~worldsim.envs.mjx.vector_env.MjxVectorEnv`, whose
-episode bookkeeping is the shared core's, :mod:`worldsim.envs.core`) and JAX users call the
-same code. Rows are chosen by masks, so neither a partial reset nor a partial step recompiles:
+inside the physics; the task rules run on the whole batch): the Gymnasium edge
+(:class:`~worldsim.envs.mjx.vector_env.MjxVectorEnv`, whose episode bookkeeping is the shared
+core's, :mod:`worldsim.envs.core`) and JAX users call the same code. Rows are chosen by masks,
+so neither a partial reset nor a partial step recompiles:
 
 - :func:`reset_envs` puts the envs of a mask at new layouts;
 - :func:`step_envs` advances the envs of a mask by one control step (the only call with
-  physics in it; compiled once per batch size, for every task) and evaluates the task;
+  physics in it; it takes no task, so it compiles once per batch size and serves every task);
 - :func:`evaluate_envs` and :func:`observe` read the task's quantities and the ``state``
-  observation of the current states.
+  observation of the current states. The task's rules are the array-API families
+  (:mod:`worldsim.envs.mjx.tasks`); its :class:`~worldsim.envs.tasks.TaskSpec` is a static
+  argument, so these compile once per task, in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from worldsim.envs.mjx.tasks import evaluate, failed, state_vector
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from worldsim.envs.tasks import TaskSpec
+
 
 class Evaluated(NamedTuple):
     """The task's verdict on every env: success, failure, reward of the step, named terms."""
@@ -36,10 +41,8 @@ class Evaluated(NamedTuple):
     success: jax.Array  # (N,) bool
     failure: jax.Array  # (N,) bool
     reward: jax.Array  # (N,) float32
-    terms: dict[str, jax.Array]  # the three named terms, (N,) each
+    terms: dict[str, jax.Array]  # the family's named dense-reward terms, (N,) each
 
-
-_in_task = partial(jax.vmap, in_axes=(None, 0))  # vmap over envs, the task shared
 
 # On the CPU, XLA (jaxlib 0.9-0.10, 2 cores) deadlocks running the vmapped MJX step or layout
 # sampler over more than about 32 envs at once: the batch is processed in blocks of this many
@@ -102,26 +105,26 @@ def reset_envs(task: TaskParams, state: EnvState, mask: jax.Array, qpos0: jax.Ar
 
 
 # ---------------------------------------------------------------------------- steps
-@jax.jit
-def evaluate_envs(task: TaskParams, state: EnvState) -> Evaluated:
-    """Success, failure, the reward of reaching this state and the named terms, per env."""
-    evaluation = _in_task(evaluate)(task, state.qpos)
+@partial(jax.jit, static_argnums=0)
+def evaluate_envs(spec: TaskSpec, task: TaskParams, state: EnvState) -> Evaluated:
+    """Success, failure, the reward of reaching this state and the named terms, per env, under
+    the rules of ``spec`` (static) and the reward settings of ``task``."""
+    evaluation = evaluate(spec, state.qpos)
     reward = jnp.where(task.sparse, evaluation.success.astype(jnp.float32), evaluation.dense_reward())
-    return Evaluated(evaluation.success, jax.vmap(failed)(state.qpos, state.qvel), reward, evaluation.terms)
+    return Evaluated(evaluation.success, failed(state.qpos, state.qvel), reward, evaluation.terms)
 
 
 @partial(jax.jit, compiler_options=_COMPILER_OPTIONS)
-def step_envs(model: mjx.Model, task: TaskParams, state: EnvState, action: jax.Array,
-              active: jax.Array) -> tuple[EnvState, Evaluated]:
-    """Execute ``action`` (N, 4), finite, for the envs in ``active``; the others stay as they are."""
+def step_envs(model: mjx.Model, state: EnvState, action: jax.Array, active: jax.Array) -> EnvState:
+    """Execute ``action`` (N, 4), finite, for the envs in ``active``; the others stay as they are
+    (then :func:`evaluate_envs` judges the new states)."""
     action = jnp.clip(action.astype(jnp.float32), -1.0, 1.0)
     qpos, qvel, warm = _blockwise(partial(control_step, model), state.qpos, state.qvel, state.warmstart, action)
-    state = state._replace(qpos=_where(active, qpos, state.qpos), qvel=_where(active, qvel, state.qvel),
-                           warmstart=_where(active, warm, state.warmstart))
-    return state, evaluate_envs(task, state)
+    return state._replace(qpos=_where(active, qpos, state.qpos), qvel=_where(active, qvel, state.qvel),
+                          warmstart=_where(active, warm, state.warmstart))
 
 
-@jax.jit
-def observe(task: TaskParams, state: EnvState) -> jax.Array:
-    """The ``state`` observation of every env, (N, 56) float32."""
-    return jax.vmap(state_vector, in_axes=(None, 0, 0))(task, state.qpos, state.qvel)
+@partial(jax.jit, static_argnums=0)
+def observe(spec: TaskSpec, state: EnvState) -> jax.Array:
+    """The ``state`` observation of every env under ``spec`` (static), (N, 56) float32."""
+    return state_vector(spec, state.qpos, state.qvel)

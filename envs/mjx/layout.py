@@ -14,8 +14,8 @@ import jax.numpy as jnp
 
 from worldsim.envs.layout import _CLEARANCE, _X_RANGE, _Y_RANGE
 from worldsim.envs.mjx.state import TaskParams
-from worldsim.envs.mjx.tasks import addresses
-from worldsim.envs.scene import CUBES, FINGER_OPEN, ZONES, Scene
+from worldsim.envs.mjx.tasks import scene
+from worldsim.envs.scene import CUBES, FINGER_OPEN, ZONES
 from worldsim.envs.tasks import FAMILIES
 
 CANDIDATES = 64  # per round; push accepts about 2% of candidates, so most envs finish in 1-3 rounds
@@ -78,23 +78,23 @@ def _positions(task: TaskParams, key: jax.Array) -> jax.Array:
 def sample_qpos(task: TaskParams, key: jax.Array, qpos0: jax.Array) -> jax.Array:
     """One initial ``qpos`` for ``task``: gripper open above the table, random cube yaws
     (:func:`worldsim.envs.layout.sample_layouts` for one env)."""
-    adr = addresses()
+    parts = scene()
     k_items, k_ee, k_yaw = jax.random.split(key, 3)
     pos = _positions(task, k_items)
     ee = jax.random.uniform(k_ee, (3,), minval=jnp.array([-0.08, -0.12, 0.12]),
                             maxval=jnp.array([0.08, -0.04, 0.18]))
-    qpos = qpos0.at[adr.ee:adr.ee + 3].set(ee)
-    qpos = qpos.at[adr.fingers:adr.fingers + 2].set(FINGER_OPEN * 0.9)
+    qpos = qpos0.at[parts.ee].set(ee)
+    qpos = qpos.at[parts.fingers].set(FINGER_OPEN * 0.9)
     yaw = jax.random.uniform(k_yaw, (len(CUBES),), minval=-jnp.pi / 6, maxval=jnp.pi / 6)
-    for i, start in enumerate(adr.cubes):
+    for i, colour in enumerate(CUBES):
         cube = jnp.concatenate([pos[i], jnp.array([0.02]), jnp.cos(yaw[i:i + 1] / 2), jnp.zeros(2),
                                 jnp.sin(yaw[i:i + 1] / 2)])
-        qpos = qpos.at[start:start + 7].set(cube)
-    for i, start in enumerate(adr.zones):
-        qpos = qpos.at[start:start + 2].set(pos[len(CUBES) + i])
-    return qpos.at[adr.bin:adr.bin + 2].set(pos[-1])
+        qpos = qpos.at[parts.cube(colour)].set(cube)
+    for i, zone in enumerate(ZONES):
+        qpos = qpos.at[parts.zone(zone)].set(pos[len(CUBES) + i])
+    return qpos.at[parts.bin].set(pos[-1])
 
 
 def default_qpos() -> jax.Array:
     """The scene's reference configuration (``model.qpos0``), float32."""
-    return jnp.asarray(Scene.load().model.qpos0, jnp.float32)
+    return jnp.asarray(scene().model.qpos0, jnp.float32)

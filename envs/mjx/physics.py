@@ -25,8 +25,8 @@ import mujoco
 from mujoco import mjx
 from mujoco.mjx._src.forward import _advance  # mjx.step's own integration of qacc into the state
 
-from worldsim.envs.mjx.tasks import tcp
-from worldsim.envs.scene import ACTION_SCALE, CONTROL_DT, EE_HIGH, EE_LOW, FINGER_OPEN, Scene
+from worldsim.envs.mjx.tasks import scene
+from worldsim.envs.scene import CONTROL_DT, Scene
 
 SOLVER_ITERATIONS = 10
 LS_ITERATIONS = 20
@@ -69,11 +69,9 @@ def mjx_model() -> mjx.Model:
 
 
 def controls(qpos: jax.Array, action: jax.Array) -> jax.Array:
-    """Position-servo targets for one env (``TabletopVectorEnv._controls``): TCP + action * 3 cm,
-    clipped to the workspace, and both fingers' opening."""
-    target = jnp.clip(tcp(qpos) + action[:3] * ACTION_SCALE, jnp.asarray(EE_LOW), jnp.asarray(EE_HIGH))
-    finger = FINGER_OPEN * (1.0 - action[3]) / 2.0
-    return jnp.concatenate([target, jnp.stack([finger, finger])]).astype(qpos.dtype)
+    """Position-servo targets for one env: :meth:`worldsim.envs.scene.Scene.servo_targets` (TCP +
+    action x the scene's action scale, clipped to the workspace, and both fingers' opening)."""
+    return scene().servo_targets(qpos[None], action[None])[0]
 
 
 def control_step(model: mjx.Model, qpos: jax.Array, qvel: jax.Array, warmstart: jax.Array,

@@ -18,13 +18,6 @@ import jax.numpy as jnp
 from worldsim.envs.scene import CUBES, ZONES
 from worldsim.envs.tasks import FAMILIES, TaskSpec
 
-TERM_NAMES: tuple[str, ...] = ("reach", "grasp", "place")
-# Which named dense terms each family reports (the MuJoCo backend's ``info["reward_terms"]``).
-FAMILY_TERMS: dict[str, tuple[str, ...]] = {
-    "reach": ("reach",), "push": ("reach", "place"),
-    "pick_place": ("reach", "grasp", "place"), "stack": ("reach", "grasp", "place"),
-}
-
 
 class EnvState(NamedTuple):
     """State of a batch of ``N`` envs (leading axis ``N`` except ``key``).
@@ -43,15 +36,14 @@ class EnvState(NamedTuple):
 
 
 class TaskParams(NamedTuple):
-    """A task variant as arrays, so one compiled step serves every task of the suite.
+    """What the layout sampler and the reward settings need of a task, as arrays, so that one
+    compiled reset serves every task. The task's rules (success, reward terms, the observed
+    object and goal) are its family's, with the task static: :mod:`worldsim.envs.mjx.tasks`.
 
-    Attributes (int32 or bool scalars, or float32 for the numbers):
-        family: index into :data:`worldsim.envs.tasks.FAMILIES`.
+    Attributes (int32 or bool scalars):
+        family: index into :data:`worldsim.envs.tasks.FAMILIES` (push's layouts keep a corridor free).
         obj: index of the task's cube in :data:`~worldsim.envs.scene.CUBES` (0 when none).
         goal_zone: index of the goal zone in :data:`~worldsim.envs.scene.ZONES` (0 when none).
-        goal_cube: index of the goal cube (stack), 0 otherwise.
-        reach_zone: reach a zone rather than a cube.
-        goal_is_bin: pick-and-place into the bin rather than onto a zone.
         row_layout: the ``row`` initial-state distribution rather than ``scattered``.
         sparse: sparse reward (1 on success, else 0) rather than dense.
         terminate_on_success: success ends the episode.
@@ -60,9 +52,6 @@ class TaskParams(NamedTuple):
     family: jax.Array
     obj: jax.Array
     goal_zone: jax.Array
-    goal_cube: jax.Array
-    reach_zone: jax.Array
-    goal_is_bin: jax.Array
     row_layout: jax.Array
     sparse: jax.Array
     terminate_on_success: jax.Array
@@ -72,12 +61,9 @@ def task_params(spec: TaskSpec, *, reward_type: str = "dense", terminate_on_succ
     """The :class:`TaskParams` of ``spec`` with the env's reward settings."""
     obj = CUBES.index(spec.obj) if spec.obj is not None else 0
     goal_zone = ZONES.index(spec.goal) if spec.goal in ZONES else 0
-    goal_cube = CUBES.index(spec.goal) if spec.goal in CUBES else 0
     return TaskParams(
         family=jnp.int32(FAMILIES.index(spec.family)), obj=jnp.int32(obj),
-        goal_zone=jnp.int32(goal_zone), goal_cube=jnp.int32(goal_cube),
-        reach_zone=jnp.bool_(spec.family == "reach" and spec.obj is None),
-        goal_is_bin=jnp.bool_(spec.goal == "bin"), row_layout=jnp.bool_(spec.layout == "row"),
+        goal_zone=jnp.int32(goal_zone), row_layout=jnp.bool_(spec.layout == "row"),
         sparse=jnp.bool_(reward_type == "sparse"),
         terminate_on_success=jnp.bool_(terminate_on_success),
     )

@@ -30,12 +30,11 @@ import numpy as np
 
 from worldsim.envs.arrays import DeviceArrays
 from worldsim.envs.core import Outcome, PhysicsEnv
-from worldsim.envs.families import make_family
 from worldsim.envs.mjx import core
 from worldsim.envs.mjx.layout import default_qpos
 from worldsim.envs.mjx.physics import mj_model, mjx_model
-from worldsim.envs.mjx.state import FAMILY_TERMS, EnvState, task_params
-from worldsim.envs.scene import Scene
+from worldsim.envs.mjx.state import EnvState, task_params
+from worldsim.envs.mjx.tasks import family
 from worldsim.envs.tasks import TaskSpec
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ class MjxVectorEnv(PhysicsEnv):
     - layouts come from JAX's random numbers: the same seed gives other layouts than the MuJoCo
       backend, drawn from the same distribution.
     - ``staggered-warmup`` with the expert warm-up policy computes the expert on the host
-      (the scripted experts are numpy).
+      (on numpy, as on the MuJoCo backend).
 
     The first step for a batch size compiles (tens of seconds on a CPU, a few on a GPU); every
     task and chunk length then shares that compiled physics step.
@@ -111,8 +110,7 @@ class MjxVectorEnv(PhysicsEnv):
         self.mjx_model = core.commit(mjx_model())
         self.params = core.commit(task_params(self.task, reward_type=self.reward_type,
                                               terminate_on_success=self.terminate_on_success))
-        self._terms = FAMILY_TERMS[self.task.family]
-        self._family = make_family(self.task, Scene.load())  # the numpy expert (warm-up, expert_action)
+        self._family = family(self.task)  # its expert runs on the host, on numpy (warm-up, expert_action)
         self._qpos0 = core.commit(default_qpos())
         self._zeros = self.arrays.zeros(self.num_envs, int)
         seed = int(np.random.SeedSequence().generate_state(1)[0])
@@ -146,14 +144,14 @@ class MjxVectorEnv(PhysicsEnv):
         return self._zeros
 
     def _advance(self, actions: jax.Array, active: jax.Array) -> Outcome:
-        self._state, evaluated = core.step_envs(self.mjx_model, self.params, self._state, actions, active)
-        return self._named(evaluated)
+        self._state = core.step_envs(self.mjx_model, self._state, actions, active)
+        return self._outcome()
 
     def _outcome(self) -> Outcome:
-        return self._named(core.evaluate_envs(self.params, self._state))
+        return Outcome(*core.evaluate_envs(self.task, self.params, self._state))
 
     def _observe(self, rows: Any = None, previous: Any = None) -> jax.Array:
-        return core.observe(self.params, self._state)
+        return core.observe(self.task, self._state)
 
     def _backend_state(self) -> dict[str, Any]:
         return {k: np.asarray(v).copy() for k, v in self._state._asdict().items()}
@@ -166,8 +164,3 @@ class MjxVectorEnv(PhysicsEnv):
                              f"{self._state.qpos.shape} (num_envs={self.num_envs})")
         self._state = core.commit(EnvState(**{k: jnp.asarray(state[k], getattr(self._state, k).dtype)
                                               for k in EnvState._fields}))
-
-    def _named(self, evaluated: core.Evaluated) -> Outcome:
-        """The family's reward terms only (the JAX tasks always compute three)."""
-        return Outcome(evaluated.success, evaluated.failure, evaluated.reward,
-                       {name: evaluated.terms[name] for name in self._terms})

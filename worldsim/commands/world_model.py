@@ -1,6 +1,6 @@
 """World-model commands: ``worldsim train-wm``, ``worldsim eval-wm`` and ``worldsim imagine``.
 
-    worldsim train-wm --data data/push.h5 --config tiny --out runs/wm_push
+    worldsim train-wm --data data/push.h5 --preset tiny --out runs/wm_push
     worldsim eval-wm --world-model runs/wm_push --data data/push_val.h5
     worldsim imagine --world-model runs/wm_push --data data/push_val.h5 --policy expert --episodes 8 \\
                      --out runs/wm_push/imagined.mp4
@@ -8,19 +8,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import ClassVar, Literal
 
 from rich.console import Console
 from rich.table import Table
 
-from worldsim.commands.parsing import Choice
-from worldsim.envs.imagination import Judge, Rung
-from worldsim.world_models.train import MODEL_DIR, PRESET_CONFIGS, TrainWMConfig
+from worldsim.envs.imagination import ImaginationConfig
+from worldsim.runtime.validation import check_int
+from worldsim.world_models.train import MODEL_DIR, TrainWMConfig
+
+REPLAYS_SET = ("world_model", "keyframes", "keyframe_ratio", "horizon", "reward_type")
+"""The imagination settings an open-loop replay does not read, or takes from its own arguments."""
 
 
-def train_wm(config: Annotated[TrainWMConfig, Choice("--config", "architecture preset", PRESET_CONFIGS)]) -> None:
+def train_wm(config: TrainWMConfig) -> None:
     """Train a world model on recorded episodes, or fine-tune one.
 
     The model predicts the next frame (diffusion), the proprio and success; --init fine-tunes an
@@ -36,6 +39,12 @@ def train_wm(config: Annotated[TrainWMConfig, Choice("--config", "architecture p
 
 @dataclass
 class EvalWMArgs:
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": REPLAYS_SET}
+    """The replays start at the held-out episodes' own starts and run their recorded actions."""
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("world_model", "data", "episodes", "balance", "curve_steps", "out",
+                                               "videos", "policy", "seed", "torch_threads", "imagination")
+    """The fields that are flags; the rest a config file sets."""
+
     world_model: Path
     """World model folder or train-wm run."""
     data: Path
@@ -46,23 +55,12 @@ class EvalWMArgs:
     """Keep as many failed as successful episodes (base rate 50%), chosen at random."""
     near_miss: float = 0.04
     """Metres: a failed episode whose task object came this close to its goal is a near miss."""
-    horizon: int = 32
+    curve_steps: int = 32
     """Imagined steps of the PSNR/SSIM curves."""
     out: Path | None = None
     """Folder for fidelity.json, confusion.md, error_growth.png and videos (default: <world-model>/eval)."""
     videos: int = 4
     """Side-by-side videos of full replays."""
-    success_threshold: float | None = None
-    """Success probability at or above which an imagined frame is a success (default: the
-    model's, calibrated by train-wm)."""
-    sampling_steps: int | None = None
-    """Denoising steps per frame (default: the model's)."""
-    rung: Rung = "pixels"
-    """The imagination rung the replays run on (worldsim.world_models.ladder): its fidelity figures;
-    oracle's are an upper bound, not the model's frames."""
-    judge: Judge | None = None
-    """Who judges the imagined outcomes: rule (the task's rule on the objects' imagined
-    positions), head (the learned success head) or None (the model's own outcome)."""
     policy: Path | None = None
     """A pixel policy (folder or training run): also measure its action gap, how far its actions
     on the imagined frames lie from its actions on the real ones (beside how much they move
@@ -74,6 +72,14 @@ class EvalWMArgs:
     fraction of a millimetre off: the agreement physics itself reaches (needs state in --data)."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice)."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """How the replays imagine: the rung (its fidelity figures; oracle's are an upper bound, not the
+    model's frames), the judge, the success threshold and sampling steps (default: the model's)."""
+
+    def __post_init__(self) -> None:
+        check_int("curve_steps", self.curve_steps)
+        check_int("videos", self.videos, 0)
+        check_int("episodes", self.episodes, optional=True)
 
 
 def eval_wm(args: EvalWMArgs) -> None:
@@ -88,20 +94,16 @@ def eval_wm(args: EvalWMArgs) -> None:
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    if args.horizon < 1:
-        raise ValueError(f"--horizon {args.horizon} must be >= 1")
     out = args.out or args.world_model / "eval"
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
-                                  near_miss_m=args.near_miss, horizon=args.horizon,
-                                  success_threshold=args.success_threshold,
-                                  sampling_steps=args.sampling_steps, rung=args.rung, judge=args.judge,
-                                  policy=args.policy, seed=args.seed,
+                                  near_miss_m=args.near_miss, curve_steps=args.curve_steps,
+                                  imagination=args.imagination, policy=args.policy, seed=args.seed,
                                   physics_ceiling=args.physics_ceiling, out=out, videos=args.videos)
     held = report["held_out"]
     table = Table(title=f"{args.world_model} on {args.data} ({held['episodes']} episodes, {held['successes']} "
                         f"successes, base rate {held['base_rate']:.0%})")
-    for column in ("start", "replays", "PSNR@1", "PSNR@8", f"PSNR@{args.horizon}", "SSIM@8",
-                   f"gripper cm@{args.horizon}"):
+    for column in ("start", "replays", "PSNR@1", "PSNR@8", f"PSNR@{args.curve_steps}", "SSIM@8",
+                   f"gripper cm@{args.curve_steps}"):
         table.add_column(column, justify="left" if column == "start" else "right")
     for name in ("episode_start", "keyframe"):
         part = report[name]
@@ -128,7 +130,7 @@ def eval_wm(args: EvalWMArgs) -> None:
     if args.policy is not None:
         console.print(f"{args.policy}'s action gap, imagined vs real frames (mean L2, action units): "
                       f"{report['action_gap_at_8']:.3f} over steps 1-8, {report['action_gap_at_horizon']:.3f} over "
-                      f"1-{args.horizon}; its action moves {report['step_change_mean']:.3f} per real step")
+                      f"1-{args.curve_steps}; its action moves {report['step_change_mean']:.3f} per real step")
     contact = report["object_error_after_contact"]
     if contact is not None:
         console.print(f"task object position error after first contact (median of {contact['replays']} replays, "
@@ -138,6 +140,9 @@ def eval_wm(args: EvalWMArgs) -> None:
 
 @dataclass
 class ImagineArgs:
+    SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": REPLAYS_SET}
+    """The episodes start at the file's own episode starts."""
+
     world_model: Path
     """World model folder or train-wm run."""
     data: Path
@@ -148,17 +153,15 @@ class ImagineArgs:
     """Episodes to imagine (the file's first ones of the model's tasks)."""
     out: Path = Path("runs/imagined.mp4")
     """Video path (.mp4, or .gif): the episodes one after another."""
-    horizon: int | None = None
+    steps: int | None = None
     """Imagined steps per episode (default: the longest episode of the selection)."""
-    sampling_steps: int | None = None
-    """Denoising steps per frame (default: the model's)."""
-    rung: Rung = "pixels"
-    """The imagination rung the video shows (worldsim.world_models.ladder): pixels, video,
-    sim-seeded or oracle (the scene's renderer, not the model's frames)."""
     seed: int = 0
     """Seed of the diffusion noise."""
     torch_threads: int | None = None
     """CPU threads for torch (default: torch's choice)."""
+    imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
+    """How the video imagines: the rung (pixels, video, sim-seeded, or oracle: the scene's renderer,
+    not the model's frames), the judge, the success threshold and sampling steps."""
 
 
 def imagine(args: ImagineArgs) -> None:
@@ -173,8 +176,7 @@ def imagine(args: ImagineArgs) -> None:
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    result = imagine_episodes(args.world_model, args.data, args.out, policy=args.policy,
-                              episodes=args.episodes, horizon=args.horizon,
-                              sampling_steps=args.sampling_steps, rung=args.rung, seed=args.seed)
+    result = imagine_episodes(args.world_model, args.data, args.out, policy=args.policy, episodes=args.episodes,
+                              steps=args.steps, imagination=args.imagination, seed=args.seed)
     Console().print(f"{result.episodes} episodes, imagined success {result.imagined_success:.0%} "
                     f"(recorded: {result.recorded_success:.0%}) -> {result.path}")

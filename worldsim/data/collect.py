@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -46,6 +46,7 @@ from worldsim.policies.base import Policy
 from worldsim.policies.expert import ScriptedExpert
 from worldsim.rollout import RolloutHooks, Step, env_row, run_episodes
 from worldsim.runtime.run_logging import to_jsonable
+from worldsim.runtime.validation import check_int
 
 
 @dataclass
@@ -121,8 +122,7 @@ def check_policy_observations(policy: Policy, env_kwargs: dict[str, Any]) -> Non
 def check_feature_recording(policy: Policy, num_samples: int) -> None:
     """Raise ``ValueError`` unless ``policy``'s features and ``num_samples`` action samples per
     step can be recorded: ``num_samples`` must be an int >= 1 and the policy a learned one."""
-    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or num_samples < 1:
-        raise ValueError(f"num_samples={num_samples!r} must be an int >= 1")
+    check_int("num_samples", num_samples)
     # The expert's "features" are the raw state, nothing a detector learns from. A ValueError, not a
     # TypeError: the policy is valid, only not with record_features (and the CLI reports ValueErrors).
     if isinstance(policy, ScriptedExpert):
@@ -316,9 +316,8 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ValueError(f"tasks {duplicates} are named more than once")
-    for name, value in (("episodes", episodes), ("num_envs", num_envs)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name}={value!r} must be an int >= 1")
+    check_int("episodes", episodes)
+    check_int("num_envs", num_envs)
     if obs_mode not in OBS_MODES:
         raise ValueError(f"obs_mode={obs_mode!r} is not a mode; allowed: {', '.join(OBS_MODES)}")
     env_kwargs: dict[str, Any] = {"obs_mode": obs_mode}
@@ -365,6 +364,11 @@ class CollectConfig:
     """What :func:`collect` records: a policy (the scripted expert, or a checkpoint) on tasks, to
     one episode file, optionally with the policy's features and action samples at every step
     (for failure detectors)."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = (
+        "out", "task", "suite", "policy", "episodes", "noise", "epsilon", "num_envs", "seed", "image_size", "wrist",
+        "obs_mode", "overwrite", "record_features", "deterministic", "imagination")
+    """The fields that are flags; the rest a config file sets."""
 
     out: Path
     """The episode file to write (.h5); all tasks go into it."""

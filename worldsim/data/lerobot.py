@@ -78,6 +78,7 @@ from worldsim.data.reader import EpisodeReader
 from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import STATE_DIM, STATE_LAYOUT
 from worldsim.runtime.atomic import atomic_dir
+from worldsim.runtime.validation import check_int
 
 OBS_FEATURES: dict[str, str] = {"image": "observation.images.front",
                                 "wrist_image": "observation.images.wrist",
@@ -170,8 +171,7 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20,
     ``FileNotFoundError``; a file that is not a worldsim episode file, or holds no episodes,
     ``ValueError`` naming it.
     """
-    if isinstance(fps, bool) or not isinstance(fps, (int, np.integer)) or fps < 1:
-        raise ValueError(f"fps={fps!r} must be an int >= 1")
+    check_int("fps", fps)
     out = Path(out)
     with EpisodeReader(data) as reader:
         if len(reader) == 0:

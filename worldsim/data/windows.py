@@ -17,6 +17,7 @@ from torch.utils.data import Dataset
 from worldsim.data.episode import IMAGE_KEYS
 from worldsim.data.index import EpisodeIndex
 from worldsim.data.reader import EpisodeReader, open_reader
+from worldsim.runtime.validation import check_int
 
 
 class WindowDataset(Dataset):
@@ -50,8 +51,7 @@ class WindowDataset(Dataset):
                  keys: Sequence[str] | None = None, in_memory: bool = True,
                  tasks: Sequence[str] | None = None) -> None:
         for name, value, low in (("context", context, 1), ("chunk", chunk, 1), ("future", future, 0)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name}={value!r} must be an int >= {low}")
+            check_int(name, value, low)
         self.context, self.chunk, self.future = int(context), int(chunk), int(future)
         self.in_memory = in_memory
         with open_reader(data) as reader:

@@ -25,6 +25,7 @@ from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.rollout import RolloutHooks, Step, run_episodes
+from worldsim.runtime.validation import check_int, positive_ints
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -169,8 +170,7 @@ def evaluate_task(policy: Policy, task: str, episodes: int, *, num_envs: int = 5
 
     spec = get_task(task)
     policy.check_task(spec.instruction)
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes!r} must be >= 1")
+    check_int("episodes", episodes)
     env_kwargs = {"render_mode": "rgb_array" if videos else None, **policy.env_kwargs()}
     imagined = imagination.for_evaluation() if imagination is not None and imagination.imagined else None
     if imagined is None:
@@ -262,9 +262,7 @@ class EvaluationConfig:
     """Evaluation starts at episode starts, runs to the time limit and reads success only."""
 
     def __post_init__(self) -> None:
-        for name in ("episodes", "num_envs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be >= 1")
+        positive_ints(self, ("episodes", "num_envs"))
 
     @property
     def named_tasks(self) -> list[str]:

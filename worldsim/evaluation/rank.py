@@ -22,6 +22,7 @@ from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.tasks import get_suite, get_task
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.validation import positive_ints
 
 
 def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -102,8 +103,7 @@ class RankConfig:
         self.imagination.require("rank-policies")
         if len(self.policies) < 2:
             raise ValueError(f"--policies names {len(self.policies)} checkpoint(s); ranking needs at least 2")
-        if self.episodes < 1 or self.imagined_episodes < 1:
-            raise ValueError("--episodes and --imagined-episodes must be >= 1")
+        positive_ints(self, ("episodes", "imagined_episodes"))
 
 
 def rank_policies(config: RankConfig) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
     pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
              for r in rows for t in tasks]
     result = {"tasks": tasks, "world_model": str(config.imagination.world_model),
-              "rung": config.imagination.rung, "policies": rows,
+              "rung": config.imagination.rung.name, "policies": rows,
               "over_policies": rank_agreement(real, imagined),
               "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
               "per_task": {t: rank_agreement([r["real"]["per_task"][t]["success_rate"] for r in rows],

@@ -12,6 +12,7 @@ from tqdm import tqdm
 
 from worldsim.envs.single_env import TabletopEnv
 from worldsim.envs.tasks import get_task
+from worldsim.runtime.validation import check_int
 from worldsim.runtime.video import check_video_path, write_video
 
 
@@ -31,8 +32,7 @@ def expert_episodes(
     Returns the front-camera frames of all episodes in order, (T, size, size, 3) uint8 (the
     wrist camera beside it when ``wrist``), and one result per episode.
     """
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes} must be >= 1")
+    check_int("episodes", episodes)
     env = TabletopEnv(task, render_mode="rgb_array", render_size=size,
                       obs_mode="pixels" if wrist else "state", image_size=size, wrist_camera=wrist)
     frames: list[np.ndarray] = []

@@ -40,6 +40,7 @@ from worldsim.policies.runner import ChunkQueue
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.device import resolve_device
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.validation import check_int
 from worldsim.runtime.video import upscale, write_video
 from worldsim.world_models.env import ImaginedVectorEnv
 from worldsim.world_models.metrics import agreement
@@ -78,10 +79,8 @@ class StartAgreementConfig:
 
     def __post_init__(self) -> None:
         self.imagination.require("imagined-vs-real")
-        if self.starts < 1:
-            raise ValueError(f"--starts {self.starts} must be >= 1")
-        if self.videos < 0:
-            raise ValueError(f"--videos {self.videos} must be >= 0")
+        check_int("starts", self.starts)
+        check_int("videos", self.videos, 0)
 
 
 def run_start_agreement(config: StartAgreementConfig) -> dict[str, Any]:
@@ -184,10 +183,8 @@ def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfi
     reports compare start by start. ``out``: where ``imagined_vs_real.mp4`` goes (the first
     ``videos`` starts, imagined | physics). Returns the report (see the module docstring):
     overall and per kind of start (``episode_start``, ``keyframe``), the ceiling and the starts."""
-    if starts < 1:
-        raise ValueError(f"starts={starts!r} must be >= 1")
-    if videos < 0:
-        raise ValueError(f"videos={videos!r} must be >= 0")
+    check_int("starts", starts)
+    check_int("videos", videos, 0)
     policy.check_task(get_task(task).instruction)
     env_kwargs = policy.env_kwargs()
     with tqdm(total=3, desc=f"{task}: imagination, physics x2", disable=not progress, leave=False) as bar:
@@ -223,7 +220,7 @@ def compare_from_starts(policy: Policy, task: str, imagination: ImaginationConfi
     real = physics[0].success
     kind = np.where(step > 0, "keyframe", "episode_start")
     report = {"task": task, "world_model": str(imagination.world_model), "keyframes": str(imagination.keyframes),
-              "rung": imagination.rung,
+              "rung": imagination.rung.name,
               "keyframe_ratio": imagination.keyframe_ratio, "horizon": horizon, "seed": seed,
               "deterministic": deterministic, **rates(imagined.success, real),
               "ceiling": None if deterministic else agreement(physics[1].success, real),

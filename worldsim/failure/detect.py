@@ -34,6 +34,7 @@ from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, resu
 from worldsim.failure.rollouts import Rollout, load_rollouts, median_success_lengths, shortest_success_lengths
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import to_jsonable, write_json
+from worldsim.runtime.validation import check_int
 
 ALL = ",".join(DETECTORS)
 
@@ -78,8 +79,7 @@ class DetectionConfig:
     def __post_init__(self) -> None:
         if self.suite and (self.seen_tasks or self.unseen_tasks):
             raise ValueError("give either --suite or --seen-tasks/--unseen-tasks, not both")
-        if self.videos < 0:
-            raise ValueError(f"--videos {self.videos} must be >= 0")
+        check_int("videos", self.videos, 0)
         parse_detectors(self.detectors)
 
     def protocol(self, tasks_in_file: list[str]) -> ProtocolConfig:

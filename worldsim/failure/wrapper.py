@@ -28,6 +28,7 @@ import torch
 
 from worldsim.failure.detectors import Detector
 from worldsim.policies.base import Policy
+from worldsim.runtime.validation import check_int
 
 
 class DetectorWrapper(gym.vector.VectorWrapper):
@@ -47,8 +48,7 @@ class DetectorWrapper(gym.vector.VectorWrapper):
                 f"detector {detector.name!r} must be fitted and calibrated before online use "
                 f"(fit(rollouts), calibrate(successes, alpha), or load_detector(path))"
             )
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples={num_samples!r} must be an int >= 1")
+        check_int("num_samples", num_samples)
         self.policy, self.detector, self.num_samples = policy.eval(), detector, num_samples
         self._stream = detector.stream(self.num_envs)
         self._alarm = np.zeros(self.num_envs, dtype=bool)

@@ -64,6 +64,7 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
+from worldsim.runtime.validation import check_range, positive_ints
 
 console = Console()
 
@@ -79,13 +80,18 @@ class GuardConfig:
 
     def __post_init__(self) -> None:
         for name in ("divergence_threshold", "max_real_drop"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be in [0, 1]")
+            check_range(f"guard.{name}", getattr(self, name), 0.0, 1.0, integer=False)
 
 
 @dataclass
 class CoevolveConfig:
     """Co-evolution of a policy and a world model (``worldsim coevolve``)."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = (
+        "base_policy", "suite", "task", "demonstrations", "mode", "real_episodes", "rounds", "eval_episodes",
+        "test_episodes", "videos", "out", "resume", "seed", "device", "torch_threads", "progress", "imagination")
+    """The fields that are flags; the rest (the guard, the world model's and RL's rounds, study controls) a config
+    file sets."""
 
     base_policy: Path
     """The policy to improve: a checkpoint or run folder (e.g. a BC TinyVLA from `worldsim train-bc`)."""
@@ -166,10 +172,7 @@ class CoevolveConfig:
             raise ValueError("name the tasks: --suite or --task")
         else:
             get_suite(self.suite)
-        for name in ("real_episodes", "rounds", "eval_episodes", "imagined_eval_episodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}={value!r} must be an int >= 1")
+        positive_ints(self, ("real_episodes", "rounds", "eval_episodes", "imagined_eval_episodes"))
         if isinstance(self.test_episodes, bool) or not isinstance(self.test_episodes, int) or self.test_episodes < 0:
             raise ValueError(f"test_episodes={self.test_episodes!r} must be an int >= 0")
         if self.real_episodes < len(self.tasks):
@@ -218,7 +221,7 @@ def train_wm(config: CoevolveConfig, data: Path, out: Path, init: Path | None, s
     from worldsim.world_models.train import train_world_model
 
     summary = train_world_model(config.wm.train_config(
-        data, out, init, seed, state_supervision=config.imagination.rung != "video", device=config.device,
+        data, out, init, seed, state_supervision=config.imagination.rung.trained_on_state, device=config.device,
         torch_threads=config.torch_threads, progress=config.progress))
     return {"world_model": str(out), **{k: summary[k] for k in ("steps", "stopped_by", "train_seconds")}}
 
@@ -429,7 +432,7 @@ def finish(config: CoevolveConfig, rounds: list[dict[str, Any]], world_model: Pa
     videos = []
     if world_model is not None and config.videos:
         videos = side_by_side_videos(final_policy, world_model, config.tasks, config.videos, config.seed,
-                                     config.out / "videos", config.imagination.rung)
+                                     config.out / "videos", config.imagination)
     results["videos"] = [str(v) for v in videos]
     write_json(config.out / "results.json", results)
     plot_rounds(results, config.out / "success.png")

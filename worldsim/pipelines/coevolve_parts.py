@@ -6,11 +6,12 @@ since both parts have steps and a time budget."""
 
 from __future__ import annotations
 
-import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from worldsim.runtime.validation import check_choice, check_number, positive_ints
 
 if TYPE_CHECKING:
     from worldsim.training.grpo import GRPOConfig
@@ -19,28 +20,6 @@ if TYPE_CHECKING:
 
 WorldModelPreset = Literal["tiny", "base", "video-tiny", "video-base"]
 RLAlgorithm = Literal["grpo", "ppo"]
-
-
-def _check_counts(part: Any, names: tuple[str, ...]) -> None:
-    """``ValueError`` naming the first of ``part``'s fields ``names`` that is not an int >= 1."""
-    for name in names:
-        value = getattr(part, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{part.NAME}.{name}={value!r} must be an int >= 1")
-
-
-def _check_choice(part: Any, name: str, kind: Any) -> None:
-    """``ValueError`` when ``part``'s field ``name`` is not one of the ``Literal`` ``kind``'s values."""
-    allowed = typing.get_args(kind)
-    if getattr(part, name) not in allowed:
-        raise ValueError(f"{part.NAME}.{name}={getattr(part, name)!r} is not one of {', '.join(allowed)}")
-
-
-def _check_time_budget(part: Any) -> None:
-    """``ValueError`` when ``part``'s time budget is set and not a positive number of seconds."""
-    budget = part.time_budget
-    if budget is not None and not (isinstance(budget, (int, float)) and budget > 0):
-        raise ValueError(f"{part.NAME}.time_budget={budget!r} must be > 0 seconds (or None: no limit)")
 
 
 @dataclass
@@ -61,9 +40,9 @@ class WorldModelRounds:
     """Seconds per world-model training (None: no limit)."""
 
     def __post_init__(self) -> None:
-        _check_choice(self, "preset", WorldModelPreset)
-        _check_counts(self, ("steps", "refine_steps"))
-        _check_time_budget(self)
+        check_choice("wm.preset", self.preset, typing.get_args(WorldModelPreset))
+        positive_ints(self, ("steps", "refine_steps"), prefix="wm.")
+        check_number("wm.time_budget", self.time_budget, strict=True, optional=True, note="seconds")
 
     def train_config(self, data: Path, out: Path, init: Path | None, seed: int, *, state_supervision: bool = True,
                      **run: Any) -> TrainWMConfig:
@@ -71,15 +50,14 @@ class WorldModelRounds:
         ``state_supervision=False`` trains on frames, proprio, actions and success flags alone (the
         ``video`` rung); ``run``: the run settings it shares with the pipeline (``device``,
         ``torch_threads``, ``progress``)."""
-        from worldsim.world_models.config import preset
-        from worldsim.world_models.train import PRESET_CONFIGS
+        from worldsim.world_models.train import TrainWMConfig
 
         steps = self.steps if init is None else self.refine_steps
         # a refinement keeps the model's own architecture (its state_supervision too): train-wm --init refuses another
-        model = preset(self.preset) if init is not None else preset(self.preset, state_supervision=state_supervision)
-        return PRESET_CONFIGS[self.preset](data=data, out=out, init=init, model=model, steps=steps,
-                                           time_budget=self.time_budget, val_every=max(steps // 4, 1),
-                                           video_every=steps, checkpoint_every=steps, seed=seed, **run)
+        return TrainWMConfig(data=data, out=out, init=init, preset=self.preset,
+                             state_supervision=state_supervision or init is not None, steps=steps,
+                             time_budget=self.time_budget, val_every=max(steps // 4, 1), video_every=steps,
+                             checkpoint_every=steps, seed=seed, **run)
 
 
 @dataclass
@@ -107,13 +85,11 @@ class RLRounds:
     """GRPO: weight of the KL divergence from the round's starting policy (0: none)."""
 
     def __post_init__(self) -> None:
-        _check_choice(self, "algo", RLAlgorithm)
-        _check_counts(self, ("env_steps", "num_envs", "group_size"))
-        _check_time_budget(self)
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"rl.lr={self.lr!r} must be a finite number > 0")
-        if not (isinstance(self.kl_coef, (int, float)) and math.isfinite(self.kl_coef) and self.kl_coef >= 0):
-            raise ValueError(f"rl.kl_coef={self.kl_coef!r} must be a finite number >= 0")
+        check_choice("rl.algo", self.algo, typing.get_args(RLAlgorithm))
+        positive_ints(self, ("env_steps", "num_envs", "group_size"), prefix="rl.")
+        check_number("rl.time_budget", self.time_budget, strict=True, optional=True, note="seconds")
+        check_number("rl.lr", self.lr, strict=True)
+        check_number("rl.kl_coef", self.kl_coef)
         if self.kl_coef and self.algo != "grpo":
             raise ValueError(f"rl.kl_coef={self.kl_coef!r} is GRPO's KL term; rl.algo={self.algo!r} has none")
 

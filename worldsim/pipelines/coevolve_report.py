@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from worldsim.envs.imagination import DEFAULT_IMAGINATION, ImaginationConfig
 from worldsim.evaluation.compare import verdict
 from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.runtime.atomic import atomic_path
@@ -59,11 +60,11 @@ def plot_rounds(results: dict[str, Any], path: Path) -> Path:
 
 
 def side_by_side_videos(policy_path: Path, world_model: Path, tasks: list[str], episodes: int, seed: int,
-                        out: Path, rung: str = "pixels") -> list[Path]:
+                        out: Path, imagination: ImaginationConfig = DEFAULT_IMAGINATION) -> list[Path]:
     """``episodes`` real episodes per task of the policy (deterministic, recorded into
     ``out/final_rollouts.h5``) next to the policy acting in imagination from the same real
-    starts, on the imagination ``rung`` it trained on (the frames it saw): one mp4 per task, real on the
-    left, at least 256 pixels high."""
+    starts, as it trained there (``imagination``'s rung: the frames it saw): one mp4 per task,
+    real on the left, at least 256 pixels high."""
     import torch
 
     from worldsim.data.collect import collect_episodes
@@ -83,7 +84,7 @@ def side_by_side_videos(policy_path: Path, world_model: Path, tasks: list[str], 
     for task in tasks:
         chosen = np.array([j for j, info in enumerate(bank.infos) if info.task == task])
         run = open_loop(model, bank, chosen, np.zeros(len(chosen), np.int64), int(bank.lengths[chosen].max()),
-                        policy=policy, generator=torch.Generator().manual_seed(seed), rung=rung)
+                        policy=policy, generator=torch.Generator().manual_seed(seed), imagination=imagination)
         clips = [side_by_side(run, i, until=int(bank.lengths[j])) for i, j in enumerate(chosen)]
         paths.append(write_video(out / f"{task}_real_vs_imagined.mp4", upscale(np.concatenate(clips)), fps=10))
     return paths

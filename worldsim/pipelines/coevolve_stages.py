@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from worldsim.envs.imagination import DEFAULT_IMAGINATION, Rung
 from worldsim.runtime.run_logging import to_jsonable, write_json
 
 console = Console()
@@ -99,7 +100,7 @@ class Stages:
 
 def _state_free(config: dict[str, Any]) -> bool:
     """Whether the recorded ``config``'s world models train without state (the ``video`` rung)."""
-    return _setting(config, "imagination.rung") == "video"
+    return not Rung.from_json(_setting(config, "imagination.rung") or DEFAULT_IMAGINATION.rung).trained_on_state
 
 
 def _setting(config: dict[str, Any], name: str) -> Any:

@@ -42,6 +42,7 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.quickstart_report import detection_summary, write_report
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.validation import positive_ints
 
 console = Console()
 
@@ -49,6 +50,11 @@ console = Console()
 @dataclass
 class QuickstartConfig:
     """The whole pipeline at small scale (:func:`quickstart`)."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = (
+        "task", "demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes", "heldout_episodes",
+        "detectors", "out", "resume", "seed", "torch_threads", "progress", "imagination")
+    """The fields that are flags; the rest (the world model's and GRPO's budgets) a config file sets."""
 
     task: str = "PushCube-v0"
     """Task (see `worldsim list-envs`)."""
@@ -93,19 +99,17 @@ class QuickstartConfig:
 
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name
-        for name in ("demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes",
-                     "heldout_episodes", "torch_threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)} must be >= 1")
+        positive_ints(self, ("demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes",
+                             "heldout_episodes", "torch_threads"))
         if self.rl.algo != "grpo":  # its report is GRPO's
             raise ValueError(f"rl.algo={self.rl.algo!r}: the quickstart runs GRPO (`worldsim coevolve --rl.algo ppo` "
                              "runs PPO)")
         parse_detectors(self.detectors)
 
 
-DEFAULT_MINUTES = 19.0
-"""Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads; sharing the cores
-with another job takes about twice as long."""
+DEFAULT_MINUTES = 5.7
+"""Minutes the default budgets take on 2 quiet CPU cores with 2 torch threads (the results page's
+fresh-clone runs); slower hosts, or cores shared with other jobs, take several times as long."""
 WORLD_MODEL_SHARE = 0.5
 """Share of that time the world model's training takes (it scales with ``wm.steps``); the other
 budgets are taken to share the rest equally."""
@@ -187,7 +191,8 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
         lambda: _describe_outcomes(heldout))
     with_both = set(_outcomes(heldout)) == {True, False}
     stage("world-model fidelity", out / "fidelity" / "fidelity.json", lambda: evaluate_world_model(
-        world_model, heldout, balance=with_both, rung=config.imagination.rung, out=out / "fidelity", videos=2,
+        world_model, heldout, balance=with_both, imagination=config.imagination.replace(device="cpu"),
+        out=out / "fidelity", videos=2,
         seed=config.seed, progress=config.progress), lambda: _describe_fidelity(out / "fidelity" / "fidelity.json"))
     detect = out / "detect"
 
@@ -250,7 +255,7 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
     contact = fidelity["object_error_after_contact"]
     return {
         "task": config.task, "seed": config.seed, "torch_threads": config.torch_threads, "demos": config.demos,
-        "rung": config.imagination.rung,
+        "rung": config.imagination.rung.name,
         "timings_s": timings,
         "wall_clock_s": round(seconds, 1),
         "budgets": {"bc": {"steps": bc["steps"], "asked": bc["steps_asked"], "stopped_by": bc["stopped_by"]},

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from worldsim.envs.imagination import Rung
 from worldsim.evaluation.compare import verdict
 from worldsim.failure.verdict import sentence
 from worldsim.runtime.atomic import atomic_path
@@ -147,24 +148,10 @@ def detection_lines(summary: dict[str, Any], out: Path) -> list[str]:
     return lines
 
 
-RUNG_WORDS = {
-    "oracle": "the **oracle** rung: the policy saw the imagined state drawn by the simulator's renderer, "
-              "objects started at the recorded state. Its figures are an upper bound for analysis, not what "
-              "this world model's own frames give.",
-    "sim-seeded": "the **sim-seeded** rung: the policy saw the world model's own frames, with the objects "
-                  "started at the recorded simulator state; the simulator helped at every episode start.",
-    "pixels": "the **pixels** rung: the policy saw the world model's own frames, and nothing came from the "
-              "simulator while imagining (the model found the objects in the real start frames itself).",
-    "video": "the **video** rung: the policy saw the world model's own frames, from a model trained on frames, "
-             "proprio, actions and success flags alone (no simulator state, in training or imagination).",
-}
-"""What each rung of imagination (:mod:`worldsim.world_models.ladder`) means, in the report's words."""
-
-
 def rung_line(rung: str) -> str:
     """The report's sentence naming the rung GRPO imagined on (and the videos and fidelity show)."""
-    return (f"GRPO imagined on {RUNG_WORDS[rung]} The side-by-side videos show the frames the policy saw, and "
-            "section 4 replays the world model on the same rung.")
+    return (f"GRPO imagined on {Rung.from_json(rung).meaning} The side-by-side videos show the frames the policy "
+            "saw, and section 4 replays the world model on the same rung.")
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:

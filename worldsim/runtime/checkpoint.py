@@ -104,15 +104,11 @@ def read_pretrained_config(path: str | Path, run_subfolder: str, type_key: str, 
 
 
 def config_from_dict(config_class: type, fields: dict[str, Any], where: str) -> Any:
-    """Build a config dataclass from JSON fields (lists become tuples), rejecting unknown keys by
-    name (``where``: the file they came from)."""
-    import dataclasses
+    """Build a (nested) config dataclass from JSON fields, rejecting unknown keys and values of the
+    wrong kind by name (``where``: the file they came from)."""
+    from worldsim.runtime.config_files import build_dataclass
 
-    known = {f.name for f in dataclasses.fields(config_class)}
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown {config_class.__name__} field(s) {unknown}; known: {sorted(known)}")
-    return config_class(**{name: tuple(v) if isinstance(v, list) else v for name, v in fields.items()})
+    return build_dataclass(config_class, fields, where)
 
 
 def load_pretrained_weights(path: str | Path, module: torch.nn.Module, built_from: str) -> None:
@@ -154,6 +150,8 @@ def load_pretrained_model(path: str | Path, run_subfolder: str, type_key: str, w
     path, kind, fields = read_pretrained_config(path, run_subfolder, type_key, what, missing_hint)
     config_path = path / PRETRAINED_CONFIG
     cls = model_class(kind, config_path)
+    upgrade = getattr(cls, "upgrade_config", None)  # a class whose saved configs changed shape reads old ones
+    fields = upgrade(fields) if upgrade is not None else fields
     module = cls(config_from_dict(cls.config_class, fields, str(config_path)))  # type: ignore[attr-defined]
     load_pretrained_weights(path, module, f"a {cls.__name__} built from {config_path}")
     return module.to(device).eval()

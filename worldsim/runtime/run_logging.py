@@ -26,7 +26,10 @@ from worldsim.runtime.atomic import atomic_path
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, paths, tuples and numpy scalars as plain JSON values."""
+    """Dataclasses, paths, tuples and numpy scalars as plain JSON values (a value that names itself,
+    as a rung does, by its ``to_json``)."""
+    if hasattr(value, "to_json") and not isinstance(value, type):
+        return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from worldsim.runtime.device import Device
 
@@ -16,6 +17,10 @@ class RunSettings:
     """Where a training run writes and how it runs: the settings every trainer's config shares
     (behaviour cloning, PPO, GRPO, world models) by extending this one dataclass. A trainer may
     give ``out`` and ``torch_threads`` defaults of its own (redeclared with ``kw_only=True``)."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("out", "resume", "overwrite", "seed", "device", "torch_threads",
+                                               "progress")
+    """The run settings that are flags of every trainer's command; the rest a config file sets."""
 
     out: Path = Path("runs/run")
     """Run folder: config.json, metrics.jsonl, tb/, the model folder, checkpoint.pt, summary.json."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from worldsim.runtime.distributed import average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun, success_text
 from worldsim.runtime.run_logging import to_jsonable, write_json
 from worldsim.runtime.settings import RunSettings
+from worldsim.runtime.validation import check_int, check_number, check_range, positive_ints
 
 # Settings a resumed run must share with the run that wrote the checkpoint: they shape the
 # policy, the train/validation split and the minibatches.
@@ -49,6 +50,10 @@ RESUME_FIELDS = ("data", "task", "chunk_size", "language", "std_head", "batch_si
 class BCConfig(RunSettings):
     """Behaviour cloning of TinyVLA (``worldsim train-bc``); the run settings are
     :class:`~worldsim.runtime.run.RunSettings`."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("data", "task", "chunk_size", "language", "steps", "batch_size", "lr",
+                                               "eval_episodes")
+    """The fields that are flags (with the run settings'); the rest a config file sets."""
 
     data: Path
     """HDF5 episodes file (from ``worldsim collect``)."""
@@ -84,15 +89,11 @@ class BCConfig(RunSettings):
 
     def __post_init__(self) -> None:
         self.data, self.out = Path(self.data), Path(self.out)
-        for name in ("chunk_size", "steps", "batch_size", "val_every", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 1")
-        if not 0.0 <= self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction={self.val_fraction!r} must be in [0, 1)")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr={self.lr!r} must be a positive number")
-        if self.augment_shift < 0 or self.eval_episodes < 0:
-            raise ValueError("augment_shift and eval_episodes must be >= 0")
+        positive_ints(self, ("chunk_size", "steps", "batch_size", "val_every", "checkpoint_every"))
+        check_range("val_fraction", self.val_fraction, 0.0, 1.0, integer=False, high_open=True)
+        check_number("lr", self.lr, strict=True)
+        check_int("augment_shift", self.augment_shift, 0)
+        check_int("eval_episodes", self.eval_episodes, 0)
         self.check_run()
         if not self.data.exists():
             raise ValueError(f"data={str(self.data)!r}: no such file")

@@ -25,7 +25,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -38,6 +38,7 @@ from worldsim.policies.base import Batch
 from worldsim.runtime.distributed import any_rank, average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun
 from worldsim.runtime.run_logging import to_jsonable
+from worldsim.runtime.validation import check_number
 from worldsim.training.rl import (
     RLRunConfig,
     build_policy,
@@ -58,6 +59,9 @@ RESUME_FIELDS = ("task", "suite", "imagination", "obs_mode",
 @dataclass
 class GRPOConfig(RLRunConfig):
     """GRPO settings."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("num_envs", "group_size", "total_env_steps", "lr")
+    """GRPO's fields that are flags (with RLRunConfig's); the rest a config file sets."""
 
     num_envs: int = 256
     """Parallel envs per rank: num_envs / group_size groups per iteration."""
@@ -86,8 +90,7 @@ class GRPOConfig(RLRunConfig):
 
     def __post_init__(self) -> None:
         self.check(positive=("group_size", "update_epochs", "num_minibatches"))
-        if not (math.isfinite(self.kl_coef) and self.kl_coef >= 0):
-            raise ValueError(f"kl_coef={self.kl_coef!r} must be >= 0")
+        check_number("kl_coef", self.kl_coef)
         if self.backend != "mujoco":
             raise ValueError(f"backend={self.backend!r}: GRPO's group rollouts step the MuJoCo backend; allowed: "
                              "'mujoco' (PPO trains on 'mjx' and 'warp')")

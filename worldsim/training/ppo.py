@@ -40,7 +40,7 @@ import math
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -116,6 +116,9 @@ class PPOSettings:
 class PPOConfig(RLRunConfig):
     """PPO settings. Fields left ``None`` take the task family's tuned value (``PPO_DEFAULTS``), or
     when fine-tuning a given ``policy``, ``FINETUNE_DEFAULTS``."""
+
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("num_envs", "num_steps", "total_env_steps", "lr")
+    """PPO's fields that are flags (with RLRunConfig's); the rest a config file sets."""
 
     num_envs: int | None = None
     """Parallel envs per rank."""

@@ -9,7 +9,6 @@ holds only the pieces that are the same thing in both.
 from __future__ import annotations
 
 import hashlib
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from worldsim.runtime.distributed import DistInfo
 from worldsim.runtime.run import TrainingRun, success_text
 from worldsim.runtime.run_logging import write_json
 from worldsim.runtime.settings import RunSettings
+from worldsim.runtime.validation import check_int, check_number, positive_ints
 
 
 # ---------------------------------------------------------------------------- losses
@@ -174,6 +174,9 @@ class RLRunConfig(RunSettings):
 
     SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("device",)}
     """The world model runs on the run's device: the imagination's own is not a flag."""
+    COMMAND_LINE: ClassVar[tuple[str, ...]] = ("task", "suite", "obs_mode", "backend", "policy", "eval_episodes",
+                                               "imagination")
+    """The fields PPO and GRPO share that are flags (with the run settings'); the rest a config file sets."""
 
     task: str = "ReachCube-v0"
     """Task to train on (see `worldsim list-envs`)."""
@@ -243,17 +246,13 @@ class RLRunConfig(RunSettings):
         self.hidden = tuple(self.hidden)
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
-        for name in ("num_envs", "total_env_steps", "chunk_size", "eval_episodes", *positive):
-            _check_int(name, getattr(self, name), 1)
+        positive_ints(self, ("num_envs", "total_env_steps", "chunk_size", "eval_episodes", *positive))
         for name in ("eval_every", "checkpoint_every", *nonnegative):
-            _check_int(name, getattr(self, name), 0)
+            check_int(name, getattr(self, name), 0)
         for name in ("lr", "clip_coef", "max_grad_norm"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"{name}={getattr(self, name)!r} must be a finite number > 0")
-        if self.target_kl is not None and not (math.isfinite(self.target_kl) and self.target_kl > 0):
-            raise ValueError(f"target_kl={self.target_kl!r} must be a finite number > 0 (or None: no early stop)")
-        if self.ent_coef is None or not (math.isfinite(self.ent_coef) and self.ent_coef >= 0):
-            raise ValueError(f"ent_coef={self.ent_coef!r} must be a finite number >= 0")
+            check_number(name, getattr(self, name), strict=True)
+        check_number("target_kl", self.target_kl, strict=True, optional=True, note="None: no early stop")
+        check_number("ent_coef", self.ent_coef)
         self.check_run()
 
     @property
@@ -270,10 +269,6 @@ class RLRunConfig(RunSettings):
         return MLPPolicyConfig(obs_dim=obs_dim, chunk_size=self.chunk_size, hidden=self.hidden,
                                init_log_std=self.init_log_std, tasks=tuple(self.tasks))
 
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r} must be an int >= {minimum}")
 
 
 def build_policy(policy_path: str | Path | None, specs: list[TaskSpec], obs_mode: str, mlp: MLPPolicyConfig,

@@ -7,6 +7,9 @@ episode is in the same position with perfect dynamics: whatever it gets wrong at
 physics itself then amplifies. :func:`ceiling` is how often such replays, their start perturbed,
 still end as the record did, per window of the episode; :func:`majority_ceiling` the same for the
 majority of several replays, the best any predictor knowing the start only to within a shift can do.
+
+A helper of the studies ``push_divergence.py`` and ``outcome_ceiling.py`` beside it (a script's
+folder is on its import path).
 """
 
 from __future__ import annotations
@@ -15,12 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import worldsim.envs.families.base as family_base
-import worldsim.envs.scene as scene_module
 from worldsim.envs.families import TaskFamily, make_family
 from worldsim.envs.layout import sample_layouts
 from worldsim.envs.physics import BatchedPhysics
-from worldsim.envs.scene import CONTROL_DT, Scene
+from worldsim.envs.scene import ACTION_SCALE, CONTROL_DT, Scene
 from worldsim.envs.tasks import get_task
 from worldsim.evaluation.evaluate import wilson_interval
 from worldsim.world_models.ceiling import run_outcomes, shift_task_cube
@@ -73,12 +74,11 @@ def record_pushes(step_m: float, episodes: int, noise: float, epsilon: float, rn
     """Run ``episodes`` PushCube episodes of the scripted expert with Gaussian action noise
     ``noise`` and a random action on an ``epsilon`` share of steps, at ``step_m`` metres of
     end-effector travel per unit action (the episode limit scaled to keep the same reach). The
-    action scale is set process-wide (``envs.scene.ACTION_SCALE``, 0.03 by default) and stays so:
-    the replays of the recording read it too, and so does every env made afterwards in the process."""
-    scene_module.ACTION_SCALE = family_base.ACTION_SCALE = step_m  # servo_targets and the expert read these
-    scene, spec = Scene.load(), get_task("PushCube-v0")
+    recording's scene carries that action scale (:attr:`~worldsim.envs.scene.Scene.action_scale`),
+    so the expert and the replays of the recording move by it too."""
+    scene, spec = Scene.load(action_scale=step_m), get_task("PushCube-v0")
     family = make_family(spec, scene)
-    steps = int(round(spec.max_episode_steps * 0.03 / step_m))
+    steps = int(round(spec.max_episode_steps * ACTION_SCALE / step_m))
     frame_skip = round(CONTROL_DT / scene.model.opt.timestep)
     physics = BatchedPhysics(scene.model, episodes, frame_skip, 2)
     physics.set_state(np.arange(episodes), sample_layouts(scene, spec, rng, episodes))
