@@ -66,7 +66,7 @@ FILE_NOTE = ("Every setting, those below and those only a file takes, can come f
 
 _registry = ConstructorRegistry()
 _deferring = False
-_hidden: dict[type, frozenset[str]] = {}  # per nested part's type: its fields the parsed command sets itself
+_hidden: dict[type, frozenset[str]] = {}  # per dataclass of the parsed command: its fields that are not flags
 
 
 def _strip(tp: Any) -> Any:
