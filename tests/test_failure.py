@@ -281,22 +281,46 @@ def small_set(monkeypatch, tmp_path):
     return ["detect", "--data", str(tmp_path / "rollouts.h5"), "--seeds", "0", "--videos", "0"]
 
 
-def test_small_set_error_says_what_would_do_and_its_suggestions_work(small_set, tmp_path, capsys):
+def test_small_set_runs_at_the_defaults_with_the_setting_its_successes_calibrate(small_set, tmp_path, capsys):
     from worldsim.commands.cli import main
 
     out = ["--out", str(tmp_path / "d")]
-    assert main([*small_set, "--detectors", "knn,fiper", "--alpha", "0.1", *out]) == 2
+    assert main([*small_set, "--detectors", "knn,fiper", *out]) == 0, capsys.readouterr().err
     err = capsys.readouterr().err
     assert "functional CP at alpha=0.1 needs at least 17 successful calibration rollouts (here 8" in err
-    assert "collect about 213 rollouts" in err and "--alpha 0.2" in err and "--cp constant --alpha 0.12" in err
-    # each suggestion, followed, runs every detector (FIPER's joint band included)
-    for argv in (["--alpha", "0.2"], ["--cp", "constant", "--alpha", "0.12"]):
-        assert main([*small_set, "--detectors", "knn,fiper", *argv, *out]) == 0, capsys.readouterr().err
-        results = json.loads((tmp_path / "d" / "results.json").read_text())
-        assert set(results["detectors"]) == {"knn", "fiper"} and results["skipped"] == {}
+    assert "constant CP at alpha=0.12 was used" in err
+    results = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert set(results["detectors"]) == {"knn", "fiper"} and results["skipped"] == {}
+    calibration = results["calibration"]
+    assert calibration["requested"] == {"cp": "functional", "alpha": 0.1}
+    assert calibration["used"] == {"cp": "constant", "alpha": 0.12}
+    assert results["protocol"]["alpha"] == 0.12 and 0.12 in results["protocol"]["sweep"]
+    assert "calibration: functional CP at alpha=0.1 needs" in (tmp_path / "d" / "table.md").read_text()
     # constant CP at an alpha these 8 successes allow is not defeated by FIPER's joint band
     fiper = load_detector(tmp_path / "d" / "detectors" / "fiper")
     assert [t.method for t in fiper.thresholds] == ["constant", "constant"]
+    assert [t.alpha for t in fiper.thresholds] == [0.12, 0.12]
+    # a setting the successes do calibrate is used as asked, and nothing is said
+    assert main([*small_set, "--detectors", "knn", "--alpha", "0.2", *out]) == 0
+    assert "calibration:" not in capsys.readouterr().err
+    results = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert results["calibration"] == {"requested": {"cp": "functional", "alpha": 0.2},
+                                      "used": {"cp": "functional", "alpha": 0.2}, "reason": None}
+
+
+def test_calibrated_protocol_keeps_the_asked_alpha_when_constant_cp_can_and_refuses_without_successes():
+    from worldsim.failure.protocol import calibrated_protocol
+
+    config = ProtocolConfig(seen_tasks=("a",), seeds=(0, 1), alpha=0.1)
+    ten = synthetic_rollouts(tasks=("a",), per_task=100, successes=40)  # 10 calibration successes per seed
+    used, reason = calibrated_protocol(ten, config)
+    assert (used.cp, used.alpha, used.sweep) == ("constant", 0.1, config.sweep)
+    assert reason is not None
+    assert reason.endswith("constant CP at alpha=0.1 was used (10 successes per seed calibrate it)")
+    assert calibrated_protocol(ten, ProtocolConfig(seen_tasks=("a",), seeds=(0,), alpha=0.3))[1] is None
+    no_successes = [r for r in ten if not r.success]
+    with pytest.raises(ValueError, match="the calibration set holds no successful rollouts"):
+        calibrated_protocol(no_successes, config)
 
 
 def test_a_detector_that_cannot_be_fitted_is_skipped_while_the_others_run(small_set, tmp_path, capsys,

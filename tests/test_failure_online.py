@@ -176,21 +176,20 @@ def test_detect_cli_bad_values_exit_2(labelled_file, tmp_path, capsys, argv, mes
     assert not (tmp_path / "d" / "results.json").exists()
 
 
-def test_detect_refuses_too_few_calibration_successes_before_fitting(labelled_file, tmp_path, capsys,
-                                                                    monkeypatch):
+def test_detect_refuses_a_set_without_successes_before_fitting(labelled_file, tmp_path, capsys, monkeypatch):
     import worldsim.failure.detect
+    from worldsim.failure.rollouts import load_rollouts
 
     def fitted(*args, **kwargs):
         raise AssertionError("a detector was fitted before the calibration set was checked")
 
+    failures = [r for r in load_rollouts(labelled_file) if not r.success]
+    monkeypatch.setattr(worldsim.failure.detect, "load_rollouts", lambda path: failures)
     monkeypatch.setattr(worldsim.failure.detect, "evaluate_detector", fitted)
     argv = ["detect", "--data", str(labelled_file), "--seen-tasks", "ReachCube-v0", "--detectors", "knn",
-            "--out", str(tmp_path / "d")]
-    assert main([*argv, "--cp", "functional", "--alpha", "0.1"]) == 2
-    err = capsys.readouterr().err
-    assert "functional CP at alpha=0.1 needs at least 17 successful calibration rollouts" in err
-    assert main([*argv, "--cp", "constant", "--alpha", "0.05"]) == 2
-    assert "alpha=0.05 needs at least 19 successful calibration rollouts" in capsys.readouterr().err
+            "--videos", "0", "--out", str(tmp_path / "d")]
+    assert main(argv) == 2
+    assert "the calibration set holds no successful rollouts" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
 
 

@@ -27,7 +27,7 @@ from worldsim.failure.protocol import (
     DEFAULT_SWEEP,
     DetectorResult,
     ProtocolConfig,
-    check_calibration,
+    calibrated_protocol,
     evaluate_detector,
 )
 from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown
@@ -66,9 +66,10 @@ class DetectionConfig:
     suite: str | None = None
     """Take the seen/unseen split of this suite (instead of --seen-tasks/--unseen-tasks)."""
     alpha: float = 0.1
-    """Allowed false-alarm rate on successes."""
+    """Allowed false-alarm rate on successes (raised, and said, when the successes are too few)."""
     cp: Literal["functional", "constant"] = "functional"
-    """Conformal calibration: time-varying band or one constant."""
+    """Conformal calibration: time-varying band or one constant (constant when the successes are too
+    few to shape a band)."""
     seeds: tuple[int, ...] = (0, 1, 2)
     """Seeds (split + fit each)."""
     videos: int = 4
@@ -100,7 +101,10 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     """Fit, calibrate and test every detector of ``config`` on every seed, and write the report to
     ``config.out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
     ``sweep.png``, ``videos/`` and ``detectors/<name>/``. Inputs are checked (features recorded,
-    images for videos, enough calibration successes) before any detector is fitted; a detector
+    images for videos) before any detector is fitted. When the calibration successes are too few for
+    ``cp`` at ``alpha``, the setting they can calibrate is used instead
+    (:func:`~worldsim.failure.protocol.calibrated_protocol`), said on stderr, in ``table.md`` and
+    in ``results.json`` (``calibration``: requested, used, reason). A detector
     that cannot be fitted or calibrated on these rollouts (``ValueError``, e.g. a supervised one
     without failures to learn from) is skipped, its reason in ``results.json`` (``skipped``),
     ``table.md`` and one line on stderr, while the others run."""
@@ -112,7 +116,10 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
             if "image" not in reader.obs_keys:
                 raise ValueError(f"{config.data} holds no camera images (obs_mode 'state'): pass --videos 0, "
                                  "or collect with pixels")
-    check_calibration(rollouts, protocol)
+    requested = {"cp": protocol.cp, "alpha": protocol.alpha}
+    protocol, changed = calibrated_protocol(rollouts, protocol)
+    if changed:
+        print(f"calibration: {changed}", file=sys.stderr)  # one line, however wide the terminal
     failures = sum(not r.success for r in rollouts)
     tasks = len({r.task for r in rollouts})
     Console().print(f"{len(rollouts)} rollouts ({failures} failures) of {tasks} tasks; "
@@ -135,11 +142,14 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
         raise ValueError("no detector could be fitted and calibrated: "
                          + "; ".join(f"{name}: {reason}" for name, reason in skipped.items()))
     write_json(config.out / "results.json", {
-        "rollouts": str(config.data), "protocol": to_jsonable(protocol), "episodes": len(rollouts),
+        "rollouts": str(config.data), "protocol": to_jsonable(protocol),
+        "calibration": {"requested": requested, "used": {"cp": protocol.cp, "alpha": protocol.alpha},
+                        "reason": changed}, "episodes": len(rollouts),
         "failures": failures, "lengths": rollout_lengths(rollouts), "seconds": round(time.perf_counter() - start, 1),
         "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped})
     with atomic_path(config.out / "table.md") as tmp:
-        tmp.write_text(results_markdown(results, config.alpha)
+        tmp.write_text(results_markdown(results, protocol.alpha)
+                       + (f"\ncalibration: {changed}\n" if changed else "")
                        + "".join(f"\nskipped {name}: {reason}\n" for name, reason in skipped.items()))
     plot_roc(results, config.out / "roc.png")
     plot_sweep(results, config.out / "sweep.png")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -214,11 +214,26 @@ def calibration_problem(rollouts: Sequence[Rollout], config: ProtocolConfig) -> 
             f"(here {count}{band}); " + ", or ".join(options))
 
 
-def check_calibration(rollouts: Sequence[Rollout], config: ProtocolConfig) -> None:
-    """Raise :func:`calibration_problem`'s reason as a ``ValueError``, before any detector is fitted."""
+def calibrated_protocol(rollouts: Sequence[Rollout], config: ProtocolConfig) -> tuple[ProtocolConfig, str | None]:
+    """The protocol these rollouts can calibrate, and why it differs from ``config`` (None: it does
+    not). When ``config.cp`` at ``config.alpha`` needs more successful calibration rollouts than a
+    seed's split holds, constant CP at the same alpha is used (it needs no successes to shape a
+    band, so the false-alarm guarantee stays the one asked for); failing that, constant CP at the
+    smallest alpha the successes calibrate. ``ValueError`` (with what would make it work) only when
+    nothing can: no successes, or too few even for constant CP at alpha 0.5."""
     problem = calibration_problem(rollouts, config)
-    if problem is not None:
-        raise ValueError(problem)
+    if problem is None:
+        return config, None
+    count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
+    if count and enough_successes(count, config.alpha, split=False):
+        alpha = config.alpha
+    else:
+        alpha = smallest_alpha(count, split=False) if count else None
+        if alpha is None:
+            raise ValueError(problem)
+    used = replace(config, cp="constant", alpha=alpha, sweep=tuple(sorted({*config.sweep, alpha})))
+    return used, (f"{problem.split('; ')[0]}, so constant CP at alpha={alpha} was used "
+                  f"({count} successes per seed calibrate it)")
 
 
 def roc_scores(
