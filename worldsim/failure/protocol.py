@@ -225,12 +225,9 @@ def calibrated_protocol(rollouts: Sequence[Rollout], config: ProtocolConfig) -> 
     if problem is None:
         return config, None
     count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
-    if count and enough_successes(count, config.alpha, split=False):
-        alpha = config.alpha
-    else:
-        alpha = smallest_alpha(count, split=False) if count else None
-        if alpha is None:
-            raise ValueError(problem)
+    alpha = config.alpha if enough_successes(count, config.alpha, split=False) else smallest_alpha(count, split=False)
+    if count == 0 or alpha is None:
+        raise ValueError(problem)
     used = replace(config, cp="constant", alpha=alpha, sweep=tuple(sorted({*config.sweep, alpha})))
     return used, (f"{problem.split('; ')[0]}, so constant CP at alpha={alpha} was used "
                   f"({count} successes per seed calibrate it)")
