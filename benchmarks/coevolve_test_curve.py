@@ -36,6 +36,7 @@ from worldsim.evaluation.rank import per_task_summary
 from worldsim.pipelines.coevolve import last_accepted, real_outcomes
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.threads import use_torch_threads
 
 
 def average_of_rounds(run: Path, policies: dict[str, str]) -> Path:
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--average", action="store_true", help="add the average of the rounds' weights")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the runs' own: 1)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
 
     per_seed = []
     progress = tqdm(desc="test evaluations", unit="policy")

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import torch
 import tyro
 from common import report
 from rich.console import Console
@@ -40,6 +39,7 @@ from worldsim.failure import DetectorWrapper, load_detector
 from worldsim.failure.detect import ALL, DetectionConfig, parse_detectors, run_detection
 from worldsim.policies import load_policy
 from worldsim.policies.runner import ChunkQueue
+from worldsim.runtime.threads import use_torch_threads
 
 
 @dataclass
@@ -91,7 +91,7 @@ def online_overhead(policy_path: Path, detector_dir: Path, task: str, steps: int
 
 def main(args: Args) -> None:
     console = Console(stderr=True)
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     if not (args.policy / "config.json").exists():
         raise SystemExit(f"no policy at {args.policy}; train it first (see this script's docstring)")
     suite = get_suite(args.suite)

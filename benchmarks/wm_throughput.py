@@ -27,6 +27,7 @@ from worldsim.data.collect import collect_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.runtime.device import resolve_device
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models import PRESETS, WorldModel, build_config
 
 
@@ -50,14 +51,13 @@ def main() -> None:
                         help="a trained world model (default: an untrained preset)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument("--frames", type=int, default=640, help="frames per measurement (at least 4 steps)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: the idle cores)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--rung", default="sim-seeded", choices=("sim-seeded", "pixels"),
                         help="the imagination rung (sim-seeded, as the committed results ran; pixels also runs the "
                              "model's detector at every reset)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads or None)
     device = resolve_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         keyframes = Path(tmp) / "keyframes.h5"

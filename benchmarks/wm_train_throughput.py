@@ -27,6 +27,7 @@ import torch
 from common import GpuBusy, report
 
 from worldsim.runtime.device import resolve_device
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models import PRESETS, TrainWMConfig, train_world_model
 from worldsim.world_models.config import DynamicsConfig
 
@@ -39,7 +40,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32])
     parser.add_argument("--seconds", type=float, default=60.0, help="training time per batch size")
     parser.add_argument("--skip", type=int, default=50, help="steps left out of the rate (start-up)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: the idle cores)")
     parser.add_argument("--compile", default="off", choices=("off", "default", "reduce-overhead"),
                         help="torch.compile the step's losses (train-wm --compile)")
     parser.add_argument("--precision", nargs="+", default=["fp32"], choices=("fp32", "bf16"),
@@ -57,8 +58,7 @@ def main() -> None:
     parser.add_argument("--dynamics-horizon", type=int, default=DynamicsConfig.horizon,
                         help="steps the proprio dynamics and object pathway roll out on their own (default: 16)")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads or None)
     device = resolve_device(args.device)
     rows = []
     for precision, batch_size in ((p, b) for p in args.precision for b in args.batch_sizes):

@@ -138,8 +138,8 @@ def test_run_settings_are_checked():
         with pytest.raises(ValueError, match=f"time_budget={bad!r} must be a number of seconds > 0"):
             check_run_settings(Settings(Path("x"), time_budget=bad))
     check_run_settings(Settings(Path("x"), time_budget=0.5))
-    for name, bad in (("torch_threads", -1), ("seed", -2), ("seed", True)):
-        with pytest.raises(ValueError, match=f"{name}={bad!r} must be an int >= 0"):
+    for name, bad, least in (("torch_threads", 0, 1), ("seed", -2, 0), ("seed", True, 0)):
+        with pytest.raises(ValueError, match=f"{name}={bad!r} must be an int >= {least}"):
             check_run_settings(Settings(Path("x"), **{name: bad}))
 
 

@@ -36,6 +36,7 @@ from worldsim.data.reader import EpisodeReader
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.pipelines.coevolve import TEST_SEED_OFFSET
 from worldsim.policies import load_policy
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.replay import open_loop
@@ -133,7 +134,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--name", default="frame_consistency_s0")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     torch.manual_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     model = WorldModel.from_pretrained(args.run / "round_0" / "wm").eval()

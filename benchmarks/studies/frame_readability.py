@@ -36,6 +36,7 @@ import torch
 from worldsim.envs.imagination import DEFAULT_IMAGINATION, ImaginationConfig
 from worldsim.policies import load_policy
 from worldsim.policies.base import Policy
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.evaluate import HeldOut, held_out_bank
 from worldsim.world_models.metrics import action_gap, psnr_curve
 from worldsim.world_models.model import WorldModel
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--name", default="frame_readability")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     policy = load_policy(args.policy).eval()
     rows: dict[str, Any] = {}
     step_change: dict[str, float] = {}

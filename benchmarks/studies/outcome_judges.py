@@ -53,6 +53,7 @@ from worldsim.envs.families.base import ON_ZONE, RESTING_TOLERANCE
 from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import CUBE_HALF
 from worldsim.envs.tasks import get_task
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.evaluate import balanced_windows, held_out_bank
 from worldsim.world_models.imagined_step import Rollout
@@ -272,7 +273,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="eval-wm's seed: the same sets and windows")
     parser.add_argument("--tag", default="", help="suffix of the result file")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_torch_threads(1)
     model = WorldModel.from_pretrained(args.world_model)
     model.eval()
     if model.rules is None:

@@ -41,6 +41,7 @@ import torch
 from worldsim.data.index import split_episodes
 from worldsim.data.reader import EpisodeReader
 from worldsim.envs.observations import ENTITIES
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models import WorldModel
 from worldsim.world_models.config import build_config
 from worldsim.world_models.data import EpisodeBank
@@ -154,7 +155,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=tuple(VARIANTS), default=list(VARIANTS),
                         help="the pathway's settings")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     with EpisodeReader(args.data) as reader:
         indices = np.array([info.index for info in reader.episode_info()])
         train, _ = split_episodes(len(indices), 0.1, args.seed)

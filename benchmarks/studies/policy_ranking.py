@@ -70,11 +70,10 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from worldsim.data.policy_episodes import policy_episodes
 from worldsim.envs.imagination import RUNGS, ImaginationConfig
 from worldsim.evaluation.rank import RankConfig, rank_policies
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.training.bc import BCConfig, train_bc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -122,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     if (args.world_model is None) != (args.keyframes is None):
         parser.error("--world-model and --keyframes go together (neither: both are built in --out)")
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     from worldsim.envs.tasks import get_suite, get_task
 
     tasks = [get_task(t).name for t in args.task] or list(get_suite(args.suite).seen)

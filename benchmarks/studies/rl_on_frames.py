@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import ImaginationConfig
@@ -34,6 +33,7 @@ from worldsim.evaluation.evaluate import evaluate_in_physics
 from worldsim.evaluation.rank import per_task_summary
 from worldsim.pipelines.coevolve import TEST_SEED_OFFSET
 from worldsim.policies import load_policy
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.training.grpo import GRPOConfig, train_grpo
 from worldsim.world_models.model import WorldModel
 
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--name", default="rl_on_frames_s0")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     test_seed = args.seed + TEST_SEED_OFFSET
     bc = test(args.policy, args.task, args.test_episodes, test_seed, args.out / "test_bc.json")
     rows: dict[str, Any] = {}

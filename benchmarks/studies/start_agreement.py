@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.evaluation.compare import paired_comparison
 from worldsim.evaluation.start_agreement import compare_from_starts, rates
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.metrics import agreement
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -96,7 +96,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/start_agreement"))
     parser.add_argument("runs", nargs="+", help="NAME=FOLDER of train-rl runs in imagination, one subfolder per seed")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    use_torch_threads(2)
     runs: dict[str, Any] = {}
     for spec in args.runs:
         name, sep, folder = spec.partition("=")

@@ -39,10 +39,10 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, GpuBusy, report  # noqa: E402
+
+from worldsim.runtime.threads import use_torch_threads
 
 
 def main() -> None:
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
-    torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads)
     from worldsim.data.collect import collect_episodes
     from worldsim.envs.imagination import ImaginationConfig
     from worldsim.envs.scene import ACTION_SCALE

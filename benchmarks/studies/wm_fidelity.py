@@ -26,10 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 from worldsim.data.collect import collect_episodes
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models import TrainWMConfig, WorldModel, evaluate_world_model, train_world_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -54,12 +53,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="optimiser steps")
     parser.add_argument("--time-budget", type=float, default=None, help="safety net: stop training after this many s")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: the idle cores)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--out", type=Path, default=Path("runs/bench_wm"))
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    use_torch_threads(args.threads or None)
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.time()
     data, held_out = args.out / "train.h5", args.out / "val.h5"

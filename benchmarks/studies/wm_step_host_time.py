@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.config import build_config
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import WorldModel
@@ -101,7 +102,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_torch_threads(1)
     # the gripper's servo target goes through array_api_compat, whose cached helpers dynamo warns about
     warnings.filterwarnings("ignore", message="Dynamo detected a call to a `functools.lru_cache`")
     with EpisodeReader(args.data) as reader:

@@ -21,6 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.train import TrainWMConfig, build_model, generators
 from worldsim.world_models.train_step import draw, state_windows
@@ -95,7 +96,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True, help="an episode file with pixels and state")
     parser.add_argument("--configs", nargs="+", default=["tiny", "base"], choices=["tiny", "base"])
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    use_torch_threads(1)
     presets = {}
     for preset in args.configs:
         presets[preset] = step_operations(TrainWMConfig(data=args.data, preset=preset, batch_size=2))

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worldsim.envs.imagination import ImaginationConfig
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.runtime.validation import check_int
 from worldsim.world_models.train import MODEL_DIR, TrainWMConfig
 
@@ -88,12 +89,10 @@ def eval_wm(args: EvalWMArgs) -> None:
     Open-loop replays of the real actions from episode starts and from keyframes: PSNR, SSIM and
     the gripper's error per step, success agreement, a plot of error growth and side-by-side videos."""
     import numpy as np
-    import torch
 
     from worldsim.world_models.evaluate import ceiling_label, evaluate_world_model
 
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
+    use_torch_threads(args.torch_threads)
     out = args.out or args.world_model / "eval"
     report = evaluate_world_model(args.world_model, args.data, episodes=args.episodes, balance=args.balance,
                                   near_miss_m=args.near_miss, curve_steps=args.curve_steps,
@@ -170,12 +169,10 @@ def imagine(args: ImagineArgs) -> None:
     With --policy expert the recorded actions of each episode are replayed in imagination from
     its first frame; with a pixel policy checkpoint the policy acts on the imagined frames (the
     left column then shows the recorded episode from the same start, for reference)."""
-    import torch
 
     from worldsim.evaluation.imagine import imagine_episodes
 
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
+    use_torch_threads(args.torch_threads)
     result = imagine_episodes(args.world_model, args.data, args.out, policy=args.policy, episodes=args.episodes,
                               steps=args.steps, imagination=args.imagination, seed=args.seed)
     Console().print(f"{result.episodes} episodes, imagined success {result.imagined_success:.0%} "

@@ -46,6 +46,7 @@ from worldsim.policies.base import Policy
 from worldsim.policies.expert import ScriptedExpert
 from worldsim.rollout import RolloutHooks, Step, env_row, run_episodes
 from worldsim.runtime.run_logging import to_jsonable
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.runtime.validation import check_int
 
 
@@ -272,7 +273,8 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
                      record_features: bool = False, num_samples: int = 8,
                      deterministic: bool = False, imagination: ImaginationConfig | None = None,
                      continue_after_success: bool = False) -> CollectStats:
-    """Collect ``episodes`` complete episodes per task into one episode file ``out``.
+    """Collect ``episodes`` complete episodes per task into one episode file ``out`` (torch on the
+    idle cores unless this process chose a thread count, :func:`~worldsim.runtime.threads.use_torch_threads`).
 
     Args:
         tasks: task names (see ``worldsim list-envs``), each at most once.
@@ -309,6 +311,7 @@ def collect_episodes(tasks: Sequence[str], policy_factory: Callable[[str], Polic
 
     Returns per-task episodes, success rate, mean length and steps/s.
     """
+    use_torch_threads()
     specs = [get_task(name) for name in tasks]
     names = [spec.name for spec in specs]
     if not names:

@@ -25,6 +25,7 @@ from worldsim.envs.registration import make_task_envs
 from worldsim.envs.tasks import TASKS, get_suite, get_task
 from worldsim.policies.base import Policy
 from worldsim.rollout import RolloutHooks, Step, run_episodes
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.runtime.validation import check_int, positive_ints
 
 if TYPE_CHECKING:
@@ -201,7 +202,9 @@ def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs
                     video_dir: Path | None = None, name: str = "", progress: bool = True,
                     imagination: ImaginationConfig | None = None) -> EvalResults:
     """Evaluate ``policy`` on each of ``tasks`` for ``episodes`` episodes each (task k uses
-    seed ``seed + k``), in physics or, with ``imagination``, in a world model."""
+    seed ``seed + k``), in physics or, with ``imagination``, in a world model (torch on the idle
+    cores unless this process chose a thread count)."""
+    use_torch_threads()
     results = {}
     with torch.no_grad():
         for k, task in enumerate(tasks):

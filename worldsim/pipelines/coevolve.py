@@ -64,6 +64,7 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
+from worldsim.runtime.threads import use_torch_threads
 from worldsim.runtime.validation import check_range, positive_ints
 
 console = Console()
@@ -136,8 +137,8 @@ class CoevolveConfig:
     """Seed of everything."""
     device: Device = "auto"
     """Where torch runs (auto: CUDA when available)."""
-    torch_threads: int = 1
-    """Torch CPU threads."""
+    torch_threads: int | None = None
+    """Torch CPU threads (None: the cores idle when the run starts; see `worldsim.runtime.threads`)."""
     progress: bool = True
     """Show progress bars."""
     imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
@@ -283,14 +284,12 @@ def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: Guard
 # ---------------------------------------------------------------------------- the loop
 def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     """Run co-evolution (or the direct-RL baseline) as ``config`` says; returns ``results.json``."""
-    import torch
 
     from worldsim.data.merge import merge_episode_files
     from worldsim.policies import load_policy
 
     load_policy(config.base_policy)  # a missing or broken checkpoint fails here, before out is created
-    if config.torch_threads:
-        torch.set_num_threads(config.torch_threads)
+    use_torch_threads(config.torch_threads)  # stages given None keep this count
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     stages = Stages(out, to_jsonable(config), config.resume)

@@ -18,14 +18,14 @@
 
 Every budget is a number of steps, so the same seed gives the same report on any machine; the
 optional time budgets are safety nets that say loudly when they cut a stage (and the report
-repeats it). Torch uses ``torch_threads`` threads (default: every core). Every stage is recorded
+repeats it). Torch uses ``torch_threads`` threads (default: the cores idle when the run starts,
+:mod:`worldsim.runtime.threads`). Every stage is recorded
 in ``out/coevolve/state.json`` or by its output file, so ``--resume`` continues an interrupted run.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,7 +42,8 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.quickstart_report import detection_summary, write_report
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE
 from worldsim.runtime.run_logging import write_json
-from worldsim.runtime.validation import positive_ints
+from worldsim.runtime.threads import use_torch_threads
+from worldsim.runtime.validation import check_int, positive_ints
 
 console = Console()
 
@@ -78,8 +79,8 @@ class QuickstartConfig:
     """Continue an interrupted run in --out."""
     seed: int = 0
     """Seed of everything."""
-    torch_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
-    """Torch CPU threads (default: every core)."""
+    torch_threads: int | None = None
+    """Torch CPU threads (None: the cores idle when the run starts)."""
     progress: bool = True
     """Show progress bars."""
     imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
@@ -100,7 +101,9 @@ class QuickstartConfig:
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name
         positive_ints(self, ("demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes",
-                             "heldout_episodes", "torch_threads"))
+                             "heldout_episodes"))
+        if self.torch_threads is not None:
+            check_int("torch_threads", self.torch_threads, 1)
         if self.rl.algo != "grpo":  # its report is GRPO's
             raise ValueError(f"rl.algo={self.rl.algo!r}: the quickstart runs GRPO (`worldsim coevolve --rl.algo ppo` "
                              "runs PPO)")
@@ -130,7 +133,6 @@ def estimate_minutes(config: QuickstartConfig) -> float:
 def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     """Run the stages of the module docstring into ``config.out`` (refused when not empty, unless
     ``resume``: finished stages are then skipped); returns the summary ``summary.json`` holds."""
-    import torch
 
     from worldsim.data.collect import collect_episodes
     from worldsim.failure.detect import DetectionConfig, run_detection
@@ -142,7 +144,7 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
     out = config.out
     if out.exists() and any(out.iterdir()) and not config.resume:
         raise ValueError(f"{out} is not empty: pass --resume to continue that run, or a new --out")
-    torch.set_num_threads(config.torch_threads)
+    threads = use_torch_threads(config.torch_threads)  # stages given None keep this count
     if not config.resume:
         minutes = max(1, round(estimate_minutes(config)))
         console.print(f"quickstart: about {minutes} minute{'s' if minutes > 1 else ''} on 2 quiet CPU cores (the "
@@ -206,7 +208,7 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
             write_json(detect / "skipped.json", {"reason": str(error)})
 
     stage("failure detection", detect / "results.json", detection)
-    summary = summarize(config, timings, sum(timings.values()))
+    summary = summarize(config, timings, sum(timings.values()), threads)
     write_report(config.out, summary)
     return summary
 
@@ -241,8 +243,9 @@ def _describe_fidelity(path: Path) -> str:
             f"{100 * full['base_rate']:.0f}%)")
 
 
-def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: float) -> dict[str, Any]:
-    """The figures of every stage, read back from the files the stages wrote."""
+def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: float, threads: int) -> dict[str, Any]:
+    """The figures of every stage, read back from the files the stages wrote (``threads``: torch's
+    CPU threads)."""
     out = config.out
     results = json.loads((out / "coevolve" / "results.json").read_text())
     state = json.loads((out / "coevolve" / "state.json").read_text())["stages"]
@@ -254,7 +257,7 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
     rl = results["rounds"][-1].get("rl", {})
     contact = fidelity["object_error_after_contact"]
     return {
-        "task": config.task, "seed": config.seed, "torch_threads": config.torch_threads, "demos": config.demos,
+        "task": config.task, "seed": config.seed, "torch_threads": threads, "demos": config.demos,
         "rung": config.imagination.rung.name,
         "timings_s": timings,
         "wall_clock_s": round(seconds, 1),

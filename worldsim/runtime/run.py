@@ -53,6 +53,7 @@ from worldsim.runtime.distributed import all_reduce_mean, any_rank, init_distrib
 from worldsim.runtime.profiling import StepProfiler
 from worldsim.runtime.run_logging import RunLogger, prepare_run_folder, write_json
 from worldsim.runtime.settings import RunSettings
+from worldsim.runtime.threads import use_torch_threads
 
 
 class Pretrained(Protocol):
@@ -98,8 +99,7 @@ class TrainingRun:
         """Claim ``config.out`` (a non-empty one is refused with ``FileExistsError`` unless
         ``resume`` or ``overwrite``), set torch's CPU threads, join the ``torchrun`` process group if
         there is one, and seed every generator with ``seed + rank``."""
-        if config.torch_threads:
-            torch.set_num_threads(config.torch_threads)
+        use_torch_threads(config.torch_threads)
         # before the process group forms, so that no rank has written anything yet
         prepare_run_folder(config.out, resume=config.resume, overwrite=config.overwrite)
         self.dist = init_distributed(config.device)

@@ -34,7 +34,8 @@ class RunSettings:
     device: Device = "auto"
     """Where torch runs (auto: CUDA when available)."""
     torch_threads: int | None = None
-    """Torch CPU threads (None or 0: torch's own choice; 1 when other jobs share the cores)."""
+    """Torch CPU threads (None: the cores idle when the run starts, see `worldsim.runtime.threads`;
+    1 on cores that other jobs come and go on)."""
     time_budget: float | None = None
     """Safety net: stop cleanly (final checkpoint, a warning) after this many seconds, short of the
     step budget; a run it cuts short is not reproducible."""
@@ -59,8 +60,8 @@ def check_run_settings(config: RunSettings) -> None:
     if isinstance(config.profile, bool) or not isinstance(config.profile, int) or config.profile < 0:
         raise ValueError(f"profile={config.profile!r} must be a number of steps >= 0 (0: no profile)")
     threads = config.torch_threads
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
-        raise ValueError(f"torch_threads={threads!r} must be an int >= 0 (or None: torch's own choice)")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"torch_threads={threads!r} must be an int >= 1 (or None: the idle cores)")
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise ValueError(f"seed={config.seed!r} must be an int >= 0")
     if config.resume and config.overwrite:

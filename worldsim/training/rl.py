@@ -219,7 +219,7 @@ class RLRunConfig(RunSettings):
     checkpoint_every: int = 50
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
     torch_threads: int | None = field(default=1, kw_only=True)
-    """Torch CPU threads (None or 0: torch's own choice). One is fastest for RL on the CPU: the
+    """Torch CPU threads (None: the idle cores). One is fastest for RL in physics on the CPU: the
     physics thread pool keeps the cores busy, and torch's workers waiting for a busy core slow
     small networks down many times over."""
 
