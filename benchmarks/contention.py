@@ -16,11 +16,14 @@ choosing by idle cores (:mod:`worldsim.runtime.threads`) stands beside its cost 
 The inputs are built first, untimed, in ``--out``: the scripted expert's demonstrations
 (PushCube, pixels and state), a BC policy and a world model trained briefly on them. Writes
 ``benchmarks/results/contention.json``: per stage and thread setting, ``quiet_s`` and ``busy_s``
-(every repeat) and ``ratio``.
+(every repeat) and ``ratio``; for the training commands also ``train_quiet_s``,
+``train_busy_s`` and ``train_ratio``, their training loop alone (``train_seconds`` of the run's
+``summary.json``: start-up excluded, where the thread count matters most).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
@@ -88,22 +91,26 @@ def commands(args: Args, stage: str, threads: list[str]) -> list[str]:
     if stage == "train-rl":
         return worldsim("train-rl", "--algo", "grpo", "--task", "PushCube-v0", "--policy", str(out / "bc" / "policy"),
                         "--world-model", str(out / "wm" / "world_model"), "--keyframes", demos, "--rung", "pixels",
-                        "--obs-mode", "pixels", "--num-envs", "32", "--total-env-steps", str(args.rl_env_steps), "--eval-episodes", "10",
-                        "--device", "cpu", "--out", str(out / "rl_stage"), *common)
+                        "--obs-mode", "pixels", "--num-envs", "32", "--total-env-steps", str(args.rl_env_steps),
+                        "--eval-episodes", "10", "--device", "cpu", "--out", str(out / "rl_stage"), *common)
     raise ValueError(f"unknown stage {stage!r}; known: {', '.join(STAGES)}")
 
 
-def run(argv: list[str]) -> float:
-    """Seconds ``argv`` took, launch to exit; its output is kept only when it fails."""
+def run(argv: list[str]) -> tuple[float, float | None]:
+    """Seconds ``argv`` took, launch to exit, and a training command's own loop seconds
+    (``train_seconds`` of its ``summary.json``; None for other commands); its output is kept only
+    when it fails."""
     began = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": "egl"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return time.perf_counter() - began
+    seconds = time.perf_counter() - began
+    summary = Path(argv[argv.index("--out") + 1]) / "summary.json" if argv[3].startswith("train-") else None
+    return seconds, (json.loads(summary.read_text())["train_seconds"] if summary else None)
 
 
-def beside_neighbour(argv: list[str]) -> float:
-    """Seconds ``argv`` took while one busy process ran beside it (started a second before)."""
+def beside_neighbour(argv: list[str]) -> tuple[float, float | None]:
+    """:func:`run` while one busy process ran beside it (started a second before)."""
     neighbour = subprocess.Popen(NEIGHBOUR)
     try:
         time.sleep(1.0)
@@ -111,6 +118,21 @@ def beside_neighbour(argv: list[str]) -> float:
     finally:
         neighbour.kill()
         neighbour.wait()
+
+
+def summarize(times: dict[str, list[tuple[float, float | None]]]) -> dict[str, object]:
+    """Every repeat's seconds, quiet and busy, and the ratio of their medians; for a training
+    command, the same for its training loop alone (``train_*``)."""
+    row: dict[str, object] = {}
+    for prefix, column in (("", 0), ("train_", 1)):
+        quiet, busy = ([t[column] for t in times[arm]] for arm in ("quiet", "busy"))
+        if None in quiet or None in busy:
+            continue
+        row[f"{prefix}quiet_s"] = [round(float(t), 1) for t in quiet if t is not None]
+        row[f"{prefix}busy_s"] = [round(float(t), 1) for t in busy if t is not None]
+        row[f"{prefix}ratio"] = round(statistics.median(row[f"{prefix}quiet_s"])  # type: ignore[arg-type]
+                                      / statistics.median(row[f"{prefix}busy_s"]), 2)  # type: ignore[arg-type]
+    return row
 
 
 def build_inputs(args: Args) -> None:
@@ -128,7 +150,7 @@ def build_inputs(args: Args) -> None:
     ]
     for made, argv in steps:
         if not made.exists():
-            console.print(f"inputs: {argv[3]} ({run(argv):.0f} s)")
+            console.print(f"inputs: {argv[3]} ({run(argv)[0]:.0f} s)")
 
 
 def main(args: Args) -> None:
@@ -145,14 +167,16 @@ def main(args: Args) -> None:
             if threads and stage not in THREADED:
                 continue
             argv = commands(args, stage, threads)
-            quiet, busy = [], []
+            times: dict[str, list[tuple[float, float | None]]] = {"quiet": [], "busy": []}
             for _ in range(args.repeats):
-                quiet.append(round(run(argv), 1))
-                busy.append(round(beside_neighbour(argv), 1))
-            ratio = statistics.median(quiet) / statistics.median(busy)
-            stages.setdefault(stage, {})[arm] = {"quiet_s": quiet, "busy_s": busy, "ratio": round(ratio, 2)}
-            console.print(f"{stage:9s} {arm:10s} quiet {quiet} s, busy {busy} s: ratio {ratio:.2f}")
-    worst = min(v["ratio"] for per_arm in stages.values() for v in [per_arm["default"]])
+                times["quiet"].append(run(argv))
+                times["busy"].append(beside_neighbour(argv))
+            row = summarize(times)
+            stages.setdefault(stage, {})[arm] = row
+            console.print(f"{stage:9s} {arm:10s} quiet {row['quiet_s']} s, busy {row['busy_s']} s: ratio "
+                          f"{row['ratio']:.2f}" + (f" (training loop alone {row['train_ratio']:.2f})"
+                                                   if "train_ratio" in row else ""))
+    worst = min(float(per_arm["default"]["ratio"]) for per_arm in stages.values())
     report("contention", {"stages": stages, "neighbour": " ".join(NEIGHBOUR[1:]), "cores": cores,
                           "worst_default_ratio": worst, "target": 0.4}, args)
 
