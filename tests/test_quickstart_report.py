@@ -159,6 +159,8 @@ def test_a_below_chance_detector_is_called_inverted_never_a_result(tmp_path):
     assert "knn: below chance, its score is inverted (it ranks successes as riskier)" in text
     assert "No detector tells this policy's failures from its successes here" in text
     assert "steps 1-10 of the 100 a failure runs" in text and "leaving 6 per seed beside 15 failures" in text
+    # what would make a detector show: intervals of ±0.14 on 100 rollouts narrow to ±0.10 on about 203
+    assert "About 250 rollouts (`--real-episodes`) would narrow them to ±0.10." in text
     figures = [m for m in re.finditer(r"0\.(44|31)\b", text)]
     assert len(figures) == 2
     for m in figures:  # each figure stands behind its verdict, never bare

@@ -9,6 +9,7 @@ lies above chance (:mod:`worldsim.failure.verdict`); every plot and video the ru
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,9 @@ def detection_lines(summary: dict[str, Any], out: Path) -> list[str]:
             f"{late['rollouts'] - late['failures']} per seed beside {late['failures']} failures"
             + (f"; on so few test rollouts the 95% intervals span about ±{sum(widths) / len(widths):.2f}"
                if widths else "")
-            + ", so only a score far from chance could show.")
+            + ", so only a score far from chance could show."
+            + (f" About {rollouts_for_width(d['rollouts'], sum(widths) / len(widths), 0.1):,} rollouts "
+               "(`--real-episodes`) would narrow them to ±0.10." if widths else ""))
     if inverted:
         lines.append(f"{_names(inverted)}: below chance, {'its' if len(inverted) == 1 else 'their'} score is inverted "
                      "(it ranks successes as riskier): a finding about the score, not a detector that works.")
@@ -146,6 +149,12 @@ def detection_lines(summary: dict[str, Any], out: Path) -> list[str]:
               "their own.", "", (out / "detect" / "table.md").read_text().replace("](", "](detect/"), "",
               "![ROC](detect/roc.png)"]
     return lines
+
+
+def rollouts_for_width(rollouts: int, width: float, target: float) -> int:
+    """Rollouts that would narrow an interval of half-width ``width`` on ``rollouts`` to ``target``
+    (a bootstrap interval shrinks as one over the square root of the rollouts), rounded up to 50."""
+    return max(rollouts, math.ceil(rollouts * (width / target) ** 2 / 50) * 50)
 
 
 def rung_line(rung: str) -> str:

@@ -218,10 +218,10 @@ class RLRunConfig(RunSettings):
     """Episodes per evaluation, per task."""
     checkpoint_every: int = 50
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
-    torch_threads: int | None = field(default=1, kw_only=True)
-    """Torch CPU threads (None: the idle cores). One is fastest for RL in physics on the CPU: the
+    torch_threads: int | None = field(default=None, kw_only=True)
+    """Torch CPU threads (None: one in physics, the idle cores in imagination). In physics the
     physics thread pool keeps the cores busy, and torch's workers waiting for a busy core slow
-    small networks down many times over."""
+    small networks down many times over; in imagination torch does the work."""
 
     def check(self, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
         """Normalise the shared fields and validate them, plus the subclass's int fields named in
@@ -246,6 +246,8 @@ class RLRunConfig(RunSettings):
         self.hidden = tuple(self.hidden)
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode={self.obs_mode!r}; allowed: {', '.join(OBS_MODES)}")
+        if self.torch_threads is None and not self.imagined:
+            self.torch_threads = 1  # see torch_threads
         positive_ints(self, ("num_envs", "total_env_steps", "chunk_size", "eval_episodes", *positive))
         for name in ("eval_every", "checkpoint_every", *nonnegative):
             check_int(name, getattr(self, name), 0)
