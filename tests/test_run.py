@@ -63,8 +63,8 @@ def files(folder: Path) -> dict[str, bytes]:
 
 
 def test_the_step_budget_is_exact_and_the_result_is_printed(tmp_path, capsys):
-    _, summary, draws = train(Settings(tmp_path / "run"), steps=7)
-    assert len(draws) == 7
+    _, summary, draws = train(Settings(tmp_path / "run", torch_threads=1), steps=7)
+    assert len(draws) == 7 and summary["torch_threads"] == 1
     assert summary["steps"] == summary["steps_asked"] == 7 and summary["stopped_by"] == "steps"
     assert summary["world_size"] == 1 and summary["ranks_in_sync"] and summary["train_seconds"] >= 0
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == summary

@@ -220,11 +220,12 @@ class TrainingRun:
     def summary(self, model: torch.nn.Module) -> dict[str, Any]:
         """How the loop ended, to start the trainer's summary with: ``stopped_by`` (``"steps"``
         or ``"time_budget"``), the ``<unit>s`` done and ``<unit>s_asked``, ``train_seconds`` (the
-        loop's), ``world_size`` and ``ranks_in_sync`` (every rank holds rank 0's weights of
-        ``model``: a collective, so every rank calls it, before any rank-0-only work)."""
+        loop's), ``torch_threads`` (the CPU threads torch ran on), ``world_size`` and ``ranks_in_sync``
+        (every rank holds rank 0's weights of ``model``: a collective, so every rank calls it, before
+        any rank-0-only work)."""
         return {"stopped_by": self.stopped_by, f"{self.unit}s": self.done,
                 f"{self.unit}s_asked": self.steps, "train_seconds": round(self.seconds, 3),
-                "world_size": self.dist.world_size, "ranks_in_sync": ranks_in_sync(model, self.dist)}
+                "torch_threads": torch.get_num_threads(), "world_size": self.dist.world_size, "ranks_in_sync": ranks_in_sync(model, self.dist)}
 
     def finish(self, summary: dict[str, Any], result: str) -> dict[str, Any]:
         """End the run: rank 0 writes ``summary`` to ``out/summary.json`` and prints the run's
