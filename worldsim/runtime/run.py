@@ -225,7 +225,8 @@ class TrainingRun:
         any rank-0-only work)."""
         return {"stopped_by": self.stopped_by, f"{self.unit}s": self.done,
                 f"{self.unit}s_asked": self.steps, "train_seconds": round(self.seconds, 3),
-                "torch_threads": torch.get_num_threads(), "world_size": self.dist.world_size, "ranks_in_sync": ranks_in_sync(model, self.dist)}
+                "torch_threads": torch.get_num_threads(), "world_size": self.dist.world_size,
+                "ranks_in_sync": ranks_in_sync(model, self.dist)}
 
     def finish(self, summary: dict[str, Any], result: str) -> dict[str, Any]:
         """End the run: rank 0 writes ``summary`` to ``out/summary.json`` and prints the run's
