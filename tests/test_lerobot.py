@@ -1,4 +1,4 @@
-"""LeRobot v2.1 datasets: exact round trips, the layout and metadata lerobot reads, datasets that
+"""LeRobot v3.0 and v2.1 datasets: exact round trips, the layout and metadata lerobot reads, datasets that
 lerobot itself recorded, atomic writes and clear errors for bad input."""
 
 import io
@@ -55,8 +55,9 @@ def assert_same_files(a: Path, b: Path) -> None:
                 assert getattr(x, name) == getattr(y, name), name
 
 
-def test_round_trip_is_exact(collected, tmp_path):
-    exported = export_lerobot(collected, tmp_path / "lerobot")
+@pytest.mark.parametrize("version", ["v3.0", "v2.1"])
+def test_round_trip_is_exact(collected, tmp_path, version):
+    exported = export_lerobot(collected, tmp_path / "lerobot", version=version)
     back = import_lerobot(tmp_path / "lerobot", tmp_path / "back.h5")
     with EpisodeReader(collected) as reader:
         steps = [info.num_samples for info in reader.episode_info()]
@@ -66,7 +67,8 @@ def test_round_trip_is_exact(collected, tmp_path):
     assert_same_files(collected, tmp_path / "back.h5")
 
 
-def test_round_trip_keeps_policy_outputs_and_state_only_files(tmp_path):
+@pytest.mark.parametrize("version", ["v3.0", "v2.1"])
+def test_round_trip_keeps_policy_outputs_and_state_only_files(tmp_path, version):
     rng = np.random.default_rng(0)
     with EpisodeWriter(tmp_path / "outputs.h5", env_kwargs={"obs_mode": "state"}) as writer:
         for steps, success in ((3, False), (5, True)):
@@ -79,7 +81,7 @@ def test_round_trip_keeps_policy_outputs_and_state_only_files(tmp_path):
                 instruction="lift the cube", task="LiftCube-v0", seed=7, policy="mlp run",
                 policy_outputs={"features": rng.normal(size=(steps, 6)),
                                 "action_samples": rng.normal(size=(steps, 2, 3, 4))}))
-    export_lerobot(tmp_path / "outputs.h5", tmp_path / "lerobot")
+    export_lerobot(tmp_path / "outputs.h5", tmp_path / "lerobot", version=version)
     info = json.loads((tmp_path / "lerobot/meta/info.json").read_text())
     assert info["features"]["worldsim.action_samples"]["shape"] == [2, 3, 4]
     assert "observation.images.front" not in info["features"] and "observation.state" not in info["features"]
@@ -87,9 +89,9 @@ def test_round_trip_keeps_policy_outputs_and_state_only_files(tmp_path):
     assert_same_files(tmp_path / "outputs.h5", tmp_path / "back.h5")
 
 
-def test_export_has_the_lerobot_layout_and_metadata(collected, tmp_path):
+def test_v21_export_has_the_lerobot_layout_and_metadata(collected, tmp_path):
     root = tmp_path / "lerobot"
-    export_lerobot(collected, root, fps=10)
+    export_lerobot(collected, root, fps=10, version="v2.1")
     with EpisodeReader(collected) as reader:
         episodes = list(reader)
     lengths = [e.num_samples + 1 for e in episodes]
@@ -149,6 +151,105 @@ def test_export_has_the_lerobot_layout_and_metadata(collected, tmp_path):
     assert np.allclose(stats[1]["stats"]["observation.state"]["max"], episode.obs["proprio"].max(0))
 
 
+def test_v30_export_has_the_lerobot_layout_and_metadata(collected, tmp_path):
+    root = tmp_path / "lerobot"
+    export_lerobot(collected, root, fps=10)
+    with EpisodeReader(collected) as reader:
+        episodes = list(reader)
+    lengths = [e.num_samples + 1 for e in episodes]
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == ["data/chunk-000/file-000.parquet", "meta/episodes/chunk-000/file-000.parquet",
+                     "meta/info.json", "meta/stats.json", "meta/tasks.parquet"]
+    info = json.loads((root / "meta/info.json").read_text())
+    assert info["codebase_version"] == "v3.0" and info["fps"] == 10 and info["video_path"] is None
+    assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (3, sum(lengths), 2)
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert (info["chunks_size"], info["data_files_size_in_mb"], info["video_files_size_in_mb"]) == (1000, 100, 200)
+    assert "total_chunks" not in info and info["worldsim"]["tasks"] == ["ReachCube-v0", "PushCube-v0"]
+    # tasks: pandas reads the task strings back as the index (how lerobot looks them up)
+    tasks = pq.read_table(root / "meta/tasks.parquet")
+    assert tasks.column("task_index").to_pylist() == [0, 1]
+    assert tasks.column("__index_level_0__").to_pylist() == [episodes[0].instruction, episodes[1].instruction]
+    assert json.loads(tasks.schema.metadata[b"pandas"])["index_columns"] == ["__index_level_0__"]
+    # one row per episode, pointing into the one data file
+    rows = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    starts = np.cumsum([0, *lengths[:-1]]).tolist()
+    assert [(r["episode_index"], r["length"], r["tasks"], r["dataset_from_index"], r["dataset_to_index"])
+            for r in rows] == [(i, n, [e.instruction], a, a + n)
+                               for i, (n, e, a) in enumerate(zip(lengths, episodes, starts, strict=True))]
+    assert all(r["data/chunk_index"] == r["data/file_index"] == r["meta/episodes/file_index"] == 0 for r in rows)
+    assert json.loads(rows[1]["worldsim"])["task"] == "PushCube-v0"
+    image_mean = np.array(rows[1]["stats/observation.images.front/mean"])
+    assert image_mean.shape == (3, 1, 1) and rows[1]["stats/observation.images.front/count"] == [lengths[1]]
+    assert np.allclose(image_mean[:, 0, 0], episodes[1].obs["image"].reshape(-1, 3).mean(0) / 255)
+    # the frames of every episode in order, in one table that describes its images to `datasets`
+    table = pq.read_table(root / "data/chunk-000/file-000.parquet")
+    assert table.num_rows == sum(lengths) and table.column("index").to_pylist() == list(range(sum(lengths)))
+    assert table.column("episode_index").to_pylist() == [i for i, n in enumerate(lengths) for _ in range(n)]
+    assert json.loads(table.schema.metadata[b"huggingface"])["info"]["features"]["observation.images.front"] == {
+        "_type": "Image"}
+    # the whole dataset's statistics: every frame of every episode
+    stats = json.loads((root / "meta/stats.json").read_text())
+    assert set(stats) == set(info["features"]) and stats["observation.state"]["count"] == [sum(lengths)]
+    proprio = np.concatenate([e.obs["proprio"] for e in episodes])
+    assert np.allclose(stats["observation.state"]["mean"], proprio.mean(0), atol=1e-6)
+    assert np.allclose(stats["observation.state"]["std"], proprio.std(0), atol=1e-6)
+    assert np.allclose(stats["observation.state"]["min"], proprio.min(0))
+    # quantiles per episode exactly, combined weighted by frames (lerobot's rule)
+    assert np.allclose(rows[1]["stats/observation.state/q50"], np.median(episodes[1].obs["proprio"], axis=0))
+    assert np.array(rows[1]["stats/observation.images.front/q99"]).shape == (3, 1, 1)
+    q10 = sum(n * np.quantile(e.obs["proprio"], 0.1, axis=0) for n, e in zip(lengths, episodes, strict=True))
+    assert np.allclose(stats["observation.state"]["q10"], q10 / sum(lengths))
+
+
+def test_v30_export_starts_a_new_data_file_past_the_size_limit(collected, tmp_path, monkeypatch):
+    monkeypatch.setattr(lerobot_format, "DATA_FILE_SIZE_MB", 1e-6)  # every episode past the limit
+    export_lerobot(collected, tmp_path / "lerobot")
+    data = sorted(str(p.relative_to(tmp_path / "lerobot")) for p in (tmp_path / "lerobot" / "data").rglob("*"))
+    assert data == ["data/chunk-000", *[f"data/chunk-000/file-00{i}.parquet" for i in range(3)]]
+    rows = pq.read_table(tmp_path / "lerobot/meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    assert [r["data/file_index"] for r in rows] == [0, 1, 2]
+    import_lerobot(tmp_path / "lerobot", tmp_path / "back.h5")
+    assert_same_files(collected, tmp_path / "back.h5")
+
+
+def test_bad_v30_files_are_one_clear_error(collected, tmp_path):
+    export_lerobot(collected, tmp_path / "good")
+
+    def broken(name):
+        root = tmp_path / name
+        shutil.copytree(tmp_path / "good", root)
+        return root
+
+    root = broken("no_tasks")
+    (root / "meta/tasks.parquet").unlink()
+    with pytest.raises(ValueError, match=r"no_tasks/meta/tasks.parquet: missing"):
+        import_lerobot(root, tmp_path / "x.h5")
+    root = broken("bad_episodes")
+    (root / "meta/episodes/chunk-000/file-000.parquet").write_bytes(b"not parquet")
+    with pytest.raises(ValueError, match=r"file-000.parquet: is not a readable parquet file"):
+        import_lerobot(root, tmp_path / "x.h5")
+    root = broken("no_pointer")
+    episodes = root / "meta/episodes/chunk-000/file-000.parquet"
+    pq.write_table(pq.read_table(episodes).drop_columns(["data/file_index"]), episodes)
+    with pytest.raises(ValueError, match=r"meta/episodes: episode rows lack data/file_index"):
+        import_lerobot(root, tmp_path / "x.h5")
+    root = broken("short_data")
+    data = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(data)
+    pq.write_table(table.slice(1), data)  # episode 0 loses its first frame
+    with pytest.raises(ValueError, match=r"file-000.parquet: holds \d+ frames of episode 0; its metadata "
+                                         r"\(meta/episodes\) says \d+"):
+        import_lerobot(root, tmp_path / "x.h5")
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_an_unknown_version_is_refused(collected, tmp_path):
+    with pytest.raises(ValueError, match=r"version='v4.0': worldsim writes LeRobot v3.0 or v2.1"):
+        export_lerobot(collected, tmp_path / "x", version="v4.0")
+    assert not (tmp_path / "x").exists()
+
+
 def test_export_is_atomic_and_refuses_an_existing_folder(collected, tmp_path, monkeypatch):
     out = tmp_path / "lerobot"
     export_lerobot(collected, out)
@@ -163,10 +264,10 @@ def test_export_is_atomic_and_refuses_an_existing_folder(collected, tmp_path, mo
         calls.append(args)
         if len(calls) == 2:
             raise OSError("disk full")
-        return write_table(*args)
+        return frame_table(*args)
 
-    write_table = lerobot_format.write_table
-    monkeypatch.setattr("worldsim.data.lerobot.write_table", fail_on_second)
+    frame_table = lerobot_format.frame_table
+    monkeypatch.setattr("worldsim.data.lerobot.frame_table", fail_on_second)
     with pytest.raises(OSError, match="disk full"):
         export_lerobot(collected, out, fps=5, overwrite=True)
     assert (out / "meta/info.json").read_text() == before  # the previous export is untouched
@@ -240,7 +341,7 @@ def rename_feature(old: str, new: str, spec: dict | None = None):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda info: info.update(codebase_version="v3.0"), "codebase_version 'v3.0' is not supported"),
+    (lambda info: info.update(codebase_version="v9.0"), "codebase_version 'v9.0' is not supported"),
     (lambda info: info.pop("fps"), "lacks fps"),
     (lambda info: info["features"].pop("frame_index"), "features lack frame_index"),
     (lambda info: info["features"].pop("action"), "no 'action' feature"),
@@ -287,7 +388,8 @@ def test_bad_files_are_one_clear_error(tmp_path, collected):
     root = copy_fixture(tmp_path)
     lines = (root / "meta/episodes.jsonl").read_text().replace('"length": 6', '"length": 7', 1)
     (root / "meta/episodes.jsonl").write_text(lines)
-    with pytest.raises(ValueError, match=r"episode_000000.parquet: holds 6 frames; episodes.jsonl says 7"):
+    with pytest.raises(ValueError, match=r"episode_000000.parquet: holds 6 frames of episode 0; "
+                                         r"its metadata \(meta/episodes.jsonl\) says 7"):
         import_lerobot(root, tmp_path / "out.h5")
     shutil.rmtree(root)
 
@@ -308,20 +410,34 @@ def test_bad_files_are_one_clear_error(tmp_path, collected):
         import_lerobot(FIXTURES / "image", tmp_path / "taken.h5")
 
 
+def test_import_a_v30_dataset_that_lerobot_recorded(tmp_path):
+    """tests/fixtures/lerobot_v30/record.py wrote it with lerobot 0.4.4's own LeRobotDataset."""
+    result = import_lerobot(FIXTURES.parent / "lerobot_v30" / "image", tmp_path / "native.h5")
+    assert (result.episodes, result.frames, result.tasks) == (2, 7, ("push the red cube", "reach the cube"))
+    rng = np.random.default_rng(0)
+    with EpisodeReader(tmp_path / "native.h5") as reader:
+        assert reader.obs_shapes == {"image": (8, 8, 3), "proprio": (4,)}
+        for e, (episode, frames) in enumerate(zip(reader, (3, 4), strict=True)):
+            images = np.stack([rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8) for _ in range(frames)])
+            assert np.array_equal(episode.obs["image"], images)
+            assert np.array_equal(episode.obs["proprio"], np.arange(4, dtype=np.float32) + 10 * e
+                                  + np.arange(frames, dtype=np.float32)[:, None])
+            assert np.allclose(episode.actions, 0.1 * np.arange(1, frames)[:, None] * (-1) ** e * np.ones(4))
+            # reward and success fall on each episode's last frame, whose action worldsim drops
+            assert episode.rewards.tolist() == [0.0] * (frames - 1) and not episode.success.any()
+            assert episode.truncated.tolist() == [False] * (frames - 2) + [True]
+
+
 def test_lerobot_loads_the_export(collected, tmp_path):
     lerobot_dataset = pytest.importorskip(
         "lerobot.datasets.lerobot_dataset",
         reason="lerobot is not installed: it pins an older torch than worldsim's CI, so it lives in its own "
                "environment (pip install -e '.[test,lerobot]'; README, 'Datasets in LeRobot format')")
-    root = tmp_path / "worldsim" / "test"  # lerobot 0.4's converter finds a dataset at <root>/<repo id>
-    export_lerobot(collected, root)
+    root = tmp_path / "worldsim" / "test"
     version = getattr(lerobot_dataset, "CODEBASE_VERSION", None)
-    if version == "v3.0":  # lerobot 0.4 reads v3.0 only: its own converter turns the v2.1 export into one
-        converter = pytest.importorskip("lerobot.datasets.v30.convert_dataset_v21_to_v30",
-                                        reason="this lerobot reads v3.0 and has no v2.1 converter")
-        converter.convert_dataset("worldsim/test", root=tmp_path, push_to_hub=False)
-    elif version != "v2.1":
+    if version not in ("v2.1", "v3.0"):
         pytest.skip(f"this lerobot reads LeRobot datasets of codebase version {version}, not v2.1 or v3.0")
+    export_lerobot(collected, root, version=version)  # the version this lerobot reads (0.4: v3.0)
     dataset = lerobot_dataset.LeRobotDataset("worldsim/test", root=root)
     with EpisodeReader(collected) as reader:
         episodes = list(reader)
@@ -343,7 +459,10 @@ def test_export_and_import_commands_round_trip_and_fail_in_one_line(collected, t
     from worldsim.commands.cli import main
 
     assert main(["export", "--format", "lerobot", "--data", str(collected), "--out", str(tmp_path / "lr")]) == 0
-    assert (tmp_path / "lr" / "meta" / "info.json").is_file()
+    assert json.loads((tmp_path / "lr" / "meta" / "info.json").read_text())["codebase_version"] == "v3.0"
+    assert main(["export", "--data", str(collected), "--out", str(tmp_path / "lr21"), "--codebase-version",
+                 "v2.1"]) == 0
+    assert json.loads((tmp_path / "lr21" / "meta" / "info.json").read_text())["codebase_version"] == "v2.1"
     back = str(tmp_path / "back.h5")
     assert main(["import", "--format", "lerobot", "--data", str(tmp_path / "lr"), "--out", back]) == 0
     with EpisodeReader(collected) as a, EpisodeReader(tmp_path / "back.h5") as b:

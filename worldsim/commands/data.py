@@ -75,7 +75,9 @@ class ExportArgs:
     out: Path
     """The dataset folder to write (it must not exist, unless --overwrite)."""
     format: Literal["lerobot"] = "lerobot"
-    """Dataset format: lerobot (LeRobot v2.1, read by lerobot 0.3; lerobot 0.4 converts it to v3.0)."""
+    """Dataset format: lerobot."""
+    codebase_version: Literal["v3.0", "v2.1"] = "v3.0"
+    """LeRobot's dataset version: v3.0 (lerobot 0.4 and later) or v2.1 (lerobot 0.3)."""
     fps: int = 20
     """Frames per second recorded in the dataset (worldsim's control rate is 20 Hz)."""
     overwrite: bool = False
@@ -83,20 +85,21 @@ class ExportArgs:
 
 
 def export(args: ExportArgs) -> None:
-    """Write an episode file as a dataset in another format (LeRobot v2.1).
+    """Write an episode file as a dataset in another format (LeRobot v3.0 or v2.1).
 
     Lossless: images are stored as PNG; everything worldsim records comes back on import."""
     from worldsim.data.lerobot import export_lerobot
 
-    result = export_lerobot(args.data, args.out, fps=args.fps, overwrite=args.overwrite)
+    result = export_lerobot(args.data, args.out, fps=args.fps, version=args.codebase_version,
+                            overwrite=args.overwrite)
     Console().print(f"{result.episodes} episodes, {result.frames} frames of {', '.join(result.tasks)} -> "
-                    f"{result.path} (LeRobot v2.1)")
+                    f"{result.path} (LeRobot {args.codebase_version})")
 
 
 @dataclass
 class ImportArgs:
     data: Path
-    """The dataset folder to read (LeRobot v2.0 or v2.1)."""
+    """The dataset folder to read (LeRobot v2.0, v2.1 or v3.0)."""
     out: Path
     """The worldsim episode file (.h5) to write."""
     format: Literal["lerobot"] = "lerobot"

@@ -49,6 +49,7 @@ as task name, rewards from ``next.reward`` (else 0), ``success[t + 1]`` from ``n
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,19 +60,30 @@ from worldsim.data.episode import ACTION_DIM, FORMAT, IMAGE_KEYS, OBS_KEYS, PROP
 from worldsim.data.lerobot_format import (
     CAMERA_DTYPES,
     CHUNKS_SIZE,
-    CODEBASE_VERSION,
+    DATA_FILE_SIZE_MB,
     DATA_PATH,
     EPISODES_PATH,
     EPISODES_STATS_PATH,
     IMAGE_NAMES,
     INDEX_FEATURES,
     INFO_PATH,
+    STATS_PATH,
     TASKS_PATH,
+    V30,
+    V30_DATA_PATH,
+    V30_EPISODES_PATH,
+    V30_TASKS_PATH,
+    VIDEO_FILE_SIZE_MB,
+    WRITABLE_VERSIONS,
+    DataFiles,
     LeRobotFolder,
+    aggregate_stats,
     column_stats,
     feature,
+    frame_table,
     write_json,
     write_jsonl,
+    write_pandas_indexed,
     write_table,
 )
 from worldsim.data.reader import EpisodeReader
@@ -156,22 +168,26 @@ def _frame_columns(episode: Episode, first_frame: int, index: int, task_index: i
     return columns
 
 
-def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20,
+def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version: str = V30,
                    overwrite: bool = False) -> LeRobotConversion:
-    """Write the worldsim episode file ``data`` as a LeRobot v2.1 dataset folder ``out``.
+    """Write the worldsim episode file ``data`` as a LeRobot dataset folder ``out`` of codebase
+    ``version`` v3.0 (lerobot 0.4 and later; the default) or v2.1 (lerobot 0.3).
 
     Columns, the final-frame convention and the metadata kept are in the module docstring:
     images are PNG-encoded ``image`` columns inside the parquet tables (no videos), so the
-    export is lossless; ``meta/episodes_stats.jsonl`` holds lerobot's per-episode statistics
-    (policies normalise with them). ``fps`` (>= 1) is the rate written to ``info.json`` and the
-    frame timestamps; worldsim envs step at 20 Hz.
+    export is lossless; the per-episode statistics lerobot normalises with are written too
+    (v2.1: ``meta/episodes_stats.jsonl``; v3.0: the episode tables' ``stats/`` columns and
+    ``meta/stats.json``). ``fps`` (>= 1) is the rate written to ``info.json`` and the frame
+    timestamps; worldsim envs step at 20 Hz.
 
     The folder is written atomically (a temporary sibling renamed into place); an existing
     ``out`` is refused with ``FileExistsError`` unless ``overwrite``. A missing ``data`` raises
     ``FileNotFoundError``; a file that is not a worldsim episode file, or holds no episodes,
-    ``ValueError`` naming it.
+    ``ValueError`` naming it; an unknown ``version`` too.
     """
     check_int("fps", fps)
+    if version not in WRITABLE_VERSIONS:
+        raise ValueError(f"version={version!r}: worldsim writes LeRobot {' or '.join(WRITABLE_VERSIONS)}")
     out = Path(out)
     with EpisodeReader(data) as reader:
         if len(reader) == 0:
@@ -179,33 +195,62 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20,
         features = _export_features(reader)
         task_index = {text: i for i, text in enumerate(reader.instructions)}
         episodes, stats, frames = [], [], 0
-        with atomic_dir(out, overwrite=overwrite) as tmp:
+        with atomic_dir(out, overwrite=overwrite) as tmp, DataFiles(tmp) as data_files:
             for i in range(len(reader)):
                 episode = reader[i]
                 columns = _frame_columns(episode, frames, i, task_index[episode.instruction], int(fps))
-                write_table(tmp / DATA_PATH.format(episode_chunk=i // CHUNKS_SIZE, episode_index=i), features,
-                            columns)
                 length = episode.num_samples + 1
-                meta = {"task": episode.task, "env_id": episode.env_id, "seed": episode.seed,
-                        "env_index": episode.env_index, "policy": episode.policy,
-                        "success": episode.succeeded, "success_at_start": bool(episode.success[0])}
-                episodes.append({"episode_index": i, "tasks": [episode.instruction], "length": length,
-                                 "worldsim": meta})
-                stats.append({"episode_index": i, "stats": {key: column_stats(spec, columns[key])
-                                                            for key, spec in features.items()}})
+                row: dict[str, Any] = {"episode_index": i, "tasks": [episode.instruction], "length": length}
+                if version == V30:
+                    chunk, file = data_files.add(frame_table(features, columns))
+                    row |= {"data/chunk_index": chunk, "data/file_index": file, "dataset_from_index": frames,
+                            "dataset_to_index": frames + length, "meta/episodes/chunk_index": 0,
+                            "meta/episodes/file_index": 0}
+                else:
+                    write_table(tmp / DATA_PATH.format(episode_chunk=i // CHUNKS_SIZE, episode_index=i), features,
+                                columns)
+                row["worldsim"] = {"task": episode.task, "env_id": episode.env_id, "seed": episode.seed,
+                                   "env_index": episode.env_index, "policy": episode.policy,
+                                   "success": episode.succeeded, "success_at_start": bool(episode.success[0])}
+                episodes.append(row)
+                stats.append({key: column_stats(spec, columns[key], quantiles=version == V30)
+                              for key, spec in features.items()})
                 frames += length
-            write_json(tmp / INFO_PATH, {
-                "codebase_version": CODEBASE_VERSION, "robot_type": ROBOT_TYPE, "total_episodes": len(reader),
-                "total_frames": frames, "total_tasks": len(task_index), "total_videos": 0,
-                "total_chunks": (len(reader) - 1) // CHUNKS_SIZE + 1, "chunks_size": CHUNKS_SIZE,
-                "fps": int(fps), "splits": {"train": f"0:{len(reader)}"}, "data_path": DATA_PATH,
-                "video_path": None, "features": features,
-                "worldsim": {"format": FORMAT, "version": VERSION, "env_kwargs": reader.env_kwargs,
-                             "tasks": reader.tasks}})
-            write_jsonl(tmp / TASKS_PATH, ({"task_index": i, "task": text} for text, i in task_index.items()))
-            write_jsonl(tmp / EPISODES_PATH, episodes)
-            write_jsonl(tmp / EPISODES_STATS_PATH, stats)
+            info = {"codebase_version": version, "robot_type": ROBOT_TYPE, "total_episodes": len(reader),
+                    "total_frames": frames, "total_tasks": len(task_index), "chunks_size": CHUNKS_SIZE,
+                    "fps": int(fps), "splits": {"train": f"0:{len(reader)}"}, "features": features,
+                    "worldsim": {"format": FORMAT, "version": VERSION, "env_kwargs": reader.env_kwargs,
+                                 "tasks": reader.tasks}}
+            if version == V30:
+                write_json(tmp / INFO_PATH, info | {"data_files_size_in_mb": DATA_FILE_SIZE_MB,
+                                                    "video_files_size_in_mb": VIDEO_FILE_SIZE_MB,
+                                                    "data_path": V30_DATA_PATH, "video_path": None})
+                write_pandas_indexed(tmp / V30_TASKS_PATH, None, list(task_index),
+                                     {"task_index": list(task_index.values())})
+                _write_episode_table(tmp / V30_EPISODES_PATH.format(chunk_index=0, file_index=0), episodes, stats)
+                write_json(tmp / STATS_PATH, aggregate_stats(stats))
+            else:
+                write_json(tmp / INFO_PATH, info | {"total_videos": 0, "data_path": DATA_PATH, "video_path": None,
+                                                    "total_chunks": (len(reader) - 1) // CHUNKS_SIZE + 1})
+                write_jsonl(tmp / TASKS_PATH, ({"task_index": i, "task": text} for text, i in task_index.items()))
+                write_jsonl(tmp / EPISODES_PATH, episodes)
+                write_jsonl(tmp / EPISODES_STATS_PATH, ({"episode_index": i, "stats": episode_stats}
+                                                        for i, episode_stats in enumerate(stats)))
         return LeRobotConversion(out, len(reader), frames, tuple(reader.tasks))
+
+
+def _write_episode_table(path: Path, episodes: list[dict[str, Any]], stats: list[dict[str, dict[str, Any]]]) -> None:
+    """v3.0's episode metadata: one row per episode, its statistics as ``stats/<column>/<stat>``
+    columns and worldsim's own metadata as JSON text (``worldsim``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{**{k: (json.dumps(v) if k == "worldsim" else v) for k, v in row.items()},
+             **{f"stats/{key}/{name}": value for key, column in episode_stats.items()
+                for name, value in column.items()}}
+            for row, episode_stats in zip(episodes, stats, strict=True)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 # ---------------------------------------------------------------------------- import
@@ -229,7 +274,7 @@ def _worldsim_origin(folder: LeRobotFolder) -> dict[str, Any] | None:
     for index, row in folder.episodes.items():
         meta = row.get("worldsim")
         if not isinstance(meta, dict) or any(k not in meta for k in _EPISODE_META):
-            raise ValueError(f"{folder.root / EPISODES_PATH}: episode {index} lacks its 'worldsim' object "
+            raise ValueError(f"{folder.root / folder.episodes_path}: episode {index} lacks its 'worldsim' object "
                              f"({', '.join(_EPISODE_META)})")
     return block
 
@@ -307,7 +352,7 @@ def _episode(folder: LeRobotFolder, index: int, obs_columns: dict[str, str], ori
     task_indices = np.unique(columns["task_index"])
     if len(task_indices) != 1 or int(task_indices[0]) not in folder.tasks:
         raise ValueError(f"{source}: episode {index} has task_index {task_indices.tolist()}; worldsim needs "
-                         f"one task per episode, listed in {TASKS_PATH}")
+                         f"one task per episode, listed in {folder.tasks_path}")
     instruction = folder.tasks[int(task_indices[0])]
     steps = frames - 1
     flag = {c: columns[c][:steps, 0].astype(bool) for c in FLAG_COLUMNS if c in columns}

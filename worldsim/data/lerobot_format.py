@@ -1,7 +1,8 @@
-"""The LeRobot dataset layout of codebase version v2.1 (what ``lerobot`` 0.3.x reads and writes),
-written and read natively with pyarrow, without importing ``lerobot``.
+"""The LeRobot dataset layouts of codebase versions v3.0 (what ``lerobot`` 0.4 and later read and
+write) and v2.1 (``lerobot`` 0.3.x), written and read natively with pyarrow, without importing
+``lerobot``.
 
-A dataset is a folder::
+A v2.1 dataset is a folder::
 
     meta/info.json            codebase_version, fps, features (dtype, shape, names per column),
                               total_episodes, total_frames, total_tasks, total_chunks, chunks_size,
@@ -17,8 +18,21 @@ Every table has ``timestamp`` (frame_index / fps), ``frame_index``, ``episode_in
 a ``{bytes, path}`` struct, as the ``datasets`` library embeds images; each parquet file carries
 the ``datasets`` description of its columns (schema metadata ``huggingface``), which is how
 lerobot knows to decode those bytes into images. v2.0 differs only in keeping one
-``meta/stats.json`` instead of per-episode statistics, so it is read too; v3.0 (lerobot >= 0.4,
-many episodes per file) is refused.
+``meta/stats.json`` instead of per-episode statistics, so it is read too.
+
+v3.0 keeps many episodes per file, and its metadata in parquet::
+
+    meta/info.json            as above, without total_chunks; data_files_size_in_mb, video_files_size_in_mb
+    meta/tasks.parquet        column task_index, indexed (pandas index) by the task string
+    meta/stats.json           the statistics of every column over the whole dataset
+    meta/episodes/chunk-CCC/file-FFF.parquet   one row per episode: episode_index, tasks, length,
+                              data/chunk_index, data/file_index, dataset_from_index,
+                              dataset_to_index, meta/episodes/chunk_index, meta/episodes/file_index,
+                              stats/<column>/<min|max|mean|std|count>, and for each video column
+                              videos/<key>/chunk_index, file_index, from_timestamp, to_timestamp
+    data/chunk-CCC/file-FFF.parquet      the frames of consecutive episodes, a new file past
+                              data_files_size_in_mb, chunk = file // chunks_size
+    videos/<key>/chunk-CCC/file-FFF.mp4  consecutive episodes' frames of a "video" column (reading only)
 """
 
 from __future__ import annotations
@@ -31,17 +45,30 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from PIL import Image
 
-CODEBASE_VERSION = "v2.1"
-READABLE_VERSIONS: tuple[str, ...] = ("v2.0", "v2.1")
+V21, V30 = "v2.1", "v3.0"
+WRITABLE_VERSIONS: tuple[str, ...] = (V30, V21)
+"""Versions :func:`~worldsim.data.lerobot.export_lerobot` writes, the default first."""
+READABLE_VERSIONS: tuple[str, ...] = ("v2.0", V21, V30)
 CHUNKS_SIZE = 1000
 INFO_PATH = "meta/info.json"
 TASKS_PATH = "meta/tasks.jsonl"
 EPISODES_PATH = "meta/episodes.jsonl"
 EPISODES_STATS_PATH = "meta/episodes_stats.jsonl"
 DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+V30_FILE = "chunk-{chunk_index:03d}/file-{file_index:03d}"
+V30_DATA_PATH = f"data/{V30_FILE}.parquet"
+V30_VIDEO_PATH = "videos/{video_key}/" + V30_FILE + ".mp4"
+V30_EPISODES_DIR = "meta/episodes"
+V30_EPISODES_PATH = f"{V30_EPISODES_DIR}/{V30_FILE}.parquet"
+V30_TASKS_PATH = "meta/tasks.parquet"
+STATS_PATH = "meta/stats.json"
+DATA_FILE_SIZE_MB = 100
+"""v3.0: a data file takes episodes until it holds about this many megabytes (lerobot's default)."""
+VIDEO_FILE_SIZE_MB = 200
 INDEX_FEATURES: dict[str, dict[str, Any]] = {
     "timestamp": {"dtype": "float32", "shape": [1], "names": None},
     "frame_index": {"dtype": "int64", "shape": [1], "names": None},
@@ -95,30 +122,124 @@ def _arrow_column(spec: Mapping[str, Any], values: np.ndarray) -> pa.Array:
     return flat
 
 
-def write_table(path: Path, features: Mapping[str, Mapping[str, Any]],
-                columns: Mapping[str, np.ndarray]) -> None:
-    """Write one episode's frames: ``columns[key]`` is ``(frames, *shape)`` for every feature
+def frame_table(features: Mapping[str, Mapping[str, Any]], columns: Mapping[str, np.ndarray]) -> pa.Table:
+    """One episode's frames as a table: ``columns[key]`` is ``(frames, *shape)`` for every feature
     (``(frames, H, W, 3)`` uint8 for images), in the order of ``features``."""
     arrays = [_arrow_column(features[key], columns[key]) for key in features]
     described = {key: _hf_feature(spec) for key, spec in features.items()}
     schema = pa.schema([pa.field(key, array.type) for key, array in zip(features, arrays, strict=True)],
                        metadata={"huggingface": json.dumps({"info": {"features": described}})})
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def write_table(path: Path, features: Mapping[str, Mapping[str, Any]],
+                columns: Mapping[str, np.ndarray]) -> None:
+    """Write one episode's frames (:func:`frame_table`) as one parquet file (v2.1)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(frame_table(features, columns), path)
+
+
+class DataFiles:
+    """v3.0's data files: episodes' frame tables appended in order to ``data/chunk-C/file-F.parquet``,
+    a new file once the open one holds :data:`DATA_FILE_SIZE_MB`. Use as a context manager."""
+
+    def __init__(self, root: Path, chunks_size: int = CHUNKS_SIZE) -> None:
+        self.root, self.chunks_size = root, chunks_size
+        self.file, self.frames_in_file, self.bytes_in_file = 0, 0, 0
+        self._writer: pq.ParquetWriter | None = None
+
+    def add(self, table: pa.Table) -> tuple[int, int]:
+        """Append one episode's ``table``; its (chunk index, file index)."""
+        if self._writer is not None and self.bytes_in_file + table.nbytes > DATA_FILE_SIZE_MB * 2**20:
+            self.close()
+            self.file += 1
+        chunk, file = divmod(self.file, self.chunks_size)
+        if self._writer is None:
+            path = self.root / V30_DATA_PATH.format(chunk_index=chunk, file_index=file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(path, table.schema)
+            self.bytes_in_file = 0
+        self._writer.write_table(table)
+        self.bytes_in_file += table.nbytes
+        return chunk, file
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> DataFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def aggregate_stats(episodes: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The whole dataset's statistics from per-episode ones (:func:`column_stats`), as lerobot
+    combines them: min of the minima, max of the maxima, the count-weighted mean, the pooled
+    (population) standard deviation, the count-weighted mean of each quantile, and the total count."""
+    out: dict[str, dict[str, Any]] = {}
+    for key in episodes[0]:
+        parts = [episode[key] for episode in episodes]
+        counts = np.array([p["count"][0] for p in parts], dtype=np.float64)
+        means = np.stack([np.asarray(p["mean"], dtype=np.float64) for p in parts])
+        stds = np.stack([np.asarray(p["std"], dtype=np.float64) for p in parts])
+        weights = (counts / counts.sum()).reshape(-1, *[1] * (means.ndim - 1))
+        mean = (weights * means).sum(0)
+        variance = (weights * (stds**2 + (means - mean) ** 2)).sum(0)
+        out[key] = {"min": np.min(np.stack([np.asarray(p["min"]) for p in parts]), axis=0).tolist(),
+                    "max": np.max(np.stack([np.asarray(p["max"]) for p in parts]), axis=0).tolist(),
+                    "mean": mean.tolist(), "std": np.sqrt(variance).tolist(), "count": [int(counts.sum())]}
+        for name in QUANTILES:
+            if name in parts[0]:
+                values = np.stack([np.asarray(p[name], dtype=np.float64) for p in parts])
+                out[key][name] = (weights * values).sum(0).tolist()
+    return out
+
+
+def write_pandas_indexed(path: Path, index_name: str | None, index: Sequence[str],
+                         columns: Mapping[str, Sequence[int]]) -> None:
+    """A parquet table that ``pandas.read_parquet`` reads back with ``index`` as its index (how
+    lerobot keeps ``meta/tasks.parquet``), written without pandas: the index is the column
+    ``__index_level_0__`` and the schema carries pandas' description of the frame."""
+    names = [*columns, "__index_level_0__"]
+    arrays = [pa.array(list(values), pa.int64()) for values in columns.values()] + [pa.array(list(index), pa.string())]
+    described = [{"name": name, "field_name": name, "pandas_type": "int64", "numpy_type": "int64",
+                  "metadata": None} for name in columns]
+    described.append({"name": index_name, "field_name": "__index_level_0__", "pandas_type": "unicode",
+                      "numpy_type": "object", "metadata": None})
+    pandas = {"index_columns": ["__index_level_0__"],
+              "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode",
+                                  "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+              "columns": described, "creator": {"library": "pyarrow", "version": pa.__version__},
+              "pandas_version": "2.2.3"}
+    schema = pa.schema([pa.field(name, array.type) for name, array in zip(names, arrays, strict=True)],
+                       metadata={"pandas": json.dumps(pandas)})
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path)
 
 
-def column_stats(spec: Mapping[str, Any], values: np.ndarray) -> dict[str, Any]:
+QUANTILES: dict[str, float] = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+"""v3.0's quantile statistics (lerobot 0.4 normalises some policies by them)."""
+
+
+def column_stats(spec: Mapping[str, Any], values: np.ndarray, quantiles: bool = False) -> dict[str, Any]:
     """LeRobot's per-episode statistics of one column: min, max, mean, std (population) over the
-    frames, and count. Images get per-channel values in [0, 1] shaped (3, 1, 1), computed here
-    over every frame (lerobot samples at most about a hundred)."""
+    frames, and count; with ``quantiles`` (v3.0) also :data:`QUANTILES`, exact here (lerobot
+    reads them from a histogram). Images get per-channel values in [0, 1] shaped (3, 1, 1),
+    computed here over every frame (lerobot samples at most about a hundred)."""
     if spec["dtype"] == "image":
-        pixels = values.reshape(-1, values.shape[-1]).astype(np.float64) / 255.0
-        stats = {"min": pixels.min(0), "max": pixels.max(0), "mean": pixels.mean(0), "std": pixels.std(0)}
-        stats = {k: v.reshape(-1, 1, 1) for k, v in stats.items()}
+        wide = values.reshape(-1, values.shape[-1]).astype(np.float64) / 255.0
+        narrow = wide
     else:
-        rows = values.reshape(len(values), *spec["shape"])
-        wide = rows.astype(np.float64)
-        stats = {"min": rows.min(0), "max": rows.max(0), "mean": wide.mean(0), "std": wide.std(0)}
+        narrow = values.reshape(len(values), *spec["shape"])
+        wide = narrow.astype(np.float64)
+    stats = {"min": narrow.min(0), "max": narrow.max(0), "mean": wide.mean(0), "std": wide.std(0)}
+    if quantiles:
+        stats |= {name: np.quantile(wide, q, axis=0) for name, q in QUANTILES.items()}
+    if spec["dtype"] == "image":
+        stats = {k: v.reshape(-1, 1, 1) for k, v in stats.items()}
     return {**{k: v.tolist() for k, v in stats.items()}, "count": [len(values)]}
 
 
@@ -134,10 +255,11 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
 
 # ---------------------------------------------------------------------------- reading
 class LeRobotFolder:
-    """A LeRobot dataset folder of codebase version v2.0 or v2.1, its metadata checked on opening.
+    """A LeRobot dataset folder of codebase version v2.0, v2.1 or v3.0, its metadata checked on opening.
 
     ``info`` (``info.json``), ``features``, ``fps``, ``tasks`` (task index -> string) and
-    ``episodes`` (``episodes.jsonl`` rows by episode index, in index order) come from ``meta/``;
+    ``episodes`` (their metadata rows by episode index, in index order: ``episodes.jsonl``, or
+    v3.0's ``meta/episodes`` tables without the statistics) come from ``meta/``;
     :meth:`read_episode` loads columns of one episode. A missing folder raises
     ``FileNotFoundError``; anything else that is not such a dataset (no or unreadable metadata,
     another codebase version, missing fields, a corrupt or inconsistent parquet file, an
@@ -151,8 +273,12 @@ class LeRobotFolder:
         self.info = self._load_info()
         self.features: dict[str, dict[str, Any]] = self.info["features"]
         self.fps = self.info["fps"]
+        self.version: str = self.info["codebase_version"]
+        self.tasks_path = V30_TASKS_PATH if self.version == V30 else TASKS_PATH
+        self.episodes_path = V30_EPISODES_DIR if self.version == V30 else EPISODES_PATH
         self.tasks = self._load_tasks()
         self.episodes = self._load_episodes()
+        self._table: tuple[str, pa.Table] | None = None  # v3.0: the data file read last
 
     def _fail(self, relative: str, problem: str) -> ValueError:
         return ValueError(f"{self.root / relative}: {problem}")
@@ -210,7 +336,18 @@ class LeRobotFolder:
             raise self._fail(INFO_PATH, "has video features but no video_path")
         return info
 
+    def _parquet(self, relative: str) -> pa.Table:
+        path = self.root / relative
+        if not path.is_file():
+            raise self._fail(relative, "missing")
+        try:
+            return pq.read_table(path)
+        except (pa.ArrowException, OSError) as err:
+            raise self._fail(relative, f"is not a readable parquet file ({err})") from err
+
     def _load_tasks(self) -> dict[int, str]:
+        if self.version == V30:
+            return self._load_tasks_v30()
         tasks = {}
         for row in self._json_lines(TASKS_PATH):
             if not isinstance(row.get("task_index"), int) or not isinstance(row.get("task"), str):
@@ -219,19 +356,50 @@ class LeRobotFolder:
             tasks[row["task_index"]] = row["task"]
         return tasks
 
+    def _load_tasks_v30(self) -> dict[int, str]:
+        table = self._parquet(V30_TASKS_PATH)
+        pandas = json.loads((table.schema.metadata or {}).get(b"pandas", b"{}"))
+        index = [c for c in pandas.get("index_columns", []) if isinstance(c, str)]
+        strings = "task" if "task" in table.column_names else (index[0] if index else None)
+        if strings is None or "task_index" not in table.column_names:
+            raise self._fail(V30_TASKS_PATH, f"needs a task_index column and the task strings (a 'task' column or "
+                                             f"the pandas index); has {', '.join(table.column_names)}")
+        indices, texts = table.column("task_index").to_pylist(), table.column(strings).to_pylist()
+        if not all(isinstance(i, int) for i in indices) or not all(isinstance(t, str) for t in texts):
+            raise self._fail(V30_TASKS_PATH, "task_index must hold ints and the tasks strings")
+        return dict(zip(indices, texts, strict=True))
+
     def _load_episodes(self) -> dict[int, dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        if self.version == V30:
+            files = sorted((self.root / V30_EPISODES_DIR).glob("chunk-*/file-*.parquet"))
+            if not files:
+                raise self._fail(V30_EPISODES_DIR, "holds no episode tables (chunk-*/file-*.parquet)")
+            for path in files:
+                table = self._parquet(str(path.relative_to(self.root)))
+                table = table.select([c for c in table.column_names if not c.startswith("stats/")])
+                rows += table.to_pylist()
+            needed = ("data/chunk_index", "data/file_index", "tasks")
+            for row in rows:
+                lacking = [k for k in needed if k not in row]
+                if lacking:
+                    raise self._fail(V30_EPISODES_DIR, f"episode rows lack {', '.join(lacking)}")
+                if isinstance(row.get("worldsim"), str):  # worldsim's own metadata, kept as JSON text
+                    row["worldsim"] = json.loads(row["worldsim"])
+        else:
+            rows = self._json_lines(EPISODES_PATH)
         episodes = {}
-        for row in self._json_lines(EPISODES_PATH):
+        for row in rows:
             index, length = row.get("episode_index"), row.get("length")
             if not isinstance(index, int) or not isinstance(length, int) or length < 1:
-                raise self._fail(EPISODES_PATH, f"each line needs an int episode_index and a length >= 1; "
-                                                f"got {row}")
+                raise self._fail(self.episodes_path, f"each episode needs an int episode_index and a length >= 1; "
+                                                     f"got {row}")
             if index in episodes:
-                raise self._fail(EPISODES_PATH, f"episode {index} is listed twice")
+                raise self._fail(self.episodes_path, f"episode {index} is listed twice")
             episodes[index] = row
         if len(episodes) != self.info["total_episodes"]:
-            raise self._fail(EPISODES_PATH, f"lists {len(episodes)} episodes; info.json's total_episodes "
-                                            f"says {self.info['total_episodes']}")
+            raise self._fail(self.episodes_path, f"lists {len(episodes)} episodes; info.json's total_episodes "
+                                                 f"says {self.info['total_episodes']}")
         return dict(sorted(episodes.items()))
 
     def _chunk(self, episode: int) -> int:
@@ -239,7 +407,21 @@ class LeRobotFolder:
 
     def data_file(self, episode: int) -> str:
         """The parquet file of ``episode``, relative to the root."""
+        if self.version == V30:
+            row = self.episodes[episode]
+            return self.info["data_path"].format(chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
         return self.info["data_path"].format(episode_chunk=self._chunk(episode), episode_index=episode)
+
+    def _episode_table(self, relative: str, episode: int) -> pa.Table:
+        """The rows of ``episode`` in its data file (the whole file in v2)."""
+        if self.version != V30:
+            return self._parquet(relative)
+        if self._table is None or self._table[0] != relative:
+            self._table = (relative, self._parquet(relative))
+        table = self._table[1]
+        if "episode_index" not in table.column_names:
+            raise self._fail(relative, "lacks the episode_index column")
+        return table.filter(pc.equal(table.column("episode_index"), episode))
 
     def read_episode(self, episode: int, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Columns ``keys`` of ``episode`` (plus ``task_index``), each ``(length, *shape)`` in
@@ -250,16 +432,14 @@ class LeRobotFolder:
             raise self._fail(relative, f"missing (the data file of episode {episode})")
         tabled = [k for k in dict.fromkeys((*keys, "frame_index", "timestamp", "task_index"))
                   if self.features[k]["dtype"] != "video"]
-        try:
-            table = pq.read_table(self.root / relative)
-        except (pa.ArrowException, OSError) as err:
-            raise self._fail(relative, f"is not a readable parquet file ({err})") from err
+        table = self._episode_table(relative, episode)
         absent = [k for k in tabled if k not in table.column_names]
         if absent:
             raise self._fail(relative, f"lacks the column(s) {', '.join(absent)} that info.json lists")
         length = self.episodes[episode]["length"]
         if table.num_rows != length:
-            raise self._fail(relative, f"holds {table.num_rows} frames; episodes.jsonl says {length}")
+            raise self._fail(relative, f"holds {table.num_rows} frames of episode {episode}; its metadata "
+                                       f"({self.episodes_path}) says {length}")
         columns = {k: self._column(relative, k, table.column(k)) for k in tabled}
         order = np.argsort(columns["frame_index"][:, 0], kind="stable")
         if not np.array_equal(columns["frame_index"][order, 0], np.arange(length)):
@@ -298,8 +478,19 @@ class LeRobotFolder:
     def _video_frames(self, episode: int, key: str, timestamps: np.ndarray) -> np.ndarray:
         import imageio.v2 as imageio
 
-        relative = self.info["video_path"].format(episode_chunk=self._chunk(episode), video_key=key,
-                                                  episode_index=episode)
+        start = 0.0
+        if self.version == V30:
+            row = self.episodes[episode]
+            lacking = [f"videos/{key}/{k}" for k in ("chunk_index", "file_index", "from_timestamp")
+                       if f"videos/{key}/{k}" not in row]
+            if lacking:
+                raise self._fail(V30_EPISODES_DIR, f"episode {episode} lacks {', '.join(lacking)}")
+            relative = self.info["video_path"].format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
+                                                      file_index=row[f"videos/{key}/file_index"])
+            start = float(row[f"videos/{key}/from_timestamp"])
+        else:
+            relative = self.info["video_path"].format(episode_chunk=self._chunk(episode), video_key=key,
+                                                      episode_index=episode)
         if not (self.root / relative).is_file():
             raise self._fail(relative, f"missing (the {key!r} video of episode {episode})")
         try:
@@ -307,7 +498,7 @@ class LeRobotFolder:
                 frames = np.stack([np.asarray(frame)[..., :3] for frame in reader])  # type: ignore[attr-defined]  # imageio's stubs: readers iterate
         except (OSError, RuntimeError, ValueError) as err:
             raise self._fail(relative, f"cannot be decoded ({err})") from err
-        wanted = np.rint(timestamps * self.fps).astype(np.int64)
+        wanted = np.rint((start + timestamps) * self.fps).astype(np.int64)
         if len(wanted) and (wanted.min() < 0 or wanted.max() >= len(frames)):
             raise self._fail(relative, f"holds {len(frames)} frames; the table's timestamps need frames up "
                                        f"to {wanted.max()}")
