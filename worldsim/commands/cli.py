@@ -47,7 +47,7 @@ COMMANDS: dict[str, Command] = {
     "dataset-info": Command("data", "dataset_info",
                             "Summarise an episode file: layout, and episodes and success per task."),
     "export": Command("data", "export",
-                      "Write an episode file as a dataset in another format (LeRobot v2.1)."),
+                      "Write an episode file as a dataset in another format (LeRobot v3.0 or v2.1)."),
     "import": Command("data", "import_",
                       "Read a dataset of another format (LeRobot) into a worldsim episode file."),
     "train-bc": Command("train", "train_bc",

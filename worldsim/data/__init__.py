@@ -13,7 +13,7 @@
   windows (world-model windows are :class:`worldsim.world_models.data.EpisodeBank`'s);
 - :mod:`~worldsim.data.collect`: :func:`~worldsim.data.collect.collect_episodes`, recording a
   policy's episodes through the shared rollout loop (:mod:`worldsim.rollout`);
-- :mod:`~worldsim.data.lerobot`: LeRobot v2.1 export and import.
+- :mod:`~worldsim.data.lerobot`: LeRobot v3.0 and v2.1 export and import.
 
 Nothing is imported here, so the command line can import one module without the rest.
 """

@@ -75,17 +75,15 @@ from worldsim.data.lerobot_format import (
     V30_TASKS_PATH,
     VIDEO_FILE_SIZE_MB,
     WRITABLE_VERSIONS,
-    DataFiles,
     LeRobotFolder,
-    aggregate_stats,
     column_stats,
     feature,
     frame_table,
     write_json,
     write_jsonl,
-    write_pandas_indexed,
     write_table,
 )
+from worldsim.data.lerobot_v30 import DataFiles, aggregate_stats, write_pandas_indexed
 from worldsim.data.reader import EpisodeReader
 from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import STATE_DIM, STATE_LAYOUT
