@@ -125,13 +125,11 @@ def summarize(times: dict[str, list[tuple[float, float | None]]]) -> dict[str, o
     command, the same for its training loop alone (``train_*``)."""
     row: dict[str, object] = {}
     for prefix, column in (("", 0), ("train_", 1)):
-        quiet, busy = ([t[column] for t in times[arm]] for arm in ("quiet", "busy"))
-        if None in quiet or None in busy:
-            continue
-        row[f"{prefix}quiet_s"] = [round(float(t), 1) for t in quiet if t is not None]
-        row[f"{prefix}busy_s"] = [round(float(t), 1) for t in busy if t is not None]
-        row[f"{prefix}ratio"] = round(statistics.median(row[f"{prefix}quiet_s"])  # type: ignore[arg-type]
-                                      / statistics.median(row[f"{prefix}busy_s"]), 2)  # type: ignore[arg-type]
+        quiet, busy = ([round(t[column], 1) for t in times[arm] if t[column] is not None] for arm in ("quiet", "busy"))
+        if len(quiet) < len(times["quiet"]) or len(busy) < len(times["busy"]):
+            continue  # not a training command
+        row |= {f"{prefix}quiet_s": quiet, f"{prefix}busy_s": busy,
+                f"{prefix}ratio": round(statistics.median(quiet) / statistics.median(busy), 2)}
     return row
 
 

@@ -18,6 +18,7 @@ imperfect (its own) frames.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ class Conditions:
         return cls(scale.normalize(proprio), next_norm, tcp, action, task, task_one_hot(task, tasks))
 
 
-class FrameGenerator(nn.Module):
+class FrameGenerator(nn.Module, ABC):
     """The next frame of a batch of windows, drawn by a backbone's network (subclasses give
     :meth:`network` and :meth:`inputs`). ``planes``: the object pathway's entities shown to the
     network (0 without the pathway); ``carry``: the anchor's objects carried to where they go."""
@@ -69,16 +70,16 @@ class FrameGenerator(nn.Module):
         self.register_buffer("movable_index", torch.tensor(movable), persistent=False)
 
     # ------------------------------------------------------------------ what a backbone gives
+    @abstractmethod
     def network(self, x_scaled: torch.Tensor, sigma: torch.Tensor, inputs: Any) -> torch.Tensor:
         """``F(c_in x; sigma, inputs)``: the network's raw output for the frame being made."""
-        raise NotImplementedError
 
+    @abstractmethod
     def inputs(self, context: torch.Tensor, first: torch.Tensor, level: torch.Tensor, conditions: Conditions,
                points: torch.Tensor | None, next_points: torch.Tensor | None) -> Any:
         """What the network reads besides the noisy frame, from the context latents ``(B, C, c, h, w)``,
         the first frame ``(B, c, h, w)``, the context's noise ``level`` ``(B,)``, the ``conditions``
         and the positions the frame is drawn from and to (:meth:`anchored`)."""
-        raise NotImplementedError
 
     def anchored(self, last: torch.Tensor, first: torch.Tensor, points: torch.Tensor | None,
                  first_points: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -156,6 +157,6 @@ class FrameGenerator(nn.Module):
             anchor = carry_objects(anchor, seen[:, -1], next_points, self.movable_index, cfg.patch)
         return (anchor + change).clamp(-1.0, 1.0)
 
+    @abstractmethod
     def sample_like(self, inputs: Any) -> torch.Tensor:
         """A tensor of the inputs whose device and dtype the sample takes."""
-        raise NotImplementedError

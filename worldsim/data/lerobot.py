@@ -49,7 +49,6 @@ as task name, rewards from ``next.reward`` (else 0), ``success[t + 1]`` from ``n
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +82,7 @@ from worldsim.data.lerobot_format import (
     write_jsonl,
     write_table,
 )
-from worldsim.data.lerobot_v30 import DataFiles, aggregate_stats, write_pandas_indexed
+from worldsim.data.lerobot_v30 import DataFiles, aggregate_stats, write_episode_table, write_pandas_indexed
 from worldsim.data.reader import EpisodeReader
 from worldsim.data.writer import EpisodeWriter
 from worldsim.envs.observations import STATE_DIM, STATE_LAYOUT
@@ -225,7 +224,7 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version:
                                                     "data_path": V30_DATA_PATH, "video_path": None})
                 write_pandas_indexed(tmp / V30_TASKS_PATH, None, list(task_index),
                                      {"task_index": list(task_index.values())})
-                _write_episode_table(tmp / V30_EPISODES_PATH.format(chunk_index=0, file_index=0), episodes, stats)
+                write_episode_table(tmp / V30_EPISODES_PATH.format(chunk_index=0, file_index=0), episodes, stats)
                 write_json(tmp / STATS_PATH, aggregate_stats(stats))
             else:
                 write_json(tmp / INFO_PATH, info | {"total_videos": 0, "data_path": DATA_PATH, "video_path": None,
@@ -235,20 +234,6 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version:
                 write_jsonl(tmp / EPISODES_STATS_PATH, ({"episode_index": i, "stats": episode_stats}
                                                         for i, episode_stats in enumerate(stats)))
         return LeRobotConversion(out, len(reader), frames, tuple(reader.tasks))
-
-
-def _write_episode_table(path: Path, episodes: list[dict[str, Any]], stats: list[dict[str, dict[str, Any]]]) -> None:
-    """v3.0's episode metadata: one row per episode, its statistics as ``stats/<column>/<stat>``
-    columns and worldsim's own metadata as JSON text (``worldsim``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = [{**{k: (json.dumps(v) if k == "worldsim" else v) for k, v in row.items()},
-             **{f"stats/{key}/{name}": value for key, column in episode_stats.items()
-                for name, value in column.items()}}
-            for row, episode_stats in zip(episodes, stats, strict=True)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 # ---------------------------------------------------------------------------- import

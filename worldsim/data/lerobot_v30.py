@@ -1,5 +1,6 @@
 """Writing the files of a LeRobot v3.0 dataset that v2.1 does not have: data files holding many
-episodes (:class:`DataFiles`), the whole dataset's statistics (:func:`aggregate_stats`) and
+episodes (:class:`DataFiles`), the episodes' metadata table (:func:`write_episode_table`), the whole
+dataset's statistics (:func:`aggregate_stats`) and
 ``meta/tasks.parquet``, a table pandas reads back indexed by the task strings
 (:func:`write_pandas_indexed`). The layout is described in :mod:`worldsim.data.lerobot_format`."""
 
@@ -98,3 +99,15 @@ def write_pandas_indexed(path: Path, index_name: str | None, index: Sequence[str
                        metadata={"pandas": json.dumps(pandas)})
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path)
+
+
+def write_episode_table(path: Path, episodes: Sequence[Mapping[str, Any]],
+                        stats: Sequence[Mapping[str, Mapping[str, Any]]]) -> None:
+    """v3.0's episode metadata: one row per episode, its statistics as ``stats/<column>/<stat>``
+    columns and worldsim's own metadata as JSON text (``worldsim``)."""
+    rows = [{**{k: (json.dumps(v) if k == "worldsim" else v) for k, v in row.items()},
+             **{f"stats/{key}/{name}": value for key, column in episode_stats.items()
+                for name, value in column.items()}}
+            for row, episode_stats in zip(episodes, stats, strict=True)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)

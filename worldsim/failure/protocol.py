@@ -186,16 +186,16 @@ def split_rollouts(
     return train, calibration, test
 
 
-def calibration_problem(rollouts: Sequence[Rollout], config: ProtocolConfig) -> str | None:
-    """Why ``config.cp`` at ``config.alpha`` cannot calibrate on some seed's calibration successes,
-    with how many rollouts, or which alpha, would do; None when every seed's suffice. Functional
-    CP splits the successes (half shape the band); constant CP, joint bands included
-    (:func:`~worldsim.failure.conformal.calibrate_components`), uses them all."""
-    split = config.cp == "functional"
-    count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
-    if count == 0:
-        return ("the calibration set holds no successful rollouts; conformal calibration needs successes "
+NO_SUCCESSES = ("the calibration set holds no successful rollouts; conformal calibration needs successes "
                 "(check the seen tasks and the split)")
+
+
+def calibration_problem(rollouts: Sequence[Rollout], config: ProtocolConfig, count: int) -> tuple[str, str] | None:
+    """Why ``config.cp`` at ``config.alpha`` cannot calibrate on ``count`` successes (the fewest
+    any seed's calibration part holds), and what would do (more rollouts, another alpha or CP);
+    None when they suffice. Functional CP splits the successes (half shape the band); constant
+    CP, joint bands included (:func:`~worldsim.failure.conformal.calibrate_components`), uses them all."""
+    split = config.cp == "functional"
     if enough_successes(count, config.alpha, split):
         return None
     needed = needed_successes(config.alpha, split)
@@ -211,7 +211,7 @@ def calibration_problem(rollouts: Sequence[Rollout], config: ProtocolConfig) -> 
     if split and constant_alpha is not None:
         options.append("pass --cp constant" + (f" --alpha {constant_alpha}" if constant_alpha > config.alpha else ""))
     return (f"{config.cp} CP at alpha={config.alpha} needs at least {needed} successful calibration rollouts "
-            f"(here {count}{band}); " + ", or ".join(options))
+            f"(here {count}{band})"), ", or ".join(options)
 
 
 def calibrated_protocol(rollouts: Sequence[Rollout], config: ProtocolConfig) -> tuple[ProtocolConfig, str | None]:
@@ -221,16 +221,17 @@ def calibrated_protocol(rollouts: Sequence[Rollout], config: ProtocolConfig) -> 
     band, so the false-alarm guarantee stays the one asked for); failing that, constant CP at the
     smallest alpha the successes calibrate. ``ValueError`` (with what would make it work) only when
     nothing can: no successes, or too few even for constant CP at alpha 0.5."""
-    problem = calibration_problem(rollouts, config)
+    count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
+    if count == 0:
+        raise ValueError(NO_SUCCESSES)
+    problem = calibration_problem(rollouts, config, count)
     if problem is None:
         return config, None
-    count = min(len(split_rollouts(rollouts, config, seed)[1]) for seed in config.seeds)
     alpha = config.alpha if enough_successes(count, config.alpha, split=False) else smallest_alpha(count, split=False)
-    if count == 0 or alpha is None:
-        raise ValueError(problem)
+    if alpha is None:
+        raise ValueError("; ".join(problem))
     used = replace(config, cp="constant", alpha=alpha, sweep=tuple(sorted({*config.sweep, alpha})))
-    return used, (f"{problem.split('; ')[0]}, so constant CP at alpha={alpha} was used "
-                  f"({count} successes per seed calibrate it)")
+    return used, f"{problem[0]}, so constant CP at alpha={alpha} was used ({count} successes per seed calibrate it)"
 
 
 def roc_scores(

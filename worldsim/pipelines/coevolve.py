@@ -64,7 +64,7 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.coevolve_stages import Stages
 from worldsim.runtime.device import Device
 from worldsim.runtime.run_logging import to_jsonable, write_json
-from worldsim.runtime.threads import use_torch_threads
+from worldsim.runtime.threads import check_torch_threads, use_torch_threads
 from worldsim.runtime.validation import check_range, positive_ints
 
 console = Console()
@@ -156,6 +156,7 @@ class CoevolveConfig:
 
     def __post_init__(self) -> None:
         self.base_policy, self.out = Path(self.base_policy), Path(self.out)
+        check_torch_threads(self.torch_threads)
         if self.imagination.imagined:
             raise ValueError("coevolve trains its own world model and takes its keyframes from the real episodes "
                              "it collects: leave imagination.world_model and keyframes unset")

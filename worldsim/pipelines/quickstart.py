@@ -42,8 +42,8 @@ from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.pipelines.quickstart_report import detection_summary, write_report
 from worldsim.runtime.checkpoint import CHECKPOINT_FILE
 from worldsim.runtime.run_logging import write_json
-from worldsim.runtime.threads import use_torch_threads
-from worldsim.runtime.validation import check_int, positive_ints
+from worldsim.runtime.threads import check_torch_threads, use_torch_threads
+from worldsim.runtime.validation import positive_ints
 
 console = Console()
 
@@ -102,8 +102,7 @@ class QuickstartConfig:
         self.task = get_task(self.task).name
         positive_ints(self, ("demos", "bc_steps", "real_episodes", "eval_episodes", "imagined_eval_episodes",
                              "heldout_episodes"))
-        if self.torch_threads is not None:
-            check_int("torch_threads", self.torch_threads, 1)
+        check_torch_threads(self.torch_threads)
         if self.rl.algo != "grpo":  # its report is GRPO's
             raise ValueError(f"rl.algo={self.rl.algo!r}: the quickstart runs GRPO (`worldsim coevolve --rl.algo ppo` "
                              "runs PPO)")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from worldsim.runtime.device import Device
+from worldsim.runtime.threads import check_torch_threads
 
 
 @dataclass(kw_only=True)
@@ -59,9 +60,7 @@ def check_run_settings(config: RunSettings) -> None:
         raise ValueError(f"time_budget={budget!r} must be a number of seconds > 0 (or None: no limit)")
     if isinstance(config.profile, bool) or not isinstance(config.profile, int) or config.profile < 0:
         raise ValueError(f"profile={config.profile!r} must be a number of steps >= 0 (0: no profile)")
-    threads = config.torch_threads
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"torch_threads={threads!r} must be an int >= 1 (or None: the idle cores)")
+    check_torch_threads(config.torch_threads)
     if isinstance(config.seed, bool) or not isinstance(config.seed, int) or config.seed < 0:
         raise ValueError(f"seed={config.seed!r} must be an int >= 0")
     if config.resume and config.overwrite:

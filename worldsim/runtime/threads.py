@@ -23,12 +23,18 @@ SAMPLE_SECONDS = 0.25
 """How long :func:`idle_cores` watches the machine."""
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity mask where the OS has one)."""
+def usable_cores() -> list[int]:
+    """The cores this process may run on: its affinity mask, or every core where the OS has none."""
     try:
-        return len(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
+        return list(range(os.cpu_count() or 1))
+
+
+def check_torch_threads(threads: object) -> None:
+    """``ValueError`` unless ``threads`` is a thread count (an int >= 1) or None (the idle cores)."""
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"torch_threads={threads!r} must be an int >= 1 (or None: the idle cores)")
 
 
 def _cpu_times() -> dict[int, tuple[int, int]] | None:
@@ -50,23 +56,19 @@ def idle_cores() -> int:
     """This process's usable cores not busy with other work, at least 1: each usable core's idle
     share over :data:`SAMPLE_SECONDS` (this process is asleep meanwhile), summed and rounded.
     Measured once per process; every usable core where ``/proc/stat`` is unreadable."""
-    usable = usable_cores()
-    try:
-        mask = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return usable
+    cores = usable_cores()
     before = _cpu_times()
     if before is None:
-        return usable
+        return len(cores)
     time.sleep(SAMPLE_SECONDS)
     after = _cpu_times() or {}
     idle = 0.0
-    for core in mask:
+    for core in cores:
         if core not in before or core not in after or after[core][1] <= before[core][1]:
             idle += 1.0  # no reading for this core: count it idle rather than guess it busy
             continue
         idle += (after[core][0] - before[core][0]) / (after[core][1] - before[core][1])
-    return max(1, min(usable, round(idle)))
+    return max(1, round(idle))
 
 
 _decided: int | None = None
@@ -82,9 +84,8 @@ def use_torch_threads(requested: int | None = None) -> int:
     global _decided
     if requested is None and _decided is not None:
         return _decided
+    check_torch_threads(requested)
     threads = idle_cores() if requested is None else requested
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"torch_threads={requested!r} must be an int >= 1 (or None: the idle cores)")
     torch.set_num_threads(threads)
     _decided = threads
     return threads
