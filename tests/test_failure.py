@@ -460,3 +460,49 @@ def test_median_success_window_compares_the_rollouts_still_running():
     running = np.isfinite(scores)
     assert running.tolist() == [r.length >= medians["a"] for r in rollouts]
     assert set(scores[running].tolist()) == {float(medians["a"])}  # every rollout read at the same step
+
+
+# ---------------------------------------------------------------------------- the task prior
+def test_task_prior_separates_pooled_tasks_but_not_within_one(monkeypatch):
+    from worldsim.failure.protocol import per_task_auc
+    from worldsim.failure.task_prior import TaskPrior
+    from worldsim.policies import language
+
+    # instruction embeddings by first letter: unseen "b2" is nearest "b"
+    monkeypatch.setattr(language, "embed_instructions",
+                        lambda texts: np.array([[t.startswith(c) for c in "abc"] for t in texts], float))
+
+    # three tasks failing at different rates; the unseen task's instruction is nearest task "b"
+    rollouts = [r for r in synthetic_rollouts(tasks=("a", "b", "c"), per_task=60)
+                if not (r.task == "a" and not r.success and r.index % 2)]
+    rollouts += [replace_task(r, "b2") for r in synthetic_rollouts(tasks=("b",), per_task=30, seed=1)]
+    config = ProtocolConfig(seen_tasks=("a", "b", "c"), unseen_tasks=("b2",), seeds=(0, 1), alpha=0.2)
+    result = evaluate_detector("task-prior", rollouts, config, build=TaskPrior)
+    summary = result.summary()
+    assert summary["seen"]["roc_auc"]["mean"] > 0.55  # task a fails half as often as b and c
+    assert summary["seen"]["roc_auc_per_task"]["mean"] == 0.5  # constant within each task
+    assert summary["unseen"]["roc_auc"]["mean"] == 0.5  # one unseen task: one rate for all
+    prior = result.detector
+    assert prior.nearest == {"b2": "b"} and prior.rate("b2") == prior.rates["b"]
+    assert prior.rates["a"] < prior.rates["b"]
+    with pytest.raises(ValueError, match="scores recorded rollouts only"):
+        prior.stream(2)
+    # a score perfect within each task and inverted across them: pooled and per-task disagree
+    tested = [Rollout(t, s, np.zeros((5, 2), np.float32), None) for t, s in
+              [("x", True), ("x", False), ("y", True), ("y", False)]]
+    assert per_task_auc(tested, np.array([10.0, 11.0, 0.0, 1.0])) == 1.0
+    assert math.isnan(per_task_auc(tested[:1], np.array([1.0])))
+
+
+def replace_task(rollout, task):
+    return Rollout(task, rollout.success, rollout.features, rollout.action_samples, rollout.index)
+
+
+def test_task_prior_maps_an_unseen_task_to_the_seen_one_with_the_nearest_instruction():
+    from worldsim.envs.tasks import get_suite
+    from worldsim.failure.task_prior import most_similar_tasks
+
+    suite = get_suite("tabletop-10")
+    assert most_similar_tasks(suite.unseen, suite.seen) == {
+        "PushCube-Green-v0": "PushCube-v0", "PickPlaceCube-Yellow-v0": "PickPlaceCube-v0",
+        "StackCube-YellowOnRed-v0": "StackCube-v0"}

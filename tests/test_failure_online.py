@@ -155,6 +155,10 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
     for name in ("table.md", "roc.png", "sweep.png"):
         assert (out / name).stat().st_size > 0
     assert "| knn | seen |" in (out / "table.md").read_text()
+    # the trivial detector beside them: one seen task, so one failure rate scores every rollout
+    prior = results["task_prior"]["summary"]
+    assert prior["seen"]["roc_auc"]["mean"] == prior["unseen"]["roc_auc"]["mean"] == 0.5
+    assert "| task-prior (trivial) | unseen |" in (out / "table.md").read_text()
     assert list((out / "videos").glob("*.mp4")) or list((out / "videos").glob("*.gif"))
     loaded = load_detector(out / "detectors" / "knn")
     assert loaded.thresholds is not None and loaded.thresholds[0].alpha == 0.4

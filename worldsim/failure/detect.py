@@ -6,7 +6,9 @@ writes to ``out``: ``results.json`` (every metric, seed and alpha; each ROC-AUC'
 verdict, :mod:`~worldsim.failure.verdict`), ``table.md``, ``roc.png``, ``sweep.png``, ``videos/``
 (annotated rollouts of the best detectors) and ``detectors/<name>/``
 (each detector fitted and calibrated on the first seed, ready for
-:class:`~worldsim.failure.DetectorWrapper`).
+:class:`~worldsim.failure.DetectorWrapper`). On rollouts of several tasks the task prior
+(:mod:`~worldsim.failure.task_prior`, a rollout scored by its task's failure rate) is run beside
+the detectors as the trivial figure each must beat (``task_prior`` in ``results.json``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from worldsim.failure.protocol import (
 )
 from worldsim.failure.report import annotated_videos, plot_roc, plot_sweep, results_markdown
 from worldsim.failure.rollouts import Rollout, load_rollouts, median_success_lengths, shortest_success_lengths
+from worldsim.failure.task_prior import NAME as TASK_PRIOR
+from worldsim.failure.task_prior import TaskPrior
 from worldsim.runtime.atomic import atomic_path
 from worldsim.runtime.run_logging import to_jsonable, write_json
 from worldsim.runtime.validation import check_int
@@ -100,7 +104,8 @@ class DetectionConfig:
 def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     """Fit, calibrate and test every detector of ``config`` on every seed, and write the report to
     ``config.out``: ``results.json`` (every metric, seed and alpha), ``table.md``, ``roc.png``,
-    ``sweep.png``, ``videos/`` and ``detectors/<name>/``. Inputs are checked (features recorded,
+    ``sweep.png``, ``videos/`` and ``detectors/<name>/``; with several tasks, the task prior beside
+    them (``task_prior`` in ``results.json``, its rows in ``table.md``). Inputs are checked (features recorded,
     images for videos) before any detector is fitted. When the calibration successes are too few for
     ``cp`` at ``alpha``, the setting they can calibrate is used instead
     (:func:`~worldsim.failure.protocol.calibrated_protocol`), said on stderr, in ``table.md`` and
@@ -141,14 +146,17 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     if not results:
         raise ValueError("no detector could be fitted and calibrated: "
                          + "; ".join(f"{name}: {reason}" for name, reason in skipped.items()))
+    prior = evaluate_detector(TASK_PRIOR, rollouts, protocol, build=TaskPrior) if tasks > 1 else None
+    baselines = {TASK_PRIOR: prior} if prior else {}
     write_json(config.out / "results.json", {
         "rollouts": str(config.data), "protocol": to_jsonable(protocol),
         "calibration": {"requested": requested, "used": {"cp": protocol.cp, "alpha": protocol.alpha},
                         "reason": changed}, "episodes": len(rollouts),
         "failures": failures, "lengths": rollout_lengths(rollouts), "seconds": round(time.perf_counter() - start, 1),
-        "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped})
+        "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped,
+        "task_prior": prior.to_json() if prior else None})
     with atomic_path(config.out / "table.md") as tmp:
-        tmp.write_text(results_markdown(results, protocol.alpha)
+        tmp.write_text(results_markdown(results, protocol.alpha, baselines)
                        + (f"\ncalibration: {changed}\n" if changed else "")
                        + "".join(f"\nskipped {name}: {reason}\n" for name, reason in skipped.items()))
     plot_roc(results, config.out / "roc.png")

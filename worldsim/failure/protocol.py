@@ -16,6 +16,10 @@ ever tested. Reported per split (``seen``: the seen tasks' test part, ``unseen``
   before they differ; at the median, too, a task's rollouts are all read at one step, so length
   leaks nothing there either. Both are judged by :mod:`~worldsim.failure.verdict`: a 95%
   interval from an episode bootstrap, and "separates", "below chance" or "chance".
+- ``roc_auc_per_task``: the first ROC-AUC computed within each task (of those whose test rollouts
+  hold both outcomes) and averaged over tasks. Tasks fail at very different rates, so a pooled
+  ROC-AUC rewards a score that only tells the hard tasks from the easy ones; within a task it
+  cannot (the task prior of :mod:`~worldsim.failure.task_prior` scores exactly 0.5 there).
 - with the thresholds calibrated at ``alpha``: ``tpr`` (failures alarmed), ``tnr`` (successes
   not alarmed), ``balanced_accuracy`` = (TPR + TNR) / 2, and ``detection_time``: the first
   alarm's step / the rollout's length, averaged over the alarmed failures (lower is earlier).
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,7 +52,7 @@ from worldsim.failure.rollouts import Rollout, median_success_lengths, shortest_
 from worldsim.failure.verdict import AucVerdict, SeedScores, judge
 
 SPLITS: tuple[str, ...] = ("seen", "unseen")
-METRICS: tuple[str, ...] = ("roc_auc", "tpr", "tnr", "balanced_accuracy", "detection_time")
+METRICS: tuple[str, ...] = ("roc_auc", "roc_auc_per_task", "tpr", "tnr", "balanced_accuracy", "detection_time")
 WINDOWS: tuple[str, ...] = ("shortest_success", "median_success")
 """Where ROC-AUC reads the running maximum: the task's shortest and median successful length."""
 DEFAULT_SWEEP: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
@@ -133,7 +137,7 @@ class DetectorResult:
         for split in self.seeds[0].metrics:
             out[split] = {}
             for metric in METRICS:
-                values = np.array([s.metrics[split][metric] for s in self.seeds], dtype=float)
+                values = np.array([s.metrics[split].get(metric, math.nan) for s in self.seeds], dtype=float)
                 finite = values[np.isfinite(values)]
                 out[split][metric] = {
                     "mean": float(finite.mean()) if len(finite) else math.nan,
@@ -243,6 +247,19 @@ def roc_scores(
                      else math.nan for c, r in zip(curves, rollouts, strict=True)])
 
 
+def per_task_auc(rollouts: Sequence[Rollout], scores: np.ndarray) -> float:
+    """ROC-AUC within each task (failures the positive class; rollouts without a score left out),
+    averaged over the tasks that hold both outcomes; NaN when none does."""
+    failed = np.array([not r.success for r in rollouts])
+    tasks = np.array([r.task for r in rollouts])
+    aucs = []
+    for task in dict.fromkeys(tasks.tolist()):
+        mine = (tasks == task) & np.isfinite(scores)
+        if 0 < failed[mine].sum() < mine.sum():
+            aucs.append(roc_auc_score(failed[mine], scores[mine]))
+    return float(np.mean(aucs)) if aucs else math.nan
+
+
 def alarm_metrics(
     detector: Detector,
     curves: Sequence[np.ndarray],
@@ -283,8 +300,10 @@ def evaluate_detector(
     rollouts: Sequence[Rollout],
     config: ProtocolConfig,
     detector_config: dict[str, Any] | None = None,
+    build: Callable[[], Detector] | None = None,
 ) -> DetectorResult:
-    """Fit, calibrate and test detector ``name`` on every seed of the protocol."""
+    """Fit, calibrate and test detector ``name`` on every seed of the protocol (a fresh one from
+    ``build`` per seed where given, e.g. the task prior, which is not in the registry)."""
     missing = sorted(set(config.seen_tasks + config.unseen_tasks) - {r.task for r in rollouts})
     if missing:
         raise ValueError(
@@ -296,7 +315,7 @@ def evaluate_detector(
     result = DetectorResult(name)
     for k, seed in enumerate(config.seeds):
         train, calibration, test = split_rollouts(rollouts, config, seed)
-        detector = make_detector(name, **(detector_config or {}))
+        detector = build() if build is not None else make_detector(name, **(detector_config or {}))
         start = time.perf_counter()
         detector.fit(train, seed=seed)
         fit_seconds = time.perf_counter() - start
@@ -319,7 +338,8 @@ def evaluate_detector(
             scores = roc_scores(detector, curves, tested, lengths)
             auc = float(roc_auc_score(failed, scores)) if 0 < failed.sum() < len(failed) else math.nan
             fpr, tpr, _ = roc_curve(failed, scores) if not math.isnan(auc) else ([], [], None)
-            metrics[split] = {"roc_auc": auc, **alarm_metrics(detector, curves, tested)}
+            metrics[split] = {"roc_auc": auc, "roc_auc_per_task": per_task_auc(tested, scores),
+                              **alarm_metrics(detector, curves, tested)}
             roc[split] = (list(map(float, fpr)), list(map(float, tpr)))
             episodes = np.array([episode[id(r)] for r in tested])
             kept[split] = {}

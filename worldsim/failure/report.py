@@ -26,6 +26,7 @@ from worldsim.runtime.video import write_video
 COLUMNS = (
     ("roc_auc", "ROC-AUC, shortest success"),
     ("roc_auc_median", "ROC-AUC, median success"),
+    ("roc_auc_per_task", "ROC-AUC within tasks"),
     ("tpr", "TPR"),
     ("tnr", "TNR"),
     ("balanced_accuracy", "bal. acc"),
@@ -38,7 +39,10 @@ VERDICT_NOTE = ("ROC-AUC: running maximum of the score at the task's shortest su
                 "seeds with a 95% episode-bootstrap interval: 'separates' when the interval lies above 0.5, "
                 "'below chance' when below (the score is inverted), 'chance' otherwise. TPR, TNR, balanced "
                 "accuracy and T-det read each rollout to its end, where a failure that runs to the time limit "
-                "has more steps to alarm on than a success that ends early.")
+                "has more steps to alarm on than a success that ends early. ROC-AUC within tasks: the first "
+                "ROC-AUC computed per task and averaged over tasks; the task prior (each rollout scored by "
+                "its task's failure rate in the fit rollouts) is the figure a detector must beat when "
+                "tasks fail at different rates.")
 
 
 def _cell(stats: dict[str, float]) -> str:
@@ -90,8 +94,10 @@ def print_table(table: Table, console: Console | None = None) -> None:
         console.width = width
 
 
-def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
-    """The same table in Markdown (``table.md`` of a run)."""
+def results_markdown(results: dict[str, DetectorResult], alpha: float,
+                     baselines: dict[str, DetectorResult] | None = None) -> str:
+    """The same table in Markdown (``table.md`` of a run), the trivial ``baselines`` (the task
+    prior) in rows of their own below the detectors."""
     lines = [
         f"Failure detection at alpha = {alpha} (alarm metrics: mean ± std over seeds)", "", VERDICT_NOTE,
         "",
@@ -101,6 +107,9 @@ def results_markdown(results: dict[str, DetectorResult], alpha: float) -> str:
     for name, result in results.items():
         for split, cells in _cells(result).items():
             lines.append(f"| {name} | {split} | " + " | ".join(cells) + " |")
+    for name, result in (baselines or {}).items():
+        for split, cells in _cells(result).items():
+            lines.append(f"| {name} (trivial) | {split} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
