@@ -67,6 +67,20 @@ def test_round_trip_is_exact(collected, tmp_path, version):
     assert_same_files(collected, tmp_path / "back.h5")
 
 
+def test_export_without_state_keeps_camera_and_proprio_only(collected, tmp_path):
+    export_lerobot(collected, tmp_path / "lerobot", state=False)
+    info = json.loads((tmp_path / "lerobot" / "meta" / "info.json").read_text())
+    assert "observation.environment_state" not in info["features"]
+    assert {"observation.images.front", "observation.images.wrist", "observation.state"} <= set(info["features"])
+    assert info["worldsim"]["env_kwargs"]["obs_mode"] == "pixels"
+    import_lerobot(tmp_path / "lerobot", tmp_path / "back.h5")
+    with EpisodeReader(collected) as full, EpisodeReader(tmp_path / "back.h5") as back:
+        assert "state" in full.obs_keys and "state" not in back.obs_keys
+        for x, y in zip(full, back, strict=True):
+            assert np.array_equal(x.obs["image"], y.obs["image"]) and np.array_equal(x.obs["proprio"], y.obs["proprio"])
+            assert np.array_equal(x.actions, y.actions)
+
+
 @pytest.mark.parametrize("version", ["v3.0", "v2.1"])
 def test_round_trip_keeps_policy_outputs_and_state_only_files(tmp_path, version):
     rng = np.random.default_rng(0)

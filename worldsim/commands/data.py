@@ -80,6 +80,10 @@ class ExportArgs:
     """LeRobot's dataset version: v3.0 (lerobot 0.4 and later) or v2.1 (lerobot 0.3)."""
     fps: int = 20
     """Frames per second recorded in the dataset (worldsim's control rate is 20 Hz)."""
+    state: bool = True
+    """Include the simulator's state (observation.environment_state) where the file holds it;
+    --no-state leaves it out, so that a policy trained on the export reads what a real robot and
+    an imagined env give (camera and proprioception)."""
     overwrite: bool = False
     """Replace an existing --out."""
 
@@ -91,7 +95,7 @@ def export(args: ExportArgs) -> None:
     from worldsim.data.lerobot import export_lerobot
 
     result = export_lerobot(args.data, args.out, fps=args.fps, version=args.codebase_version,
-                            overwrite=args.overwrite)
+                            state=args.state, overwrite=args.overwrite)
     Console().print(f"{result.episodes} episodes, {result.frames} frames of {', '.join(result.tasks)} -> "
                     f"{result.path} (LeRobot {args.codebase_version})")
 

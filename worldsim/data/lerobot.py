@@ -122,10 +122,10 @@ def _state_names(width: int) -> list[str] | None:
     return [f"{name}.{i}" for name, part in STATE_LAYOUT.items() for i in range(part.stop - part.start)]
 
 
-def _export_features(reader: EpisodeReader) -> dict[str, dict[str, Any]]:
+def _export_features(reader: EpisodeReader, obs_keys: list[str]) -> dict[str, dict[str, Any]]:
     shapes = reader.obs_shapes
     features = {}
-    for key in reader.obs_keys:
+    for key in obs_keys:
         if key in IMAGE_KEYS:
             features[OBS_FEATURES[key]] = feature("image", shapes[key], IMAGE_NAMES)
         else:
@@ -147,9 +147,9 @@ def _then_last(steps: np.ndarray, last: Any = None) -> np.ndarray:
 
 
 def _frame_columns(episode: Episode, first_frame: int, index: int, task_index: int,
-                   fps: int) -> dict[str, np.ndarray]:
+                   fps: int, obs_keys: list[str]) -> dict[str, np.ndarray]:
     frames = episode.num_samples + 1
-    columns = {OBS_FEATURES[key]: array for key, array in episode.obs.items()}
+    columns = {OBS_FEATURES[key]: episode.obs[key] for key in obs_keys}
     columns["action"] = _then_last(episode.actions)
     columns["next.reward"] = _then_last(episode.rewards, 0.0)
     columns["next.done"] = _then_last(episode.dones, True)
@@ -166,7 +166,7 @@ def _frame_columns(episode: Episode, first_frame: int, index: int, task_index: i
 
 
 def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version: str = V30,
-                   overwrite: bool = False) -> LeRobotConversion:
+                   state: bool = True, overwrite: bool = False) -> LeRobotConversion:
     """Write the worldsim episode file ``data`` as a LeRobot dataset folder ``out`` of codebase
     ``version`` v3.0 (lerobot 0.4 and later; the default) or v2.1 (lerobot 0.3).
 
@@ -175,7 +175,9 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version:
     export is lossless; the per-episode statistics lerobot normalises with are written too
     (v2.1: ``meta/episodes_stats.jsonl``; v3.0: the episode tables' ``stats/`` columns and
     ``meta/stats.json``). ``fps`` (>= 1) is the rate written to ``info.json`` and the frame
-    timestamps; worldsim envs step at 20 Hz.
+    timestamps; worldsim envs step at 20 Hz. ``state=False`` leaves out the simulator's state
+    (``observation.environment_state``), which a real robot cannot observe and an imagined env
+    cannot produce: a policy trained on such an export reads camera and proprioception only.
 
     The folder is written atomically (a temporary sibling renamed into place); an existing
     ``out`` is refused with ``FileExistsError`` unless ``overwrite``. A missing ``data`` raises
@@ -189,13 +191,17 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version:
     with EpisodeReader(data) as reader:
         if len(reader) == 0:
             raise ValueError(f"{reader.path} holds no episodes; nothing to export")
-        features = _export_features(reader)
+        obs_keys = [key for key in reader.obs_keys if state or key != "state"]
+        env_kwargs = dict(reader.env_kwargs)
+        if not state and env_kwargs.get("obs_mode") == "pixels+state":
+            env_kwargs["obs_mode"] = "pixels"
+        features = _export_features(reader, obs_keys)
         task_index = {text: i for i, text in enumerate(reader.instructions)}
         episodes, stats, frames = [], [], 0
         with atomic_dir(out, overwrite=overwrite) as tmp, DataFiles(tmp) as data_files:
             for i in range(len(reader)):
                 episode = reader[i]
-                columns = _frame_columns(episode, frames, i, task_index[episode.instruction], int(fps))
+                columns = _frame_columns(episode, frames, i, task_index[episode.instruction], int(fps), obs_keys)
                 length = episode.num_samples + 1
                 row: dict[str, Any] = {"episode_index": i, "tasks": [episode.instruction], "length": length}
                 if version == V30:
@@ -216,7 +222,7 @@ def export_lerobot(data: str | Path, out: str | Path, *, fps: int = 20, version:
             info = {"codebase_version": version, "robot_type": ROBOT_TYPE, "total_episodes": len(reader),
                     "total_frames": frames, "total_tasks": len(task_index), "chunks_size": CHUNKS_SIZE,
                     "fps": int(fps), "splits": {"train": f"0:{len(reader)}"}, "features": features,
-                    "worldsim": {"format": FORMAT, "version": VERSION, "env_kwargs": reader.env_kwargs,
+                    "worldsim": {"format": FORMAT, "version": VERSION, "env_kwargs": env_kwargs,
                                  "tasks": reader.tasks}}
             if version == V30:
                 write_json(tmp / INFO_PATH, info | {"data_files_size_in_mb": DATA_FILE_SIZE_MB,
