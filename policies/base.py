@@ -133,8 +133,13 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
 
 def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     """Load any registered policy from a checkpoint folder (or a training run folder that holds
-    one in ``policy/``)."""
+    one in ``policy/``), or a LeRobot policy checkpoint (:mod:`~worldsim.policies.lerobot`)."""
     import worldsim.policies  # noqa: F401  (registers the built-in policy types)
+    from worldsim.policies.lerobot import LeRobotPolicy, lerobot_checkpoint
+
+    checkpoint = lerobot_checkpoint(path)
+    if checkpoint is not None:
+        return LeRobotPolicy(checkpoint, device)
 
     def policy_class(kind: str, config_path: Path) -> type[Policy]:
         if kind not in POLICY_TYPES:

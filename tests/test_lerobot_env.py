@@ -85,3 +85,21 @@ def test_imagined_env_reads_the_same_way(untrained_world_model, push_episodes):
 def test_unknown_task_is_refused_with_the_known_ones():
     with pytest.raises(KeyError, match="PushCube-v0"):
         LeRobotEnv(gym.make("worldsim/PushCube-v0").unwrapped, "PushCub-v0")
+
+
+def test_a_lerobot_checkpoint_is_recognised_and_needs_lerobot(tmp_path, monkeypatch):
+    import importlib.util
+
+    from worldsim.policies import load_policy
+    from worldsim.policies.lerobot import lerobot_checkpoint
+
+    model = tmp_path / "act" / "checkpoints" / "last" / "pretrained_model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"type": "act"}')
+    (model / "policy_preprocessor.json").write_text("{}")
+    assert lerobot_checkpoint(tmp_path / "act") == model == lerobot_checkpoint(model)
+    assert lerobot_checkpoint(tmp_path) is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "lerobot" else real(name, *a))
+    with pytest.raises(ImportError, match="LeRobot policy checkpoint; loading it needs lerobot installed"):
+        load_policy(tmp_path / "act")
