@@ -9,6 +9,7 @@ from worldsim.policies.adapters import (
 from worldsim.policies.base import POLICY_TYPES, Batch, Policy, PolicyOutput, load_policy, register_policy
 from worldsim.policies.expert import ScriptedExpert, ScriptedExpertConfig
 from worldsim.policies.language import InstructionEncoder, embed_instructions
+from worldsim.policies.lerobot import LeRobotPolicy
 from worldsim.policies.mlp import MLPPolicy, MLPPolicyConfig
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 
@@ -18,6 +19,7 @@ __all__ = [
     "ExternalVLAAdapter",
     "ExternalVLAConfig",
     "InstructionEncoder",
+    "LeRobotPolicy",
     "MLPPolicy",
     "MLPPolicyConfig",
     "Policy",

@@ -22,6 +22,7 @@ Checkpoints are a folder with ``config.json`` (the policy type and its config) a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -40,6 +41,9 @@ Batch = dict[str, torch.Tensor]
 """A processed observation batch: tensor per key, batch axis first."""
 
 POLICY_TYPES: dict[str, type[Policy]] = {}
+CHECKPOINT_READERS: list[Callable[[str | Path, str | torch.device], Policy | None]] = []
+"""Readers of checkpoints that other libraries wrote: each returns the policy, or None for a folder
+it does not read (:func:`load_policy` asks them before worldsim's own format)."""
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 
 
@@ -133,13 +137,14 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
 
 def load_policy(path: str | Path, device: str | torch.device = "cpu") -> Policy:
     """Load any registered policy from a checkpoint folder (or a training run folder that holds
-    one in ``policy/``), or a LeRobot policy checkpoint (:mod:`~worldsim.policies.lerobot`)."""
-    import worldsim.policies  # noqa: F401  (registers the built-in policy types)
-    from worldsim.policies.lerobot import LeRobotPolicy, lerobot_checkpoint
+    one in ``policy/``), or a checkpoint another library wrote that a reader of
+    :data:`CHECKPOINT_READERS` takes (a LeRobot policy, :mod:`~worldsim.policies.lerobot`)."""
+    import worldsim.policies  # noqa: F401  (registers the built-in policy types and readers)
 
-    checkpoint = lerobot_checkpoint(path)
-    if checkpoint is not None:
-        return LeRobotPolicy(checkpoint, device)
+    for read in CHECKPOINT_READERS:
+        policy = read(path, device)
+        if policy is not None:
+            return policy
 
     def policy_class(kind: str, config_path: Path) -> type[Policy]:
         if kind not in POLICY_TYPES:

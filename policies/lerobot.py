@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from worldsim.policies.adapters import decode_instructions, encode_instructions
-from worldsim.policies.base import Batch, Policy, PolicyOutput
+from worldsim.policies.base import CHECKPOINT_READERS, Batch, Policy, PolicyOutput
 
 PREPROCESSOR_FILE = "policy_preprocessor.json"
 """The file that marks a LeRobot (0.4 and later) policy checkpoint."""
@@ -135,3 +135,13 @@ class LeRobotPolicy(Policy):
 
     def save_pretrained(self, path: str | Path) -> Path:
         raise NotImplementedError(f"a LeRobot policy is saved by lerobot; its checkpoint is {self.path}")
+
+
+def read_lerobot_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> LeRobotPolicy | None:
+    """The LeRobot policy at ``path`` (:func:`lerobot_checkpoint`), None when it holds none: a
+    reader of :data:`~worldsim.policies.base.CHECKPOINT_READERS`."""
+    checkpoint = lerobot_checkpoint(path)
+    return None if checkpoint is None else LeRobotPolicy(checkpoint, device)
+
+
+CHECKPOINT_READERS.append(read_lerobot_checkpoint)
