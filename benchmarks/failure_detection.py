@@ -155,7 +155,7 @@ def main(args: Args) -> None:
         "suite": args.suite,
         "episodes": results["episodes"],
         "failure_rate": round(results["failures"] / results["episodes"], 3),
-        "failure_rate_per_task": _failure_rates(rollouts),
+        "failure_rate_per_task": {task: round(rate, 3) for task, rate in results["failure_rates"].items()},
         "calibration": results["calibration"],
         "seeds": len(args.seeds),
         "splits": splits,
@@ -172,16 +172,6 @@ def main(args: Args) -> None:
 def _rounded(value: float | None) -> float | None:
     return None if value is None or value != value else round(value, 3)
 
-
-def _failure_rates(path: Path) -> dict[str, float]:
-    """Each task's failure rate among the recorded rollouts (what the task prior learns from)."""
-    from worldsim.data.reader import EpisodeReader
-
-    with EpisodeReader(path) as reader:
-        outcomes: dict[str, list[bool]] = {}
-        for info in reader.episode_info():
-            outcomes.setdefault(info.task, []).append(not info.success)
-    return {task: round(float(np.mean(failed)), 3) for task, failed in outcomes.items()}
 
 if __name__ == "__main__":
     main(tyro.cli(Args))

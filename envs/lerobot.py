@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from worldsim.data.lerobot import OBS_FEATURES
 from worldsim.envs.registration import IMAGINED_PREFIX, task_env_id
 from worldsim.envs.tasks import TASKS, get_task
 
@@ -35,10 +36,16 @@ CAMERAS: dict[str, str] = {"image": "front", "wrist_image": "wrist"}
 STATES: dict[str, str] = {"proprio": "agent_pos", "state": "environment_state"}
 """worldsim state key -> LeRobot observation key (``observation.state``,
 ``observation.environment_state``)."""
-FEATURES: dict[str, str] = {
-    **{f"pixels/{camera}": f"observation.images.{camera}" for camera in CAMERAS.values()},
-    "agent_pos": "observation.state", "environment_state": "observation.environment_state", "action": "action"}
-"""Each LeRobot env key -> the policy feature LeRobot names it (an ``EnvConfig``'s ``features_map``)."""
+FEATURES: dict[str, str] = {**{f"pixels/{camera}": OBS_FEATURES[key] for key, camera in CAMERAS.items()},
+                             **{name: OBS_FEATURES[key] for key, name in STATES.items()}, "action": "action"}
+"""Each LeRobot env key -> the policy feature LeRobot names it (an ``EnvConfig``'s ``features_map``):
+the column ``worldsim export`` writes for the same observation."""
+
+
+def lerobot_env_id(task: str, imagined: bool = False) -> str:
+    """The gym id of ``task``'s LeRobot view: ``lerobot_env_worldsim/<task>``, or with ``imagined``
+    ``lerobot_env_worldsim/Imagined-<task>``."""
+    return f"{NAMESPACE}/{IMAGINED_PREFIX if imagined else ''}{task}"
 
 
 class LeRobotEnv(gym.Wrapper):
@@ -115,7 +122,7 @@ def register_lerobot_envs() -> None:
     worldsim's envs end their episodes and check their inputs themselves."""
     for name in TASKS:
         for imagined in (False, True):
-            env_id = f"{NAMESPACE}/{IMAGINED_PREFIX if imagined else ''}{name}"
+            env_id = lerobot_env_id(name, imagined)
             if env_id not in gym.registry:
                 gym.register(id=env_id, entry_point="worldsim.envs.lerobot:make_lerobot_env",
                              kwargs={"task": name, "imagined": imagined}, order_enforce=False,

@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from worldsim.data.episode import IMAGE_KEYS
 from worldsim.policies.adapters import decode_instructions, encode_instructions
 from worldsim.policies.base import CHECKPOINT_READERS, Batch, Policy, PolicyOutput
 
 PREPROCESSOR_FILE = "policy_preprocessor.json"
 """The file that marks a LeRobot (0.4 and later) policy checkpoint."""
-CAMERAS: dict[str, str] = {"image": "observation.images.front", "wrist_image": "observation.images.wrist"}
-STATES: dict[str, str] = {"proprio": "observation.state", "state": "observation.environment_state"}
 
 
 def lerobot_checkpoint(path: str | Path) -> Path | None:
@@ -57,6 +56,8 @@ class LeRobotPolicy(Policy):
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
+        from worldsim.data.lerobot import OBS_FEATURES  # the columns worldsim export writes
+
         self.path = Path(path)
         config = PreTrainedConfig.from_pretrained(str(self.path))
         config.device = str(device)
@@ -70,14 +71,14 @@ class LeRobotPolicy(Policy):
             config, pretrained_path=str(self.path),
             preprocessor_overrides={"device_processor": {"device": str(device)}})
         inputs = set(config.input_features)
-        self.reads = {key: name for key, name in {**CAMERAS, **STATES}.items() if name in inputs}
+        self.reads = {key: name for key, name in OBS_FEATURES.items() if name in inputs}
         unknown = sorted(inputs - set(self.reads.values()))
         if unknown:
             raise ValueError(f"{self.path}: the policy reads {unknown}, which worldsim's envs do not give; they give "
-                             f"{sorted({**CAMERAS, **STATES}.values())}")
+                             f"{sorted(OBS_FEATURES.values())}")
         self.chunk_size = int(getattr(config, "n_action_steps", 1))
         self.action_dim = int(config.output_features["action"].shape[0])
-        self._image_size = int(config.input_features[CAMERAS["image"]].shape[-1]) if "image" in self.reads else None
+        self._image_size = int(config.input_features[self.reads["image"]].shape[-1]) if "image" in self.reads else None
 
     # ---------------------------------------------------------------- what the env gives
     def env_kwargs(self) -> dict[str, Any]:
@@ -105,7 +106,7 @@ class LeRobotPolicy(Policy):
         out: dict[str, Any] = {}
         for key, name in self.reads.items():
             value = batch[key]
-            out[name] = value.permute(0, 3, 1, 2).float() / 255 if key in CAMERAS else value.float()
+            out[name] = value.permute(0, 3, 1, 2).float() / 255 if key in IMAGE_KEYS else value.float()
         size = len(next(iter(batch.values())))
         out["task"] = decode_instructions(batch["instruction"]) if "instruction" in batch else [""] * size
         return out
@@ -124,17 +125,18 @@ class LeRobotPolicy(Policy):
         return PolicyOutput(actions=actions, log_prob=zeros, value=zeros, features=torch.zeros(len(actions), 0))
 
     def evaluate(self, batch: Batch, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        raise NotImplementedError("worldsim evaluates LeRobot policies; it does not post-train them "
-                                  "(no log-probabilities)")
+        raise self._evaluation_only("post-training (it has no log-probabilities)")
 
     def features(self, batch: Batch) -> torch.Tensor:
-        raise NotImplementedError("a LeRobot policy exposes no features to worldsim's failure detectors")
-
-    def sample(self, batch: Batch, num_samples: int) -> torch.Tensor:
-        raise NotImplementedError("a LeRobot policy acts deterministically here; it has no samples to draw")
+        raise self._evaluation_only("failure detectors (it exposes no features)")
 
     def save_pretrained(self, path: str | Path) -> Path:
-        raise NotImplementedError(f"a LeRobot policy is saved by lerobot; its checkpoint is {self.path}")
+        raise self._evaluation_only(f"saving (lerobot saved it, in {self.path})")
+
+    def _evaluation_only(self, what: str) -> ValueError:
+        """The one error for what worldsim does not do with a LeRobot policy: it evaluates it."""
+        return ValueError(f"{self.config.type} from {self.path} is a LeRobot policy, which worldsim evaluates; "
+                          f"it is not available for {what}")
 
 
 def read_lerobot_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> LeRobotPolicy | None:

@@ -156,6 +156,8 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
         assert (out / name).stat().st_size > 0
     assert "| knn | seen |" in (out / "table.md").read_text()
     # the trivial detector beside them: one seen task, so one failure rate scores every rollout
+    assert set(results["failure_rates"]) == {"ReachCube-v0", "ReachZone-v0"}
+    assert all(0.0 <= rate <= 1.0 for rate in results["failure_rates"].values())
     prior = results["task_prior"]["summary"]
     assert prior["seen"]["roc_auc"]["mean"] == prior["unseen"]["roc_auc"]["mean"] == 0.5
     assert "| task-prior (trivial) | unseen |" in (out / "table.md").read_text()

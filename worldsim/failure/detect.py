@@ -152,7 +152,8 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
         "rollouts": str(config.data), "protocol": to_jsonable(protocol),
         "calibration": {"requested": requested, "used": {"cp": protocol.cp, "alpha": protocol.alpha},
                         "reason": changed}, "episodes": len(rollouts),
-        "failures": failures, "lengths": rollout_lengths(rollouts), "seconds": round(time.perf_counter() - start, 1),
+        "failures": failures, "failure_rates": failure_rates(rollouts), "lengths": rollout_lengths(rollouts),
+        "seconds": round(time.perf_counter() - start, 1),
         "detectors": {n: r.to_json() for n, r in results.items()}, "skipped": skipped,
         "task_prior": prior.to_json() if prior else None})
     with atomic_path(config.out / "table.md") as tmp:
@@ -165,6 +166,13 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
         for name in sorted(results, key=lambda n: -_seen_auc(results[n]))[:2]:
             annotated_videos(results[name], config.data, config.out / "videos", config.videos)
     return results
+
+
+def failure_rates(rollouts: list[Rollout]) -> dict[str, float]:
+    """Per task, the share of its rollouts that failed: the base rates a pooled ROC-AUC mixes."""
+    tasks = dict.fromkeys(r.task for r in rollouts)
+    return {task: sum(not r.success for r in rollouts if r.task == task) / sum(r.task == task for r in rollouts)
+            for task in tasks}
 
 
 def rollout_lengths(rollouts: list[Rollout]) -> dict[str, dict[str, int | None]]:

@@ -10,8 +10,7 @@ from lerobot.configs.types import FeatureType, PolicyFeature
 from lerobot.envs.configs import EnvConfig
 
 from worldsim.envs.imagination import ImaginationConfig
-from worldsim.envs.lerobot import FEATURES, NAMESPACE, feature_shapes, make_lerobot_env
-from worldsim.envs.registration import IMAGINED_PREFIX
+from worldsim.envs.lerobot import FEATURES, feature_shapes, lerobot_env_id, make_lerobot_env
 from worldsim.envs.tasks import SUITES, get_task
 
 PACKAGE = "lerobot_env_worldsim"
@@ -67,10 +66,7 @@ class WorldsimEnv(EnvConfig):
 
     @property
     def gym_id(self) -> str:
-        return self.task_gym_id(self.tasks[0])
-
-    def task_gym_id(self, task: str) -> str:
-        return f"{NAMESPACE}/{IMAGINED_PREFIX if self.imagined else ''}{task}"
+        return lerobot_env_id(self.tasks[0], self.imagined)
 
     @property
     def gym_kwargs(self) -> dict[str, Any]:
@@ -93,7 +89,7 @@ class WorldsimEnv(EnvConfig):
         envs = {}
         for index, task in enumerate(self.tasks):
             def make(task: str = task) -> gym.Env:
-                return gym.make(self.task_gym_id(task), disable_env_checker=True, **self.gym_kwargs)
+                return gym.make(lerobot_env_id(task, self.imagined), disable_env_checker=True, **self.gym_kwargs)
 
             envs[index] = env_class([make] * n_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         return {str(group): envs}
