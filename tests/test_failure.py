@@ -29,8 +29,9 @@ FAST = {
 
 
 def synthetic_rollouts(tasks=("a", "b", "c"), per_task=40, seed=0, dim=8, successes=None):
-    """Successes end early with features around one point and tight action samples; failures
-    run to the time limit while their features drift away and their samples spread out. One in
+    """Successes end early with features around one point, tight action samples and a steady
+    foresight; failures run to the time limit while their features drift away, their samples
+    spread out and their imagined success fades. One in
     three rollouts fails, or all but ``successes`` per task."""
     rng = np.random.default_rng(seed)
     center, away = np.full(dim, 2.0), np.where(np.arange(dim) % 2 == 0, 1.0, -1.0)
@@ -48,7 +49,10 @@ def synthetic_rollouts(tasks=("a", "b", "c"), per_task=40, seed=0, dim=8, succes
             jump = growth * 0.4 * rng.normal(size=(length, 1, 1, 4))
             noise = (0.05 + 0.5 * growth) * rng.normal(size=(length, 6, 4, 4))
             samples = np.clip(plan[:, None, :, None] + jump + noise, -1, 1).astype(np.float32)
-            rollouts.append(Rollout(task, not failed, features, samples, len(rollouts)))
+            # the world model's foresight: imagined success stays likely for successes, fades for failures
+            level = np.linspace(0.7, 0.2 if failed else 0.8, length)[:, None]
+            foresight = np.clip(level + 0.1 * rng.normal(size=(length, 4)), 0, 1).astype(np.float32)
+            rollouts.append(Rollout(task, not failed, features, samples, len(rollouts), foresight))
     return rollouts
 
 
@@ -155,7 +159,7 @@ class StepCounter(Detector):
                 super().__init__(n)
                 self.t = np.zeros(n)
 
-            def step(self, features, action_samples, new_episode):
+            def step(self, inputs, new_episode):
                 self.t[new_episode] = 0
                 self.t += 1
                 return self.t[:, None].copy()
@@ -195,7 +199,7 @@ def test_offline_scores_equal_the_online_stream_with_staggered_episodes():
             live = [r for r in first]
             feats = np.stack([r.features[min(c, r.length - 1)] for r, c in zip(live, cursors, strict=True)])
             samples = np.stack([r.action_samples[min(c, r.length - 1)] for r, c in zip(live, cursors, strict=True)])
-            scores = stream.step(feats, samples, np.array([c == 0 for c in cursors]))
+            scores = stream.step({"features": feats, "action_samples": samples}, np.array([c == 0 for c in cursors]))
             for env in range(3):
                 if cursors[env] < first[env].length:
                     online[env].append(scores[env])

@@ -166,6 +166,28 @@ def test_detect_cli_writes_the_report_and_usable_detectors(labelled_file, tmp_pa
     assert loaded.thresholds is not None and loaded.thresholds[0].alpha == 0.4
 
 
+def test_detect_fits_on_other_rollouts_beside_the_real_split(labelled_file, tmp_path, capsys):
+    fit = tmp_path / "fit.h5"
+    with EpisodeReader(labelled_file) as reader, EpisodeWriter(fit, env_kwargs=reader.env_kwargs) as writer:
+        for info in reader.episode_info():
+            if info.task == "ReachCube-v0":
+                writer.add_episode(reader[info.index])
+    argv = ["detect", "--data", str(labelled_file), "--detectors", "knn,ace", "--seen-tasks", "ReachCube-v0",
+            "--unseen-tasks", "ReachZone-v0", "--alpha", "0.4", "--cp", "constant", "--seeds", "0", "--videos", "0"]
+    out = tmp_path / "detect"
+    assert main([*argv, "--fit-data", str(fit), "--out", str(out)]) == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    # recorded in physics: not "@imagined"; ACE learns nothing from rollouts, so it has no second row
+    assert set(results["detectors"]) == {"knn", "knn@fit-data", "ace"}
+    assert results["fit_rollouts"]["episodes"] == 16
+    assert "| knn@fit-data | unseen |" in (out / "table.md").read_text()
+    assert (out / "detectors" / "knn@fit-data" / "detector.json").is_file()
+    # fitting on an unseen task's rollouts would leak the test: refused before anything is fitted
+    assert main([*argv, "--fit-data", str(labelled_file), "--out", str(tmp_path / "leak")]) == 2
+    assert "holds ReachZone-v0, not a seen task (ReachCube-v0)" in capsys.readouterr().err
+    assert not (tmp_path / "leak").exists()
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

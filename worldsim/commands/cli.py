@@ -67,6 +67,8 @@ COMMANDS: dict[str, Command] = {
                        "Measure a world model's fidelity on held-out episodes."),
     "imagine": Command("world_model", "imagine",
                        "Imagine episodes from real starts, saved beside the recorded ones."),
+    "foresight": Command("failure", "foresight",
+                         "Add the world model's foresight to recorded rollouts, for the foresight detector."),
     "detect": Command("failure", "detect",
                       "Evaluate failure detectors on recorded rollouts (SAFE protocol)."),
     "coevolve": Command("pipelines", "coevolve", "Co-evolve a policy and a world model: RL in imagination, "

@@ -1,4 +1,4 @@
-"""Failure-detection command: ``worldsim detect``."""
+"""Failure-detection commands: ``worldsim foresight`` and ``worldsim detect``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from rich.console import Console
 
 from worldsim.failure.detect import DetectionConfig
+from worldsim.failure.foresight import ForesightRun
 
 
 def detect(config: DetectionConfig) -> None:
@@ -24,3 +25,24 @@ def detect(config: DetectionConfig) -> None:
                     "detectors/)")
     print(json.dumps({name: {split: round(v["roc_auc"]["mean"], 3) for split, v in r.summary().items()}
                       for name, r in results.items()}))
+
+
+def foresight(config: ForesightRun) -> None:
+    """Add the world model's foresight to recorded rollouts, for the foresight detector.
+
+    Every ``--every`` steps of each rollout the world model starts from the real frames seen so
+    far and imagines the policy's next ``--look-ahead`` steps (``pixels`` rung: nothing from the
+    simulator); its judge's success probability of each imagined step is the step's foresight,
+    stored in the file as the per-step output ``foresight`` (the file is replaced atomically)."""
+    import time
+
+    from worldsim.failure.foresight import Foresight, record_foresight
+    from worldsim.policies import load_policy
+    from worldsim.runtime.threads import use_torch_threads
+
+    use_torch_threads(config.torch_threads)
+    start = time.perf_counter()
+    look = Foresight(config.world_model, load_policy(config.policy), config.look)
+    record_foresight(config.data, look)
+    Console().print(f"foresight ({look.config.look_ahead} steps every {look.config.every}, {look.outcome} judging, "
+                    f"{look.rung.name} rung) -> {config.data} in {time.perf_counter() - start:.0f} s")

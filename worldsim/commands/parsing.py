@@ -55,7 +55,7 @@ REPEATED = frozenset({"task", "seen_tasks", "unseen_tasks"})
 """Task-list fields (typed ``tuple[str, ...]``): one task per flag, repeated. A single ``task``
 (train-rl, coevolve) stays one value."""
 
-FLAT = frozenset({"imagination"})
+FLAT = frozenset({"imagination", "look"})
 """Fields holding a nested config part whose flags keep the part's own field names."""
 MAX_FLAGS = 25
 """The most options a command's ``--help`` lists; the rest are a config file's."""

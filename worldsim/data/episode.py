@@ -49,9 +49,10 @@ VERSION = 1
 OBS_KEYS: tuple[str, ...] = ("image", "wrist_image", "proprio", "state")
 IMAGE_KEYS: tuple[str, ...] = ("image", "wrist_image")
 ACTION_DIM = 4
-POLICY_KEYS: tuple[str, ...] = ("features", "action_samples")
-POLICY_AXES = {"features": ("T", "D"), "action_samples": ("T", "S", "K", "A")}
-"""The axes of each policy output: steps, then feature width or (samples, chunk, action)."""
+POLICY_KEYS: tuple[str, ...] = ("features", "action_samples", "foresight")
+POLICY_AXES = {"features": ("T", "D"), "action_samples": ("T", "S", "K", "A"), "foresight": ("T", "H")}
+"""The axes of each policy output: steps, then feature width, (samples, chunk, action) or the
+world model's look-ahead horizon."""
 PROPRIO_DIM = 4
 STEP_ARRAYS: tuple[str, ...] = ("actions", "rewards", "terminated", "truncated", "dones")
 PER_OBSERVATION: tuple[str, ...] = (*OBS_KEYS, "success")
@@ -67,10 +68,11 @@ class Episode:
     ``obs`` maps keys of :data:`OBS_KEYS` to arrays of ``T + 1`` observations; ``actions``
     ``(T, 4)``, ``rewards``, ``terminated`` and ``truncated`` ``(T,)``; ``success`` ``(T + 1,)``
     holds the per-observation success flags. ``policy_outputs`` (optional) maps keys of
-    :data:`POLICY_KEYS` to what the policy computed at observations ``0 .. T-1``: ``features``
-    ``(T, D)`` and ``action_samples`` ``(T, S, K, A)``. Construction converts dtypes (float32,
-    bool) and raises ``ValueError`` naming the field for wrong shapes, non-finite numbers,
-    unknown keys, or an episode that continues after it ended.
+    :data:`POLICY_KEYS` to what was computed at observations ``0 .. T-1``: by the policy,
+    ``features`` ``(T, D)`` and ``action_samples`` ``(T, S, K, A)``; by a world model looking
+    ahead under it, ``foresight`` ``(T, H)`` (:mod:`~worldsim.failure.foresight`).
+    Construction converts dtypes (float32, bool) and raises ``ValueError`` naming the field for
+    wrong shapes, non-finite numbers, unknown keys, or an episode that continues after it ended.
     """
 
     obs: dict[str, np.ndarray]

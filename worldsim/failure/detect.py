@@ -8,7 +8,10 @@ verdict, :mod:`~worldsim.failure.verdict`), ``table.md``, ``roc.png``, ``sweep.p
 (each detector fitted and calibrated on the first seed, ready for
 :class:`~worldsim.failure.DetectorWrapper`). On rollouts of several tasks the task prior
 (:mod:`~worldsim.failure.task_prior`, a rollout scored by its task's failure rate) is run beside
-the detectors as the trivial figure each must beat (``task_prior`` in ``results.json``).
+the detectors as the trivial figure each must beat (``task_prior`` in ``results.json``). With
+``--fit-data`` (rollouts of the seen tasks recorded elsewhere, e.g. imagined by a world model),
+each detector that learns is also fitted on those instead of a seed's training split and
+calibrated and tested on the real split like the rest: rows ``<detector>@imagined``.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from worldsim.data.reader import EpisodeReader
+from worldsim.envs.registration import IMAGINED_PREFIX
 from worldsim.envs.tasks import get_suite, get_task
-from worldsim.failure.detectors import DETECTORS
+from worldsim.failure.detectors import DETECTORS, make_detector
 from worldsim.failure.protocol import (
     DEFAULT_SWEEP,
     DetectorResult,
@@ -62,7 +66,12 @@ class DetectionConfig:
     data: Path
     """Episode file from `worldsim collect --record-features`."""
     detectors: str = ALL
-    """Comma-separated detector names."""
+    """Comma-separated detector names (default: every detector whose inputs the rollouts hold)."""
+    fit_data: Path | None = None
+    """Also fit every detector on these rollouts of the seen tasks (e.g. collected in imagination,
+    ``worldsim collect --world-model``), calibrated and tested on --data's like the rest: rows
+    ``<detector>@imagined`` (``@fit-data`` for rollouts recorded in physics) beside each that
+    learns from rollouts."""
     seen_tasks: tuple[str, ...] = ()
     """Task trained and calibrated on (repeat the flag; default: every task of --data not unseen)."""
     unseen_tasks: tuple[str, ...] = ()
@@ -115,7 +124,16 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     ``table.md`` and one line on stderr, while the others run."""
     names = parse_detectors(config.detectors)
     rollouts = load_rollouts(config.data)
+    fit = load_rollouts(config.fit_data) if config.fit_data is not None else None
+    everything = config.detectors == ALL  # by default, the detectors these rollouts can feed
+    if everything:
+        names = [n for n in names if readable(n, rollouts)]
     protocol = config.protocol(sorted({r.task for r in rollouts}))
+    if fit is not None:
+        outside = sorted({r.task for r in fit} - set(protocol.seen_tasks))
+        if outside:
+            raise ValueError(f"--fit-data {config.fit_data} holds {', '.join(outside)}, not a seen task "
+                             f"({', '.join(protocol.seen_tasks)}): a detector fitted on them would have seen the test")
     if config.videos:
         with EpisodeReader(config.data) as reader:
             if "image" not in reader.obs_keys:
@@ -132,9 +150,15 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     results: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
     start = time.perf_counter()
-    for name in tqdm(names, desc="detectors", unit="detector"):
+    arms: list[tuple[str, list[Rollout] | None]] = [(name, None) for name in names]
+    if fit is not None and config.fit_data is not None:
+        label = fit_label(config.fit_data)
+        arms = [arm for name in names for arm in ((name, None), (f"{name}@{label}", fit))
+                if arm[1] is None or (make_detector(name).learns and (not everything or readable(name, fit)))]
+    for name, fitted_on in tqdm(arms, desc="detectors", unit="detector"):
         try:
-            result = evaluate_detector(name, rollouts, protocol)
+            result = evaluate_detector(name.split("@")[0], rollouts, protocol, fit=fitted_on)
+            result.name = name
         except ValueError as err:  # this detector cannot be fitted or calibrated on these rollouts
             skipped[name] = " ".join(str(err).split())
             tqdm.write(f"skipped {name}: {skipped[name]}", file=sys.stderr)  # one line, above the bar
@@ -150,6 +174,8 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     baselines = {TASK_PRIOR: prior} if prior else {}
     write_json(config.out / "results.json", {
         "rollouts": str(config.data), "protocol": to_jsonable(protocol),
+        "fit_rollouts": None if fit is None else {"path": str(config.fit_data), "episodes": len(fit),
+                                                  "failures": sum(not r.success for r in fit)},
         "calibration": {"requested": requested, "used": {"cp": protocol.cp, "alpha": protocol.alpha},
                         "reason": changed}, "episodes": len(rollouts),
         "failures": failures, "failure_rates": failure_rates(rollouts), "lengths": rollout_lengths(rollouts),
@@ -166,6 +192,19 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
         for name in sorted(results, key=lambda n: -_seen_auc(results[n]))[:2]:
             annotated_videos(results[name], config.data, config.out / "videos", config.videos)
     return results
+
+
+def readable(name: str, rollouts: list[Rollout]) -> bool:
+    """Whether ``rollouts`` hold every input detector ``name`` reads."""
+    return bool(rollouts) and all(getattr(rollouts[0], key) is not None for key in make_detector(name).needs)
+
+
+def fit_label(path: Path) -> str:
+    """``imagined`` for rollouts recorded in a world model, else ``fit-data``: the suffix of the
+    rows of detectors fitted on them."""
+    with EpisodeReader(path) as reader:
+        imagined = all(info.env_id.startswith(f"worldsim/{IMAGINED_PREFIX}") for info in reader.episode_info())
+    return "imagined" if imagined else "fit-data"
 
 
 def failure_rates(rollouts: list[Rollout]) -> dict[str, float]:

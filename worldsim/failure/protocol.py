@@ -301,14 +301,23 @@ def evaluate_detector(
     config: ProtocolConfig,
     detector_config: dict[str, Any] | None = None,
     build: Callable[[], Detector] | None = None,
+    fit: Sequence[Rollout] | None = None,
 ) -> DetectorResult:
     """Fit, calibrate and test detector ``name`` on every seed of the protocol (a fresh one from
-    ``build`` per seed where given, e.g. the task prior, which is not in the registry)."""
+    ``build`` per seed where given, e.g. the task prior, which is not in the registry). ``fit``:
+    fit every seed's detector on these rollouts instead of the seed's training split (rollouts
+    collected in imagination, say); calibration and test stay the seed's real ones. They must be
+    of seen tasks only (``ValueError`` otherwise: fitting on an unseen task leaks it)."""
     missing = sorted(set(config.seen_tasks + config.unseen_tasks) - {r.task for r in rollouts})
     if missing:
         raise ValueError(
             f"no rollouts of task(s) {missing}; the rollouts hold {sorted({r.task for r in rollouts})}"
         )
+    if fit is not None:
+        outside = sorted({r.task for r in fit} - set(config.seen_tasks))
+        if outside or not fit:
+            raise ValueError(f"the fit rollouts must be of seen tasks ({', '.join(config.seen_tasks)}); they hold "
+                             f"{', '.join(outside) if outside else 'none'}")
     lengths = shortest_success_lengths(rollouts)
     medians = median_success_lengths(rollouts)
     episode = {id(r): i for i, r in enumerate(rollouts)}
@@ -317,7 +326,7 @@ def evaluate_detector(
         train, calibration, test = split_rollouts(rollouts, config, seed)
         detector = build() if build is not None else make_detector(name, **(detector_config or {}))
         start = time.perf_counter()
-        detector.fit(train, seed=seed)
+        detector.fit(train if fit is None else fit, seed=seed)
         fit_seconds = time.perf_counter() - start
         calibration_curves = detector.score_rollouts(calibration)
         detector.calibrate(calibration, config.alpha, config.cp, seed=seed)

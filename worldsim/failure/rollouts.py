@@ -16,9 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from worldsim.data.episode import POLICY_KEYS
 from worldsim.data.reader import EpisodeReader
 
-RECORDED_KEYS: tuple[str, ...] = ("features", "action_samples")
+RECORDED_KEYS: tuple[str, ...] = POLICY_KEYS
+HOW_TO_RECORD = {
+    "features": "collect the rollouts with `worldsim collect --policy <checkpoint> --record-features`",
+    "action_samples": "collect the rollouts with `worldsim collect --policy <checkpoint> --record-features`",
+    "foresight": "add it with `worldsim foresight --data <rollouts> --world-model <run> --policy <checkpoint>`",
+}
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class Rollout:
         features: ``(T, D)`` float32, or ``None`` when the file holds none.
         action_samples: ``(T, S, K, A)`` float32, or ``None`` when the file holds none.
         index: the episode's index in its file (to fetch its frames for videos).
+        foresight: ``(T, H)`` float32, the world model's look-ahead at each step
+            (:mod:`~worldsim.failure.foresight`), or ``None`` when the file holds none.
     """
 
     task: str
@@ -38,23 +46,21 @@ class Rollout:
     features: np.ndarray | None
     action_samples: np.ndarray | None
     index: int = 0
+    foresight: np.ndarray | None = None
 
     @property
     def length(self) -> int:
         """``T``, the number of steps the policy acted."""
-        for array in (self.features, self.action_samples):
+        for array in (self.features, self.action_samples, self.foresight):
             if array is not None:
                 return len(array)
-        raise ValueError(f"rollout {self.index} ({self.task}) holds neither features nor action samples")
+        raise ValueError(f"rollout {self.index} ({self.task}) holds no recorded features, action samples or foresight")
 
     def recorded(self, key: str) -> np.ndarray:
-        """``features`` or ``action_samples``; ``ValueError`` saying how to record them if absent."""
+        """A recorded key (:data:`RECORDED_KEYS`); ``ValueError`` saying how to record it if absent."""
         value = getattr(self, key)
         if value is None:
-            raise ValueError(
-                f"rollout {self.index} ({self.task}) has no recorded {key!r}; collect the rollouts "
-                f"with `worldsim collect --policy <checkpoint> --record-features`"
-            )
+            raise ValueError(f"rollout {self.index} ({self.task}) has no recorded {key!r}; {HOW_TO_RECORD[key]}")
         return value
 
 
@@ -79,9 +85,8 @@ def load_rollouts(path: str | Path, tasks: Sequence[str] | None = None) -> list[
                 continue
             arrays = {k: reader.load(info.index, k).astype(np.float32) for k in keys}
             rollouts.append(
-                Rollout(
-                    info.task, info.success, arrays.get("features"), arrays.get("action_samples"), info.index
-                )
+                Rollout(info.task, info.success, arrays.get("features"), arrays.get("action_samples"), info.index,
+                        arrays.get("foresight"))
             )
     return rollouts
 

@@ -10,6 +10,9 @@ and adds to ``info``:
 - ``failure_alarm`` ``(N,)`` bool: whether the alarm has fired in the current episode so far
   (it stays raised until the episode ends; a new episode starts with it lowered).
 
+The ``foresight`` detector also needs the world model looking ahead (``foresight=``): its cost
+per step, the look-aheads' share included, is in :attr:`DetectorWrapper.overhead_ms`.
+
 Episode starts are read from ``info["episode_step"] == 0``, so every autoreset mode works. The
 wrapper does not choose actions: the policy acting (e.g. through a
 :class:`~worldsim.policies.runner.ChunkQueue`) is the caller's, and may be the same object.
@@ -27,6 +30,7 @@ import numpy as np
 import torch
 
 from worldsim.failure.detectors import Detector
+from worldsim.failure.foresight import Foresight
 from worldsim.policies.base import Policy
 from worldsim.runtime.validation import check_int
 
@@ -39,10 +43,17 @@ class DetectorWrapper(gym.vector.VectorWrapper):
         policy: the policy whose features / samples the detector reads.
         detector: a fitted and calibrated detector (see :func:`~worldsim.failure.load_detector`).
         num_samples: chunks sampled per step for sampling-based detectors (as recorded).
+        foresight: the world model looking ahead for the ``foresight`` detector
+            (:class:`~worldsim.failure.foresight.Foresight`, with the same settings as recorded).
     """
 
-    def __init__(self, env: gym.vector.VectorEnv, policy: Policy, detector: Detector, num_samples: int = 8) -> None:
+    def __init__(self, env: gym.vector.VectorEnv, policy: Policy, detector: Detector, num_samples: int = 8,
+                 foresight: Foresight | None = None) -> None:
         super().__init__(env)
+        if ("foresight" in detector.needs) != (foresight is not None):
+            raise ValueError(f"detector {detector.name!r} reads {', '.join(detector.needs)}: pass foresight="
+                             "Foresight(world_model, policy) exactly when it reads 'foresight'")
+        self.foresight = foresight
         if not detector.fitted or detector.thresholds is None:
             raise ValueError(
                 f"detector {detector.name!r} must be fitted and calibrated before online use "
@@ -74,20 +85,17 @@ class DetectorWrapper(gym.vector.VectorWrapper):
         steps = np.asarray(info["episode_step"])
         new_episode = steps == 0
         start = time.perf_counter()
+        inputs: dict[str, np.ndarray] = {}
         with torch.no_grad():
             batch = self.policy.preprocess(obs)
-            features = (
-                self.policy.features(batch).cpu().numpy().astype(np.float32)
-                if "features" in self.detector.needs
-                else None
-            )
-            samples = (
-                self.policy.sample(batch, self.num_samples).cpu().numpy().astype(np.float32)
-                if "action_samples" in self.detector.needs
-                else None
-            )
+            if "features" in self.detector.needs:
+                inputs["features"] = self.policy.features(batch).cpu().numpy().astype(np.float32)
+            if "action_samples" in self.detector.needs:
+                inputs["action_samples"] = self.policy.sample(batch, self.num_samples).cpu().numpy().astype(np.float32)
         middle = time.perf_counter()
-        scores = self._stream.step(features, samples, new_episode)
+        if self.foresight is not None:
+            inputs["foresight"] = self.foresight.observe(obs, steps)
+        scores = self._stream.step(inputs, new_episode)
         margins = self.detector.margins(scores, steps=steps)
         self._alarm[new_episode] = False
         self._alarm |= margins > 0

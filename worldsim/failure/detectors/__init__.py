@@ -5,6 +5,7 @@ name               reads                        score
 =================  ==========================  ======================================
 safe-mlp           features (+ failures)        running sum of MLP failure probabilities
 safe-lstm          features (+ failures)        LSTM failure probability
+foresight          foresight (+ failures)       running sum of MLP failure probabilities
 fiper              features, action samples     RND AND action-chunk entropy (windowed)
 rnd                features                     RND prediction error (windowed)
 ace                action samples               action-chunk entropy (windowed)
@@ -31,11 +32,12 @@ from worldsim.failure.detectors.baselines import (
     NoConfig,
 )
 from worldsim.failure.detectors.fiper import Fiper, FiperConfig
-from worldsim.failure.detectors.safe import SafeConfig, SafeLSTM, SafeMLP
+from worldsim.failure.detectors.safe import ForesightMLP, SafeConfig, SafeLSTM, SafeMLP
 
 DETECTORS: dict[str, tuple[type[Detector], type, dict[str, Any]]] = {
     "safe-mlp": (SafeMLP, SafeConfig, {}),
     "safe-lstm": (SafeLSTM, SafeConfig, {}),
+    "foresight": (ForesightMLP, SafeConfig, {}),
     "fiper": (Fiper, FiperConfig, {"parts": ("rnd", "ace")}),
     "rnd": (Fiper, FiperConfig, {"parts": ("rnd",)}),
     "ace": (Fiper, FiperConfig, {"parts": ("ace",)}),

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,13 +51,12 @@ class DetectorStream(ABC):
         self.num_envs = num_envs
 
     @abstractmethod
-    def step(
-        self, features: np.ndarray | None, action_samples: np.ndarray | None, new_episode: np.ndarray
-    ) -> np.ndarray:
-        """Scores ``(num_envs, C)`` for the current step. ``features`` ``(B, D)`` and
-        ``action_samples`` ``(B, S, K, A)`` are what the policy computed on the current
-        observations (``None`` where the detector does not read them); ``new_episode`` ``(B,)``
-        marks envs whose episode starts at this observation (their state is cleared first)."""
+    def step(self, inputs: Mapping[str, np.ndarray], new_episode: np.ndarray) -> np.ndarray:
+        """Scores ``(num_envs, C)`` for the current step. ``inputs`` maps each key the detector
+        :attr:`~Detector.needs` to what was computed on the current observations: ``features``
+        ``(B, D)`` and ``action_samples`` ``(B, S, K, A)`` by the policy, ``foresight`` ``(B, H)``
+        by the world model (:mod:`~worldsim.failure.foresight`); ``new_episode`` ``(B,)`` marks
+        envs whose episode starts at this observation (their state is cleared first)."""
 
 
 class Detector(ABC):
@@ -65,12 +64,15 @@ class Detector(ABC):
 
     Attributes:
         name: the registry name (``make_detector(name)``).
-        needs: recorded keys read: ``"features"`` and/or ``"action_samples"``.
+        needs: recorded keys read (:data:`~worldsim.failure.rollouts.RECORDED_KEYS`): ``"features"``,
+            ``"action_samples"`` or ``"foresight"``.
         components: names of the score curves (one threshold each).
         uses_failures: whether :meth:`fit` needs failed rollouts (supervised, like SAFE).
         joint_calibration: with several components, calibrate their thresholds jointly (one
             shared band width, :func:`~worldsim.failure.conformal.joint_functional_thresholds`)
             instead of each at ``alpha``.
+        learns: whether :meth:`fit` learns anything from the rollouts (False: the score reads
+            its inputs directly, so fitting it on other rollouts changes nothing).
     """
 
     # Set per class, except by detectors whose config picks them (FIPER's parts).
@@ -79,6 +81,7 @@ class Detector(ABC):
     components: tuple[str, ...] = ("score",)
     uses_failures: ClassVar[bool] = False
     joint_calibration: bool = False
+    learns: bool = True
 
     def __init__(self, config: Any) -> None:
         self.config = config
@@ -143,11 +146,8 @@ class Detector(ABC):
             stream = self.stream(len(batch))
             scores = np.zeros((len(batch), horizon, len(self.components)))
             for t in range(horizon):
-                scores[:, t] = stream.step(
-                    inputs["features"][:, t] if "features" in inputs else None,
-                    inputs["action_samples"][:, t] if "action_samples" in inputs else None,
-                    np.full(len(batch), t == 0),
-                )
+                scores[:, t] = stream.step({key: value[:, t] for key, value in inputs.items()},
+                                           np.full(len(batch), t == 0))
             out += [scores[i, : r.length] for i, r in enumerate(batch)]
         return out
 
@@ -266,12 +266,12 @@ def load_detector(path: str | Path) -> Detector:
     return detector
 
 
-def required(array: np.ndarray | None, what: str) -> np.ndarray:
-    """``array``, or a ``ValueError`` naming the missing input (``check_rollouts`` says it
+def required(inputs: Mapping[str, np.ndarray], key: str) -> np.ndarray:
+    """``inputs[key]``, or a ``ValueError`` naming the missing input (``check_rollouts`` says it
     earlier for recorded rollouts; an online stream learns it here)."""
-    if array is None:
-        raise ValueError(f"this detector reads {what}, and none were given")
-    return array
+    if inputs.get(key) is None:
+        raise ValueError(f"this detector reads {key!r}, and none were given")
+    return inputs[key]
 
 
 def _pad(arrays: Sequence[np.ndarray]) -> np.ndarray:
@@ -292,11 +292,9 @@ class RunningMean(DetectorStream):
         self.total = np.zeros(num_envs)
         self.count = np.zeros(num_envs)
 
-    def step(
-        self, features: np.ndarray | None, action_samples: np.ndarray | None, new_episode: np.ndarray
-    ) -> np.ndarray:
+    def step(self, inputs: Mapping[str, np.ndarray], new_episode: np.ndarray) -> np.ndarray:
         self.total[new_episode] = 0.0
         self.count[new_episode] = 0.0
-        self.total += self.per_step(features, action_samples, new_episode)
+        self.total += self.per_step(*(required(inputs, key) for key in self.needs), new_episode)
         self.count += 1
         return (self.total / self.count)[:, None]

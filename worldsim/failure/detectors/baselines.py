@@ -44,7 +44,7 @@ class CosineKNN(Detector):
             x = x[rng.choice(len(x), self.config.max_reference, replace=False)]
         self.reference = x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-8)
 
-    def per_step(self, features: np.ndarray, action_samples: None, new_episode: np.ndarray) -> np.ndarray:
+    def per_step(self, features: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
         unit = features / np.linalg.norm(features, axis=1, keepdims=True).clip(1e-8)
         distance = 1.0 - unit @ self.reference.T
         k = min(self.config.k, distance.shape[1])
@@ -77,7 +77,7 @@ class Mahalanobis(Detector):
         estimate = LedoitWolf().fit(x)
         self.center, self.precision = estimate.location_, estimate.precision_
 
-    def per_step(self, features: np.ndarray, action_samples: None, new_episode: np.ndarray) -> np.ndarray:
+    def per_step(self, features: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
         d = features - self.center
         return np.sqrt(np.maximum(np.einsum("bi,ij,bj->b", d, self.precision, d), 0.0))
 
@@ -97,12 +97,13 @@ class ActionVariance(Detector):
 
     name = "action-variance"
     needs = ("action_samples",)
+    learns = False
 
     def _fit(self, rollouts: Sequence[Rollout], rng: np.random.Generator) -> None:
         """Nothing to learn: the score reads the samples directly."""
 
     @staticmethod
-    def per_step(features: None, action_samples: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
+    def per_step(action_samples: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
         return action_samples.var(axis=1).mean(axis=(1, 2))
 
     def stream(self, num_envs: int) -> DetectorStream:
@@ -156,7 +157,7 @@ class _STACStream(RunningMean):
         self.detector = detector
         self.previous: np.ndarray | None = None
 
-    def _mmd(self, features: None, action_samples: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
+    def _mmd(self, action_samples: np.ndarray, new_episode: np.ndarray) -> np.ndarray:
         b, s = action_samples.shape[:2]
         now = action_samples[:, :, :-1].reshape(b, s, -1)
         score = np.zeros(b)

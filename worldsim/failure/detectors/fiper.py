@@ -20,7 +20,7 @@ instead of very loosely.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,6 +97,7 @@ class Fiper(Detector):
             config.parts
         ]
         self.components = config.parts
+        self.learns = "rnd" in config.parts  # ACE reads the sampled chunks as they are
         self.joint_calibration = config.joint
         self.needs = tuple(
             k for p, k in (("rnd", "features"), ("ace", "action_samples")) if p in config.parts
@@ -120,7 +121,7 @@ class Fiper(Detector):
     def _fit(self, rollouts: Sequence[Rollout], rng: np.random.Generator) -> None:
         if "rnd" not in self.config.parts:
             return
-        x = np.concatenate([required(r.features, "the policy's features") for r in rollouts if r.success])
+        x = np.concatenate([r.recorded("features") for r in rollouts if r.success])
         self.mean, self.std = x.mean(0), x.std(0) + 1e-6
         inputs = torch.from_numpy((x - self.mean) / self.std).float()
         with torch.random.fork_rng(devices=[]):
@@ -135,10 +136,10 @@ class Fiper(Detector):
                     loss.backward()
                     optimizer.step()
 
-    def rnd_error(self, features: np.ndarray | None) -> np.ndarray:
+    def rnd_error(self, features: np.ndarray) -> np.ndarray:
         """Per-step RND prediction error ``(B,)`` of features ``(B, D)``."""
         target, predictor = self._rnd()
-        x = torch.from_numpy(((required(features, "the policy's features") - self.mean) / self.std).astype(np.float32))
+        x = torch.from_numpy(((features - self.mean) / self.std).astype(np.float32))
         with torch.no_grad():
             return (predictor(x) - target(x)).norm(dim=1).numpy().astype(np.float64)
 
@@ -176,14 +177,12 @@ class _WindowStream(DetectorStream):
         self.history = np.zeros((num_envs, len(detector.components), detector.config.window))
         self.cursor = 0
 
-    def step(
-        self, features: np.ndarray | None, action_samples: np.ndarray | None, new_episode: np.ndarray
-    ) -> np.ndarray:
+    def step(self, inputs: Mapping[str, np.ndarray], new_episode: np.ndarray) -> np.ndarray:
         self.history[new_episode] = 0.0
         per_step = [
-            self.detector.rnd_error(features)
+            self.detector.rnd_error(required(inputs, "features"))
             if part == "rnd"
-            else chunk_entropy(required(action_samples, "sampled action chunks"), self.detector.config.bins)
+            else chunk_entropy(required(inputs, "action_samples"), self.detector.config.bins)
             for part in self.detector.components
         ]
         self.history[:, :, self.cursor] = np.stack(per_step, axis=1)

@@ -9,12 +9,15 @@ class weighted by its inverse frequency and L2 regularisation (Adam's weight dec
   successes, normalised by ``t + 1`` so every step weighs the same.
 - ``safe-lstm``: a 1-layer LSTM, a linear layer and a sigmoid; the score is its output ``p_t``,
   trained with per-step binary cross-entropy, failure as the positive class.
+
+``foresight`` is SAFE-MLP on another input: the world model's foresight vector of each step
+(:mod:`~worldsim.failure.foresight`), what it imagines the policy's next steps to achieve.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +67,7 @@ class _SafeDetector(Detector):
         """Per-rollout losses ``(N,)`` from per-step outputs ``p`` and the step ``mask`` ``(N, T)``."""
 
     def _fit(self, rollouts: Sequence[Rollout], rng: np.random.Generator) -> None:
-        features = [required(r.features, "the policy's features") for r in rollouts]
+        features = [r.recorded(self.needs[0]) for r in rollouts]
         stacked = np.concatenate(features)
         self.mean, self.std = stacked.mean(0), stacked.std(0) + 1e-6
         x = torch.from_numpy((_pad(features) - self.mean) / self.std).float()
@@ -109,8 +112,11 @@ class _SafeDetector(Detector):
         )
         self.net.eval()
 
-    def _standardise(self, features: np.ndarray | None) -> torch.Tensor:
-        x = required(features, "the policy's features")
+    def _standardise(self, inputs: Mapping[str, np.ndarray]) -> torch.Tensor:
+        x = required(inputs, self.needs[0])
+        if x.shape[-1] != len(self.mean):
+            raise ValueError(f"{self.name} was fitted on {self.needs[0]!r} of width {len(self.mean)}; got "
+                             f"{x.shape[-1]}: compute them as for the fit rollouts")
         return torch.from_numpy(((x - self.mean) / self.std).astype(np.float32))
 
 
@@ -136,18 +142,24 @@ class SafeMLP(_SafeDetector):
         return _RunningSum(self, num_envs)
 
 
+class ForesightMLP(SafeMLP):
+    """SAFE-MLP's model and score on the world model's foresight (:mod:`~worldsim.failure.foresight`):
+    the imagined success probabilities of the policy's next steps, instead of the policy's features."""
+
+    name = "foresight"
+    needs = ("foresight",)
+
+
 class _RunningSum(DetectorStream):
     def __init__(self, detector: SafeMLP, num_envs: int) -> None:
         super().__init__(num_envs)
         self.detector = detector
         self.total = np.zeros(num_envs)
 
-    def step(
-        self, features: np.ndarray | None, action_samples: np.ndarray | None, new_episode: np.ndarray
-    ) -> np.ndarray:
+    def step(self, inputs: Mapping[str, np.ndarray], new_episode: np.ndarray) -> np.ndarray:
         self.total[new_episode] = 0.0
         with torch.no_grad():
-            self.total += self.detector._per_step(self.detector._standardise(features)).numpy()
+            self.total += self.detector._per_step(self.detector._standardise(inputs)).numpy()
         return self.total[:, None].copy()
 
 
@@ -194,11 +206,9 @@ class _LSTMStream(DetectorStream):
         shape = (1, num_envs, detector.config.hidden_dim)
         self.state = (torch.zeros(shape), torch.zeros(shape))
 
-    def step(
-        self, features: np.ndarray | None, action_samples: np.ndarray | None, new_episode: np.ndarray
-    ) -> np.ndarray:
+    def step(self, inputs: Mapping[str, np.ndarray], new_episode: np.ndarray) -> np.ndarray:
         keep = torch.from_numpy(~np.asarray(new_episode, bool)).float()[None, :, None]
         state = (self.state[0] * keep, self.state[1] * keep)
         with torch.no_grad():
-            p, self.state = self.detector.net(self.detector._standardise(features)[:, None], state)
+            p, self.state = self.detector.net(self.detector._standardise(inputs)[:, None], state)
         return p.numpy().reshape(-1, 1).astype(np.float64)
