@@ -126,7 +126,9 @@ REQUIRED = {"collect": ["--out", "x.h5"], "dataset-info": ["{data}"], "export": 
             "imagined-vs-real": ["--policy", "p", "--world-model", "wm", "--keyframes", "k.h5"],
             "eval-wm": ["--world-model", "wm", "--data", "{data}"],
             "imagine": ["--world-model", "wm", "--data", "{data}"],
-            "coevolve": ["--base-policy", "p", "--task", "PushCube-v0"]}
+            "coevolve": ["--base-policy", "p", "--task", "PushCube-v0"],
+            "foresight": ["--data", "{data}", "--world-model", "wm", "--policy", "p"],
+            "record-features": ["--data", "{data}", "--policy", "p", "--out", "x.h5"]}
 """What each command's command line must give (``{data}``: an existing file)."""
 
 

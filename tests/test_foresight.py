@@ -123,3 +123,24 @@ def test_the_wrapper_takes_foresight_exactly_when_the_detector_reads_it(looking,
         _, _, _, _, info = wrapped.step(np.zeros((2, 4), np.float32))
     assert info["failure_score"].shape == (2,) and np.isfinite(info["failure_score"]).all()
     assert wrapped.overhead_ms["detector"] > 0
+
+
+def test_record_features_gives_the_policy_outputs_on_episodes_it_did_not_act_in(looking, push_episodes, tmp_path):
+    from worldsim.failure.rollouts import record_policy_outputs
+
+    _, policy = looking
+    out = tmp_path / "demos_features.h5"
+    assert record_policy_outputs(push_episodes, policy, out, ["PushCube-v0"], num_samples=3, progress=False) == 4
+    rollouts = load_rollouts(out)
+    with EpisodeReader(push_episodes) as reader:
+        images, proprio = reader.load(0, "image"), reader.load(0, "proprio")
+    first = rollouts[0]
+    assert first.features.shape == (len(images) - 1, 16) and first.action_samples.shape[:2] == (len(images) - 1, 3)
+    with torch.no_grad():  # the features of the recorded frames, step by step
+        expected = policy.features(policy.preprocess({"image": images[:2], "proprio": proprio[:2],
+                                                      "instruction": (PUSH, PUSH)})).numpy()
+    np.testing.assert_allclose(first.features[:2], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="already exists; pass --overwrite"):
+        record_policy_outputs(push_episodes, policy, out, progress=False)
+    with pytest.raises(ValueError, match="holds no episodes of StackCube-v0"):
+        record_policy_outputs(push_episodes, policy, tmp_path / "x.h5", ["StackCube-v0"], progress=False)

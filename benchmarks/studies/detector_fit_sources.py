@@ -9,9 +9,10 @@ protocol (``worldsim.failure.protocol``), as ``worldsim detect --fit-data`` does
   (``worldsim collect --world-model ... --record-features``);
 - ``expert-frames``: no rollout of the policy at all: its features and sampled chunks on the
   frames of ``--demo-episodes`` expert demonstrations per seen task (the episodes the world model
-  learned from and starts at), labelled by the demonstrations' own outcomes. What a detector
-  fitted on imagined rollouts must beat to show that the imagining, not the real frames it
-  starts from, carries it.
+  learned from and starts at; ``worldsim record-features``, kept beside ``--demos``), labelled by
+  the demonstrations' own outcomes. What a detector fitted on imagined rollouts must beat to show
+  that the imagining, not the real frames it starts from, carries it. ``expert-frames-all``: every
+  demonstration of the seen tasks.
 
     python benchmarks/studies/detector_fit_sources.py --fit imagined=runs/bench_fd/imagined.h5 \\
         imagined-90=runs/fd_study/imagined90.h5
@@ -27,19 +28,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-import torch
 import tyro
 from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import STUDY_RESULTS, report  # noqa: E402
 
-from worldsim.data.reader import EpisodeReader  # noqa: E402
 from worldsim.envs.tasks import get_suite  # noqa: E402
 from worldsim.failure.protocol import ProtocolConfig, evaluate_detector  # noqa: E402
-from worldsim.failure.rollouts import Rollout, load_rollouts  # noqa: E402
-from worldsim.policies import Policy, load_policy  # noqa: E402
+from worldsim.failure.rollouts import Rollout, load_rollouts, record_policy_outputs  # noqa: E402
+from worldsim.policies import load_policy  # noqa: E402
 from worldsim.runtime.threads import use_torch_threads  # noqa: E402
 
 
@@ -63,23 +61,14 @@ class Args:
     """The result file's name."""
 
 
-@torch.no_grad()
-def expert_frames(policy: Policy, demos: Path, tasks: tuple[str, ...], per_task: int, num_samples: int
-                  ) -> list[Rollout]:
-    """The policy's features and sampled chunks on the first ``per_task`` demonstrations of each task."""
-    torch.manual_seed(0)
-    out: list[Rollout] = []
-    with EpisodeReader(demos) as reader:
-        for task in tasks:
-            for info in [i for i in reader.episode_info() if i.task == task][:per_task]:
-                steps = len(reader.load(info.index, "actions"))
-                obs = {"image": reader.load(info.index, "image")[:steps],
-                       "proprio": reader.load(info.index, "proprio")[:steps],
-                       "instruction": (info.instruction,) * steps}
-                batch = policy.preprocess(obs)
-                out.append(Rollout(task, info.success, policy.features(batch).numpy().astype(np.float32),
-                                   policy.sample(batch, num_samples).numpy().astype(np.float32), info.index))
-    return out
+def first_per_task(rollouts: list[Rollout], count: int) -> list[Rollout]:
+    """The first ``count`` rollouts of each task."""
+    kept: dict[str, list[Rollout]] = {}
+    for r in rollouts:
+        kept.setdefault(r.task, [])
+        if len(kept[r.task]) < count:
+            kept[r.task].append(r)
+    return [r for group in kept.values() for r in group]
 
 
 def main(args: Args) -> None:
@@ -94,7 +83,12 @@ def main(args: Args) -> None:
         if not path:
             raise SystemExit(f"--fit {spec!r}: give LABEL=FILE")
         sources[label] = load_rollouts(path)
-    sources["expert-frames"] = expert_frames(policy, args.demos, suite.seen, args.demo_episodes, args.num_samples)
+    recorded = args.demos.with_name(f"{args.demos.stem}_features.h5")  # worldsim record-features
+    if not recorded.exists():
+        record_policy_outputs(args.demos, policy, recorded, suite.seen, args.num_samples)
+    demonstrations = load_rollouts(recorded)
+    sources["expert-frames"] = first_per_task(demonstrations, args.demo_episodes)
+    sources["expert-frames-all"] = demonstrations
     console = Console(stderr=True)
     metrics: dict[str, dict] = {"sources": {}}
     for label, fit in sources.items():

@@ -67,6 +67,9 @@ COMMANDS: dict[str, Command] = {
                        "Measure a world model's fidelity on held-out episodes."),
     "imagine": Command("world_model", "imagine",
                        "Imagine episodes from real starts, saved beside the recorded ones."),
+    "record-features": Command("failure", "record_features",
+                               "Record a policy's features and sampled chunks on recorded episodes, to fit "
+                               "detectors without its rollouts."),
     "foresight": Command("failure", "foresight",
                          "Add the world model's foresight to recorded rollouts, for the foresight detector."),
     "detect": Command("failure", "detect",

@@ -1,4 +1,4 @@
-"""Failure-detection commands: ``worldsim foresight`` and ``worldsim detect``."""
+"""Failure-detection commands: ``worldsim record-features``, ``worldsim foresight`` and ``worldsim detect``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from rich.console import Console
 
 from worldsim.failure.detect import DetectionConfig
 from worldsim.failure.foresight import ForesightRun
+from worldsim.failure.rollouts import RecordFeaturesRun
 
 
 def detect(config: DetectionConfig) -> None:
@@ -46,3 +47,19 @@ def foresight(config: ForesightRun) -> None:
     record_foresight(config.data, look)
     Console().print(f"foresight ({look.config.look_ahead} steps every {look.config.every}, {look.outcome} judging, "
                     f"{look.rung.name} rung) -> {config.data} in {time.perf_counter() - start:.0f} s")
+
+
+def record_features(config: RecordFeaturesRun) -> None:
+    """Record a policy's features and sampled chunks on recorded episodes, to fit detectors without its rollouts.
+
+    The policy reads every recorded observation of --data (e.g. its expert demonstrations) and
+    its features and --num-samples sampled chunks are stored at each step, as `worldsim collect
+    --record-features` stores them while it acts; `worldsim detect --fit-data` then fits the
+    detectors on them. Detectors that learn what success looks like (rnd, knn) need no failures."""
+    from worldsim.failure.rollouts import record_policy_outputs
+    from worldsim.policies import load_policy
+
+    count = record_policy_outputs(config.data, load_policy(config.policy), config.out, config.task,
+                                  config.num_samples, config.seed, config.overwrite)
+    Console().print(f"{count} episodes with the policy's features and {config.num_samples} sampled chunks "
+                    f"per step -> {config.out}")

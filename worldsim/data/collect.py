@@ -131,7 +131,7 @@ def check_feature_recording(policy: Policy, num_samples: int) -> None:
                          "exposes features (TinyVLA, MLP, adapters); the scripted expert has none")
 
 
-class _OutputRecorder:
+class OutputRecorder:
     """What failure detectors read, computed for every env at every step: the policy's features
     ``(B, D)`` and ``num_samples`` sampled chunks ``(B, S, K, A)``, as float32 numpy arrays.
 
@@ -202,7 +202,7 @@ class _Recording(RolloutHooks):
     ``writer`` when it ends, with the policy's outputs at every step when ``outputs`` is given."""
 
     def __init__(self, writer: EpisodeWriter, spec: TaskSpec, seed: int, policy: str, env_id: str,
-                 outputs: _OutputRecorder | None, progress: tqdm | None) -> None:
+                 outputs: OutputRecorder | None, progress: tqdm | None) -> None:
         self.writer, self.spec, self.seed, self.policy, self.env_id = writer, spec, seed, policy, env_id
         self.outputs, self.progress = outputs, progress
         self.buffers: dict[int, _EpisodeBuffer] = {}
@@ -255,7 +255,7 @@ def collect_task(writer: EpisodeWriter, spec: TaskSpec, policy: Policy, episodes
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            outputs = _OutputRecorder(policy, num_samples, seed) if record_features else None
+            outputs = OutputRecorder(policy, num_samples, seed) if record_features else None
             recording = _Recording(writer, spec, seed, describe_policy(policy), env_id, outputs, progress)
             env_steps = run_episodes(env, policy, episodes, recording, seed=seed, execute_steps=execute_steps,
                                      deterministic=deterministic)

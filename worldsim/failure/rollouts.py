@@ -6,6 +6,9 @@ observation where the policy acted), the policy's features ``(T, D)`` and ``S`` 
 action chunks ``(T, S, K, A)``. Detectors never re-simulate: they are fitted, calibrated and
 scored on these arrays, so any number of detectors, seeds and splits can be re-run on one
 collection. Rollouts from the physics env and from an imagined env look the same here.
+:func:`record_policy_outputs` (``worldsim record-features``) computes the same outputs on episodes
+the policy did not act in (its expert demonstrations, say), for detectors fitted without its
+rollouts.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from worldsim.data.episode import POLICY_KEYS
 from worldsim.data.reader import EpisodeReader
+
+if TYPE_CHECKING:
+    from worldsim.policies.base import Policy
 
 RECORDED_KEYS: tuple[str, ...] = POLICY_KEYS
 HOW_TO_RECORD = {
@@ -114,3 +122,59 @@ def median_success_lengths(rollouts: Sequence[Rollout]) -> dict[str, int]:
         successes = sorted(r.length for r in mine if r.success)
         lengths[task] = successes[(len(successes) - 1) // 2] if successes else min(r.length for r in mine)
     return lengths
+
+
+def record_policy_outputs(data: str | Path, policy: Policy, out: str | Path, tasks: Sequence[str] = (),
+                          num_samples: int = 8, seed: int = 0, overwrite: bool = False,
+                          progress: bool = True) -> int:
+    """Copy the episodes of ``data`` (those of ``tasks``; default: all) to ``out`` with
+    ``policy``'s features and ``num_samples`` sampled chunks at every step, computed on the
+    recorded observations as ``collect --record-features`` computes them while the policy acts.
+    Here the policy did not choose the frames (its expert demonstrations, say): detectors that
+    learn what success looks like can then be fitted without any rollout of it. Returns the
+    number of episodes written (atomically); ``ValueError`` for an ``out`` that exists without
+    ``overwrite``, a policy that cannot read the file's observations, or tasks it does not hold."""
+    from worldsim.data.collect import OutputRecorder, check_feature_recording, check_policy_observations
+    from worldsim.data.writer import EpisodeWriter
+
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ValueError(f"--out {out} already exists; pass --overwrite to replace it")
+    check_feature_recording(policy, num_samples)
+    with EpisodeReader(data) as reader:
+        missing = sorted(set(tasks) - set(reader.tasks))
+        if missing:
+            raise ValueError(f"{data} holds no episodes of {', '.join(missing)}; it holds {', '.join(reader.tasks)}")
+        check_policy_observations(policy, reader.env_kwargs)
+        chosen = [info for info in reader.episode_info() if not tasks or info.task in tasks]
+        recorder = OutputRecorder(policy.eval(), num_samples, seed)
+        with EpisodeWriter(out, env_kwargs=reader.env_kwargs) as writer:
+            for info in tqdm(chosen, desc="record-features", unit="episode", disable=not progress):
+                episode = reader[info.index]
+                steps = len(episode.actions)
+                obs = {**{key: value[:steps] for key, value in episode.obs.items()},
+                       "instruction": (episode.instruction,) * steps}
+                episode.policy_outputs = recorder(obs)
+                writer.add_episode(episode)
+    return len(chosen)
+
+
+@dataclass
+class RecordFeaturesRun:
+    """``worldsim record-features``: a policy's features and sampled chunks on recorded episodes."""
+
+    data: Path
+    """Episode file whose observations the policy reads (e.g. its expert demonstrations)."""
+    policy: Path
+    """The policy (checkpoint or run folder) the detectors will watch."""
+    out: Path
+    """The episode file to write: the episodes with the policy's outputs at every step."""
+    task: tuple[str, ...] = ()
+    """Only episodes of this task (repeat --task for several; default: all): for ``worldsim detect
+    --fit-data``, the seen tasks."""
+    num_samples: int = 8
+    """Action chunks sampled per step."""
+    seed: int = 0
+    """Seed of the sampled chunks."""
+    overwrite: bool = False
+    """Replace --out if it exists."""
