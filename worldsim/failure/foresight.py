@@ -62,6 +62,9 @@ class ForesightConfig:
     (the rule with the pathway: it separates failures a little better than the head does)."""
     batch_size: int = 128
     """Look-aheads imagined side by side."""
+    seed: int = 0
+    """Seed of the imagined frames' noise (a generator of the look-aheads' own, so the caller's
+    torch random stream is left as it was)."""
 
     def __post_init__(self) -> None:
         check_int("look_ahead", self.look_ahead)
@@ -90,6 +93,7 @@ class Foresight:
         self.rung.check(model)
         self.outcome = model.judge.check(self.config.judge)
         self.policy = policy.eval()
+        self._generator = torch.Generator(device=model.device).manual_seed(self.config.seed)
         self._history: dict[str, np.ndarray] | None = None
 
     @property
@@ -119,7 +123,7 @@ class Foresight:
         for k in range(steps):
             obs = {"image": image, "proprio": rollout.proprio[:, -1].cpu().numpy(), "instruction": tuple(instructions)}
             action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(model.device)
-            pred = model.predict(rollout, action, task, outcome=self.outcome)
+            pred = model.predict(rollout, action, task, generator=self._generator, outcome=self.outcome)
             rollout = rollout.advance(pred)
             assert pred.latent is not None  # drawn: this rung denoises every frame
             image = latents_to_frames(pred.latent, model.config.patch).cpu().numpy()
