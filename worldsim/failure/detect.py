@@ -129,7 +129,7 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     if everything:
         names = [n for n in names if readable(n, rollouts)]
     protocol = config.protocol(sorted({r.task for r in rollouts}))
-    if fit is not None:
+    if fit is not None:  # refused before fitting: evaluate_detector's own refusal would only skip a row
         outside = sorted({r.task for r in fit} - set(protocol.seen_tasks))
         if outside:
             raise ValueError(f"--fit-data {config.fit_data} holds {', '.join(outside)}, not a seen task "
@@ -150,14 +150,14 @@ def run_detection(config: DetectionConfig) -> dict[str, DetectorResult]:
     results: dict[str, DetectorResult] = {}
     skipped: dict[str, str] = {}
     start = time.perf_counter()
-    arms: list[tuple[str, list[Rollout] | None]] = [(name, None) for name in names]
+    arms: list[tuple[str, str, list[Rollout] | None]] = [(name, name, None) for name in names]  # row, detector, fit
     if fit is not None and config.fit_data is not None:
         label = fit_label(config.fit_data)
-        arms = [arm for name in names for arm in ((name, None), (f"{name}@{label}", fit))
-                if arm[1] is None or (make_detector(name).learns and (not everything or readable(name, fit)))]
-    for name, fitted_on in tqdm(arms, desc="detectors", unit="detector"):
+        arms = [arm for name in names for arm in ((name, name, None), (f"{name}@{label}", name, fit))
+                if arm[2] is None or (make_detector(name).learns and (not everything or readable(name, fit)))]
+    for name, detector, fitted_on in tqdm(arms, desc="detectors", unit="detector"):
         try:
-            result = evaluate_detector(name.split("@")[0], rollouts, protocol, fit=fitted_on)
+            result = evaluate_detector(detector, rollouts, protocol, fit=fitted_on)
             result.name = name
         except ValueError as err:  # this detector cannot be fitted or calibrated on these rollouts
             skipped[name] = " ".join(str(err).split())
