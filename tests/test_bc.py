@@ -33,8 +33,13 @@ def tiny(demos, out, **kwargs):
 
 @pytest.mark.slow
 def test_a_run_leaves_config_metrics_curves_and_a_loadable_policy(demos, tmp_path):
-    summary = train_bc(tiny(demos, tmp_path / "run"))
+    summary = train_bc(tiny(demos, tmp_path / "run", keep_checkpoints=True))
     run = tmp_path / "run"
+    kept = {p.name: load_file(p / "model.safetensors") for p in sorted(run.glob("policy_step*"))}
+    assert list(kept) == ["policy_step12", "policy_step6"]  # every checkpoint's policy, beside policy/
+    latest = load_file(run / "policy" / "model.safetensors")
+    assert all(torch.equal(latest[k], kept["policy_step12"][k]) for k in latest)
+    assert not all(torch.equal(kept["policy_step6"][k], kept["policy_step12"][k]) for k in latest)
     assert summary["steps"] == 12 and summary["train_episodes"] == 7 and summary["val_episodes"] == 1
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "val/loss" in r] == [6, 12]

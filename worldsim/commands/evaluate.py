@@ -29,7 +29,9 @@ def rank_policies(config: RankConfig) -> None:
 
     Each policy runs real episodes in physics and imagined ones in the world model from the real
     starts of --keyframes; Spearman's and Pearson's correlations say how well imagination ranks
-    them (ranking.json, ranking.md and ranking.png in --out)."""
+    them (ranking.json, ranking.md and ranking.png in --out). With --held-out demonstrations the
+    rankers that need no rollout (validation loss, action error, action entropy) are scored
+    beside it: imagination is worth its cost where it ranks better than they do."""
     from worldsim.evaluation.rank import rank_policies as rank
     from worldsim.evaluation.rank import ranking_table
 
@@ -37,8 +39,12 @@ def rank_policies(config: RankConfig) -> None:
     console = Console()
     console.print(ranking_table(result))
     agree = result["over_policies"]
-    console.print(f"Spearman {agree['spearman']:.3f}, Pearson {agree['pearson']:.3f} over "
+    interval = agree["spearman_ci"]
+    within = f" (95% interval over episodes {interval[0]:.2f} to {interval[1]:.2f})" if interval else ""
+    console.print(f"imagination: Spearman {agree['spearman']:.3f}{within}, Pearson {agree['pearson']:.3f} over "
                   f"{len(result['policies'])} policies -> {config.out}")
+    for name, offline in result["offline_rankers"].items():
+        console.print(f"{name} (no rollouts): Spearman {offline['spearman']:.3f}")
 
 
 def imagined_vs_real(config: StartAgreementConfig) -> None:

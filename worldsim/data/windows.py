@@ -140,3 +140,10 @@ class WindowDataset(Dataset):
         item.update(instruction=info.instruction, task=info.task, episode=info.index, step=t,
                     success=info.success)
         return item
+
+
+def window_obs(items: dict, keys: tuple[str, ...]) -> dict:
+    """The current observation of a window batch (last context frame) in env-observation form."""
+    obs = {k: items[k][:, -1] for k in keys}
+    obs["instruction"] = tuple(items["instruction"])
+    return obs

@@ -5,7 +5,13 @@ Each policy runs ``imagined_episodes`` imagined episodes per task from real epis
 the keyframe file, and ``episodes`` real episodes per task in physics. The agreement of the two
 is measured over policies (mean success over tasks) and over (policy, task) pairs: Spearman's
 rank correlation (does imagination order the checkpoints as reality does) and Pearson's
-(are the success rates themselves close), from ``scipy.stats``.
+(are the success rates themselves close), from ``scipy.stats``. With ``held_out``
+demonstrations the rankers a user has without any rollout (:mod:`worldsim.evaluation.offline`:
+validation loss, action error, action entropy) are scored beside it: an evaluator in
+imagination is worth its cost only where it ranks better than they do.
+
+The statistics of a ranking over episodes (:func:`outcome_matrix` and what takes it) resample
+the episodes behind each success rate, so every figure carries its interval.
 """
 
 from __future__ import annotations
@@ -71,6 +77,103 @@ def rank_agreement(real: ArrayLike, imagined: ArrayLike) -> dict[str, float]:
             "pearson": float(pearsonr(real, imagined).statistic), "n": len(real)}
 
 
+def outcome_matrix(evaluations: list[dict[str, Any]], tasks: tuple[str, ...] | list[str]) -> np.ndarray:
+    """Episode outcomes ``(policies, tasks, episodes)`` (0/1) from :func:`per_task_summary`
+    documents; every policy and task must hold the same number of episodes."""
+    counts = {len(e["per_task"][t]["outcomes"]) for e in evaluations for t in tasks}
+    if len(counts) != 1 or 0 in counts:
+        raise ValueError(f"every policy and task needs the same number of recorded outcomes; got {sorted(counts)}")
+    return np.array([[e["per_task"][t]["outcomes"] for t in tasks] for e in evaluations], float)
+
+
+def spearman_kendall(real: ArrayLike, predicted: ArrayLike) -> dict[str, float]:
+    """Spearman's rho and Kendall's tau-b of ``predicted`` against ``real`` (NaN when either is
+    constant)."""
+    from scipy.stats import kendalltau, spearmanr
+
+    real, predicted = np.asarray(real, float), np.asarray(predicted, float)
+    if len(real) < 2 or np.ptp(real) == 0 or np.ptp(predicted) == 0:
+        return {"spearman": float("nan"), "kendall": float("nan")}
+    return {"spearman": float(spearmanr(real, predicted).statistic),
+            "kendall": float(kendalltau(real, predicted).statistic)}
+
+
+def rowwise_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row of ``a`` with the same row of ``b`` (average ranks for ties;
+    NaN for a constant row)."""
+    from scipy.stats import rankdata
+
+    ra, rb = rankdata(a, axis=-1), rankdata(b, axis=-1)
+    ra, rb = ra - ra.mean(-1, keepdims=True), rb - rb.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (ra * rb).sum(-1) / np.sqrt((ra ** 2).sum(-1) * (rb ** 2).sum(-1))
+
+
+def resampled_rates(outcomes: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """``draws`` bootstrap replicas of each policy's mean success ``(draws, policies)``, the
+    episodes of every (policy, task) resampled with replacement."""
+    p, t, e = outcomes.shape
+    pick = rng.integers(0, e, size=(draws, p, t, e))
+    return np.take_along_axis(outcomes[None], pick, axis=-1).mean(axis=(2, 3))
+
+
+def bootstrap_spearman(real: np.ndarray, imagined: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Spearman of imagined with real success over policies, for ``draws`` bootstrap replicas
+    of both sides' episodes (outcome matrices of :func:`outcome_matrix`)."""
+    return rowwise_spearman(resampled_rates(real, draws, rng), resampled_rates(imagined, draws, rng))
+
+
+def pairwise_accuracy(real: ArrayLike, predicted: ArrayLike, gap: float) -> dict[str, Any]:
+    """Of the policy pairs at least ``gap`` apart in real success, the share that ``predicted``
+    orders as reality does (a tie counts half); ``None`` without such pairs."""
+    real, predicted = np.asarray(real, float), np.asarray(predicted, float)
+    i, j = np.triu_indices(len(real), 1)
+    far = np.abs(real[i] - real[j]) >= gap - 1e-12
+    if not far.any():
+        return {"accuracy": None, "pairs": 0}
+    agree = np.sign(real[i] - real[j])[far] * np.sign(predicted[i] - predicted[j])[far]
+    return {"accuracy": float(np.mean((agree > 0) + 0.5 * (agree == 0))), "pairs": int(far.sum())}
+
+
+def split_half(real: np.ndarray, rng: np.random.Generator, splits: int = 200) -> dict[str, Any]:
+    """The real ranking's own stability: Spearman between the success rates of two random
+    halves of every (policy, task)'s episodes, mean and 5-95% range over ``splits`` splits. No
+    evaluator can agree with a ranking on half the episodes better than the other half does."""
+    e = real.shape[-1]
+    order = np.argsort(rng.random((splits, e)), axis=-1)
+    first = np.take(real, order[:, : e // 2], axis=-1).mean(axis=(1, 3)).T  # (splits, policies)
+    second = np.take(real, order[:, e // 2:], axis=-1).mean(axis=(1, 3)).T
+    rho = rowwise_spearman(first, second)
+    return {"spearman": float(np.nanmean(rho)), "range_5_95": [float(np.nanpercentile(rho, 5)),
+                                                                 float(np.nanpercentile(rho, 95))]}
+
+
+def episodes_equivalent(real: np.ndarray, predicted: ArrayLike, rng: np.random.Generator,
+                        splits: int = 100) -> dict[str, Any]:
+    """How many real episodes per task the ``predicted`` ranking is worth: every split holds out
+    a random half of each (policy, task)'s episodes as the reference; the prediction's Spearman
+    against it is set beside rankings from ``k`` real episodes per task drawn from the other
+    half. ``real_episodes_equivalent`` is the largest ``k`` whose ranking agrees no better than
+    the prediction does on average (0: one real episode per task already agrees better)."""
+    predicted = np.asarray(predicted, float)
+    e = real.shape[-1]
+    half = e // 2
+    ks = sorted({k for k in (1, 2, 3, 5, 10, 20, 40, 80, 160) if k <= half} | {half})
+    curve: dict[int, list[float]] = {k: [] for k in ks}
+    model: list[float] = []
+    for _ in range(splits):
+        order = rng.permutation(e)
+        reference = real[..., order[half:]].mean(axis=(1, 2))
+        model.append(spearman_kendall(reference, predicted)["spearman"])
+        for k in ks:
+            curve[k].append(spearman_kendall(reference, real[..., order[:k]].mean(axis=(1, 2)))["spearman"])
+    mean = {k: float(np.nanmean(v)) for k, v in curve.items()}
+    agreement = float(np.nanmean(model))
+    worth = max([k for k in ks if mean[k] <= agreement + 1e-9], default=0)
+    return {"spearman_vs_half": agreement, "real_episodes_equivalent": worth,
+            "real_curve": {str(k): v for k, v in mean.items()}}
+
+
 @dataclass
 class RankConfig:
     """A ranking of policy checkpoints in imagination (:func:`rank_policies`)."""
@@ -91,6 +194,9 @@ class RankConfig:
     """Seed of the evaluations (every policy sees the same real and imagined starts)."""
     progress: bool = True
     """Show progress bars."""
+    held_out: Path | None = None
+    """Demonstrations none of the policies trained on (an episode file): score the rankers a
+    user has without rollouts (validation loss, action error, action entropy) beside imagination."""
     imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
     """The world model the policies are ranked in (--world-model and --keyframes are needed);
     imagined episodes start at the keyframes' real episode starts and run to the time limit."""
@@ -104,6 +210,8 @@ class RankConfig:
         if len(self.policies) < 2:
             raise ValueError(f"--policies names {len(self.policies)} checkpoint(s); ranking needs at least 2")
         positive_ints(self, ("episodes", "imagined_episodes"))
+        if self.held_out is not None and not Path(self.held_out).exists():
+            raise ValueError(f"held_out={str(self.held_out)!r}: no such file")
 
 
 def rank_policies(config: RankConfig) -> dict[str, Any]:
@@ -131,11 +239,25 @@ def rank_policies(config: RankConfig) -> dict[str, Any]:
             for p in config.policies]
     real = np.array([r["real"]["success_rate"] for r in rows])
     imagined = np.array([r["imagined"]["success_rate"] for r in rows])
+    rng = np.random.default_rng(config.seed)
+    draws = bootstrap_spearman(outcome_matrix([r["real"] for r in rows], tasks),
+                               outcome_matrix([r["imagined"] for r in rows], tasks), 1000, rng)
+    over_policies = rank_agreement(real, imagined) | spearman_kendall(real, imagined) | {
+        "spearman_ci": np.nanpercentile(draws, [2.5, 97.5]).tolist() if np.isfinite(draws).any() else None,
+        "pairwise_accuracy_10": pairwise_accuracy(real, imagined, 0.10)["accuracy"]}
+    offline: dict[str, Any] = {}
+    if config.held_out is not None:
+        from worldsim.evaluation.offline import SIGNALS, offline_signals
+
+        for path, row in zip(config.policies, rows, strict=True):
+            row["offline"] = offline_signals(load_policy(path), config.held_out)
+        offline = {name: spearman_kendall(real, [sign * r["offline"][name] for r in rows]) for name, sign in
+                   SIGNALS.items()}
     pairs = [(r["real"]["per_task"][t]["success_rate"], r["imagined"]["per_task"][t]["success_rate"])
              for r in rows for t in tasks]
     result = {"tasks": tasks, "world_model": str(config.imagination.world_model),
               "rung": config.imagination.rung.name, "policies": rows,
-              "over_policies": rank_agreement(real, imagined),
+              "over_policies": over_policies, "offline_rankers": offline,
               "over_policy_task_pairs": rank_agreement(*np.array(pairs).T),
               "per_task": {t: rank_agreement([r["real"]["per_task"][t]["success_rate"] for r in rows],
                                              [r["imagined"]["per_task"][t]["success_rate"] for r in rows])
@@ -199,10 +321,15 @@ def write_ranking_report(result: dict[str, Any], out: Path) -> None:
         lines.append(f"| {r['policy']} | {100 * r['imagined']['success_rate']:.1f}% | "
                      f"{100 * r['real']['success_rate']:.1f}% | " + " | ".join(cells) + " |")
     pairs = result["over_policy_task_pairs"]
-    lines += ["", f"Over policies: Spearman {agree['spearman']:.3f} (permutation p = {agree['spearman_p']:.3f}), "
+    interval = agree.get("spearman_ci")
+    within = f", 95% interval over episodes {interval[0]:.2f} to {interval[1]:.2f}" if interval else ""
+    lines += ["", f"Over policies: Spearman {agree['spearman']:.3f} "
+              f"(permutation p = {agree['spearman_p']:.3f}{within}), "
               f"Pearson {agree['pearson']:.3f} (n = {agree['n']}). Over (policy, task) pairs: Spearman "
               f"{pairs['spearman']:.3f}, Pearson {pairs['pearson']:.3f} (n = {pairs['n']}). Mean |imagined - real|: "
               f"{result['mean_abs_error']:.3f}."]
+    lines += [f"Ranked without rollouts ({name}, on held-out demonstrations): Spearman {a['spearman']:.3f}, "
+              f"Kendall {a['kendall']:.3f}." for name, a in result.get("offline_rankers", {}).items()]
     lines += [f"Over policies on {t}: Spearman {a['spearman']:.3f} (p = {a['spearman_p']:.3f}), Pearson "
               f"{a['pearson']:.3f}." for t, a in result.get("per_task", {}).items()]
     lines += ["", "![imagined vs real](ranking.png)"]

@@ -11,7 +11,8 @@ Read top to bottom, :func:`train_bc` is the whole recipe:
    random-shift image augmentation (pad 4 pixels, random crop: the standard fix for pixel BC
    overfitting to exact pixel positions);
 4. every ``val_every`` steps measure the validation loss; every ``checkpoint_every`` steps
-   write the policy and the training state (resumable exactly);
+   write the policy and the training state (resumable exactly), and with ``keep_checkpoints``
+   a copy of the policy as ``policy_step<N>/`` (checkpoints to compare or rank later);
 5. at the end, optionally roll the policy out in the envs and record success rates.
 
 The run around it (the ``out`` rule, ``torchrun``, seeds, checkpoints, the step budget and the
@@ -33,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from worldsim.data.index import split_episodes
+from worldsim.data.windows import window_obs
 from worldsim.envs.tasks import get_task
 from worldsim.runtime.distributed import average_gradients, broadcast_module
 from worldsim.runtime.run import TrainingRun, success_text
@@ -52,7 +54,7 @@ class BCConfig(RunSettings):
     :class:`~worldsim.runtime.run.RunSettings`."""
 
     COMMAND_LINE: ClassVar[tuple[str, ...]] = ("data", "task", "chunk_size", "language", "steps", "batch_size", "lr",
-                                               "eval_episodes")
+                                               "checkpoint_every", "keep_checkpoints", "eval_episodes")
     """The fields that are flags (with the run settings'); the rest a config file sets."""
 
     data: Path
@@ -84,6 +86,9 @@ class BCConfig(RunSettings):
     """Steps between validation losses."""
     checkpoint_every: int = 500
     """Steps between checkpoints."""
+    keep_checkpoints: bool = False
+    """Also keep each checkpoint's policy as policy_step<N>/ beside policy/ (the latest), so the
+    checkpoints can be ranked or compared afterwards (``worldsim rank-policies``)."""
     eval_episodes: int = 0
     """Episodes per task to roll out in the envs after training (0: none)."""
 
@@ -112,13 +117,6 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
     cols = (dx[:, None] + torch.arange(w)[None])[:, None, :].expand(b, h, w)
     batch = torch.arange(b)[:, None, None].expand(b, h, w)
     return padded.permute(0, 2, 3, 1)[batch, rows, cols].to(images.dtype)
-
-
-def _obs(items: dict, keys: tuple[str, ...]) -> dict:
-    """The current observation of a window batch (last context frame) in env-observation form."""
-    obs = {k: items[k][:, -1] for k in keys}
-    obs["instruction"] = tuple(items["instruction"])
-    return obs
 
 
 def _collate(dataset: torch.utils.data.Dataset, index: np.ndarray) -> dict:
@@ -176,6 +174,8 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
     def checkpoint() -> None:
         run.save(policy, "policy", {"policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
                                     "schedule": schedule.state_dict(), "step": step})
+        if config.keep_checkpoints and run.is_main:
+            policy.save_pretrained(config.out / f"policy_step{step}")
 
     @torch.no_grad()
     def validation_loss() -> float:
@@ -183,7 +183,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
         losses = []
         for start in range(0, len(val_idx), 256):
             items = _collate(dataset, val_idx[start:start + 256])
-            loss, _ = policy.imitation_loss(policy.preprocess(_obs(items, obs_keys)),
+            loss, _ = policy.imitation_loss(policy.preprocess(window_obs(items, obs_keys)),
                                             items["actions"].to(device), items["action_mask"].to(device))
             losses.append(loss.item() * len(items["actions"]))
         policy.train()
@@ -199,7 +199,7 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
         for key in ("image", "wrist_image"):
             if key in items:
                 items[key][:, -1] = random_shift(items[key][:, -1], config.augment_shift, generator)
-        loss, logs = policy.imitation_loss(policy.preprocess(_obs(items, obs_keys)),
+        loss, logs = policy.imitation_loss(policy.preprocess(window_obs(items, obs_keys)),
                                            items["actions"].to(device), items["action_mask"].to(device))
         if not torch.isfinite(loss):
             raise FloatingPointError(f"the BC loss became {loss.item()} at step {step}; lower --lr")
