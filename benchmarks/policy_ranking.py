@@ -16,7 +16,8 @@ Every policy is then
   action entropy), by its training steps and by the number of demonstrations it learned from.
 
 ``metrics.sets.<seed>`` holds ``policies``, ``band_points`` (the spread of real success),
-``real_split_half`` and ``rankers.<name>.spearman`` for every ranker; the world model's as
+``real_split_half`` and ``rankers.<name>.spearman`` for every ranker (its ``values`` signed so
+that higher ranks higher: losses, errors and entropies negated); the world model's as
 ``rankers.world_model`` with ``spearman_ci`` (bootstrap over real and imagined episodes),
 ``pairwise_accuracy_10`` (pairs at least 10 points apart in real success), ``mean_abs_error``
 and ``real_episodes_equivalent`` (the real episodes per task whose ranking matches the world
@@ -45,6 +46,10 @@ import tyro
 from common import noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
+HAND_WRITTEN = ("hand-written: the gripper's commanded motion (plus a learned correction), the contact gate on "
+                "cube motion, the cube's pixels carried from the start frame, the exact camera, the task's "
+                "success rule as the judge")
+"""What the world model's imagination still takes from hand-written code (docs/imagination.md)."""
 
 
 @dataclass
@@ -123,14 +128,20 @@ def without_nan(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.exists() else None
+def imagined_success(args: Args, policy: Any, seed: int, imagination: Any) -> dict[str, Any]:
+    """A policy's success in imagination from the held-out starts (the same starts for every
+    policy of a set), as :func:`~worldsim.evaluation.rank.per_task_summary` gives it."""
+    from worldsim.evaluation.evaluate import evaluate_policy
+    from worldsim.evaluation.rank import per_task_summary
+
+    return per_task_summary(evaluate_policy(policy, list(TASKS), args.imagined_episodes, num_envs=32,
+                                            seed=seed + 20_000, progress=False, imagination=imagination).to_json())
 
 
 def build_set(args: Args, seed: int) -> None:
     """Data, BC runs and every per-policy measurement of one set, each cached under ``--out``."""
     from worldsim.envs.imagination import ImaginationConfig
-    from worldsim.evaluation.evaluate import evaluate_in_physics, evaluate_policy
+    from worldsim.evaluation.evaluate import evaluate_in_physics
     from worldsim.evaluation.offline import offline_signals
     from worldsim.evaluation.rank import per_task_summary
     from worldsim.policies import load_policy
@@ -164,13 +175,12 @@ def build_set(args: Args, seed: int) -> None:
             real = evaluate_in_physics(policy, list(TASKS), args.real_episodes, seed=seed + 10_000)
             real_s = time.time() - start
             start = time.time()
-            dream = evaluate_policy(policy, list(TASKS), args.imagined_episodes, num_envs=32, seed=seed + 20_000,
-                                    progress=False, imagination=imagination).to_json()
+            dream = imagined_success(args, policy, seed, imagination)
             dream_s = time.time() - start
             write_json(measured, {
                 "policy": str(path), "recipe": recipe["recipe"], "run": run_name, "steps": steps,
                 "demos": args.small_demos if recipe["data"] == "small" else args.demos,
-                "real": per_task_summary(real), "imagined": per_task_summary(dream),
+                "real": per_task_summary(real), "imagined": dream,
                 "offline": offline_signals(policy, held_out),
                 "seconds": {"real": round(real_s, 1), "imagined": round(dream_s, 1)}})
 
@@ -209,8 +219,6 @@ def mixed_world_model(args: Args) -> Path:
 def rank_with_mixed(args: Args, seed: int) -> None:
     """The mixed world model's imagined success of every candidate of set ``seed``."""
     from worldsim.envs.imagination import ImaginationConfig
-    from worldsim.evaluation.evaluate import evaluate_policy
-    from worldsim.evaluation.rank import per_task_summary
     from worldsim.policies import load_policy
     from worldsim.runtime.run_logging import write_json
 
@@ -222,9 +230,8 @@ def rank_with_mixed(args: Args, seed: int) -> None:
         if measured.exists():
             continue
         start = time.time()
-        dream = evaluate_policy(load_policy(path).eval(), list(TASKS), args.imagined_episodes, num_envs=32,
-                                seed=seed + 20_000, progress=False, imagination=imagination).to_json()
-        write_json(measured, {"policy": str(path), "world_model": str(model), "imagined": per_task_summary(dream),
+        dream = imagined_success(args, load_policy(path).eval(), seed, imagination)
+        write_json(measured, {"policy": str(path), "world_model": str(model), "imagined": dream,
                               "seconds": round(time.time() - start, 1)})
 
 
@@ -251,16 +258,16 @@ def set_metrics(args: Args, seed: int) -> tuple[dict[str, Any], dict[str, np.nda
     )
 
     root = args.out / f"set{seed}"
-    rows = [read_json(root / run / f"ranking_step{s}.json") for run in recipes(args) for s in args.checkpoints]
-    missing = [f"{run}@{s}" for run in recipes(args) for s in args.checkpoints
-               if not (root / run / f"ranking_step{s}.json").exists()]
+    paths = [root / run / f"ranking_step{s}.json" for run in recipes(args) for s in args.checkpoints]
+    missing = [f"{p.parent.name}@{p.stem.removeprefix('ranking_step')}" for p in paths if not p.exists()]
     if missing:
         raise SystemExit(f"set {seed} is not built ({', '.join(missing)} missing): run --sets {seed} first")
+    rows = [json.loads(p.read_text()) for p in paths]
     real = outcome_matrix([r["real"] for r in rows], TASKS)  # (policies, tasks, episodes)
     imagined = {"world_model": outcome_matrix([r["imagined"] for r in rows], TASKS)}
     mixed = [root / run / f"ranking_step{s}_mixed.json" for run in recipes(args) for s in args.checkpoints]
     if all(p.exists() for p in mixed):
-        imagined["world_model_mixed"] = outcome_matrix([read_json(p)["imagined"] for p in mixed], TASKS)
+        imagined["world_model_mixed"] = outcome_matrix([json.loads(p.read_text())["imagined"] for p in mixed], TASKS)
     real_rate = real.mean(axis=(1, 2))
     rng = np.random.default_rng(seed)
     real_draws = resampled_rates(real, args.bootstrap, rng)
@@ -314,6 +321,7 @@ def over_sets(draws: list[dict[str, np.ndarray]], rng: np.random.Generator) -> d
 
 
 def main(args: Args) -> None:
+    from worldsim.envs.imagination import RUNGS
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
@@ -346,6 +354,7 @@ def main(args: Args) -> None:
                               "margin_ci": intervals.get(f"{name}_margin")}
     report("policy_ranking", {
         "tasks": list(TASKS), "world_model": str(args.world_model), "rung": args.rung,
+        "aids": [*RUNGS[args.rung].aids, *HAND_WRITTEN],
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
             "world_model_mixed": (f"world_model fine-tuned on set {args.mixed_from}'s demonstrations and "

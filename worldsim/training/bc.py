@@ -216,7 +216,8 @@ def train_bc(config: BCConfig) -> dict[str, Any]:
             run.log(step, {"val/loss": validation_loss()})
         if step % config.checkpoint_every == 0:
             checkpoint()
-    checkpoint()
+    if step % config.checkpoint_every:  # the last step's checkpoint, unless the loop just wrote it
+        checkpoint()
     summary = run.summary(policy) | {
         "train_samples": int(len(train_idx)), "val_samples": int(len(val_idx)),
         "train_episodes": int(len(train_eps)), "val_episodes": int(len(val_eps)), "train_loss": train_loss,
