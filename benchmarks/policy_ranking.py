@@ -46,9 +46,11 @@ import tyro
 from common import noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
-HAND_WRITTEN = ("hand-written: the gripper's commanded motion (plus a learned correction), the contact gate on "
-                "cube motion, the cube's pixels carried from the start frame, the exact camera, the task's "
-                "success rule as the judge")
+HAND_WRITTEN = ("hand-written: the gripper's commanded motion (plus a learned correction)",
+                "hand-written: the contact gate on cube motion",
+                "hand-written: the cube's pixels carried from the start frame",
+                "hand-written: the exact camera",
+                "hand-written: the task's success rule as the judge")
 """What the world model's imagination still takes from hand-written code (docs/imagination.md)."""
 
 
