@@ -1,44 +1,55 @@
 """The imagination ladder: what each rung of imagination (``oracle``, ``sim-seeded``, ``pixels``,
-``video``; :mod:`worldsim.envs.imagination`) gives a policy trained in it, on equal terms.
+``video``; :mod:`worldsim.envs.imagination`) gives a policy trained in it, against controls that
+only what the world model learned can beat.
 
 For each seed, one BC base (the co-evolution benchmark's: ``--bc-demos`` noisy scripted-expert
-demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it:
+demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it, with the same real-episode
+budget (``--real-episodes`` x ``--rounds``):
 
-- ``direct-rl``: GRPO in physics on the whole real-episode budget co-evolution spends;
-- co-evolution on each rung in ``--rungs``, with the same real-episode budget. ``oracle`` and
-  ``sim-seeded`` reuse the ``pixels`` run's round 0 (the same base episodes and world model:
-  they differ only in what imagination may take from the simulator); ``video`` trains its own
-  world models without state.
+- ``direct-rl``: GRPO in physics on the whole real budget, with at least as many policy updates
+  as the imagination arm (:func:`~worldsim.pipelines.coevolve.direct_rl_epochs`), once per
+  learning rate of ``--direct-rl-lrs``; each seed keeps the one its round evaluations rank first;
+- co-evolution on each rung of ``--rungs`` with each reward of ``--rewards``: the first reward is
+  the headline and must reward success alone (``transition`` or ``sparse``); the others (``dense``,
+  the task's shaping) are reported beside it. Arms after the first of a rung reuse its round 0 (the
+  same base episodes and world model); ``oracle`` and ``sim-seeded`` reuse the ``pixels`` run's;
+- **the placebo** of every co-evolution arm (``<arm>~static``): the same world model, reward,
+  budget and round 0 with the object dynamics switched off (``ImaginationConfig.placebo``), so
+  that no object ever moves. A gain the placebo matches came from the reward or the gripper's
+  motion, not from what the model learned. A model without the object pathway (``video``) has no
+  static placebo.
 
-A rung runs with the ``tiny`` world model, or with another preset when given as
-``<rung>@<preset>`` (``pixels@video-tiny``: the video transformer), and is judged by the model's
-own outcome, or by another judge when given as ``<rung>:<judge>`` (``pixels:head``: imagination
-on the pixels rung judged, and rewarded, by the learned success head); ``--wm-steps`` gives round
-0's steps, for all presets or per preset (``800 video-tiny=880``: the same CPU time); each row's
-``wm_train_seconds`` says what its round 0 took.
+**Readings.** Every policy, BC included, is read with its mean action and with sampled actions.
+Each seed's arm takes the reading its round evaluations (``--eval-episodes`` real episodes, seed
+``seed + 10000``) rank first, never the test; every gain is against BC's chosen reading.
 
-Every policy of a seed is tested on the same ``--test-episodes`` real episodes that no round saw,
-so every comparison is paired (McNemar; pooled over the seeds). Each rung's world model (round
-0's) is also measured on ``--heldout-episodes`` new real episodes of the BC policy, balanced
-between successes and failures, replayed on that rung
-(:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32 steps from episode
-starts, the task object's error 16 steps after contact, outcome agreement on balanced 8-step
-keyframe windows, on the last 8 steps of every (balanced) held-out episode and over full
-replays, beside physics' own agreement on the same episodes
-with the cube 0.33 mm and 1 mm off; and the BC policy's action gap (``action_gap_8``,
-``action_gap_32``: the mean L2 distance between its actions on the rung's imagined frames and on
-the real ones over the first 8 / 32 steps, beside ``action_step_change``, how far its action
-moves from one real step to the next). On ``pixels`` the outcomes are judged twice: by the model's
-own judge (the task's rule on the positions it read and predicted) and by its learned success
-head (``*_head``).
+**Protocol first, test once.** The protocol (every argument that shapes a figure) is written to
+``<out>/protocol.json`` and to the result file before any test episode runs; a run whose arguments
+differ from its folder's protocol is refused (a changed protocol is a new ``--out`` with a new
+``--test-seed``). Every seed's policies are then tested once, after their last round, on the same
+``--test-episodes`` real episodes (seed ``--test-seed + 1000 x seed``), both readings each; the
+outcomes are kept and never run again. ``--only-seeds`` runs some of the protocol's seeds (for
+parallel processes); the result is written once every seed has been tested.
 
-Writes ``benchmarks/results/imagination_ladder.json``: under ``metrics.rungs.<rung>``
-``success``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (points), ``gain_vs_direct_rl`` and
-``gain_vs_direct_rl_ci``, ``p_vs_bc``, ``p_vs_direct_rl``, ``real_episodes``, ``seeds`` and the
-fidelity figures; ``metrics.bc`` and ``metrics.direct_rl`` the baselines.
+**Figures.** Gains are over seeds (the mean of the seeds' paired differences, its 95% interval
+resampling the seeds, then each seed's episodes: :func:`~worldsim.evaluation.compare.over_seeds`),
+the pooled McNemar figure beside them. Each rung's world model is also measured on
+``--heldout-episodes`` new real episodes of the BC policy, balanced between successes and failures,
+replayed on that rung (:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32
+steps from episode starts, the task object's error 16 steps after contact, outcome agreement on
+balanced 8-step keyframe windows, on the last 8 steps of every held-out episode and over full
+replays, beside physics' own agreement with the cube 0.33 mm and 1 mm off, and the BC policy's
+action gap on the rung's frames. ``aids`` lists what each arm takes from the simulator and from
+hand-written code.
 
-    python benchmarks/imagination_ladder.py --task PushCube-v0 --seeds 0 1 2 --real-episodes 100 \\
-        --rounds 2 --test-episodes 200 --out runs/ladder
+Writes ``benchmarks/results/imagination_ladder.json``: ``metrics.protocol``; ``metrics.bc`` and
+``metrics.direct_rl``; under ``metrics.tasks.<task>.rungs.<arm>`` ``success``, ``seeds``,
+``real_episodes``, ``reward``, ``aids``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (over seeds),
+``gain_vs_bc_ci_pooled``, ``gain_vs_placebo`` and ``gain_vs_placebo_ci``, ``gain_vs_direct_rl`` and
+``gain_vs_direct_rl_ci`` (points), both readings' success, and the fidelity figures.
+
+    python benchmarks/imagination_ladder.py --task PushCube-v0 --seeds 0 1 2 3 4 --rungs pixels \\
+        --rewards transition dense --rounds 1 --test-episodes 200 --out runs/ladder_controls
 """
 
 from __future__ import annotations
@@ -46,19 +57,48 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from coevolve import bc_base, outcomes
-from common import report
+from coevolve import bc_base
+from common import plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
-from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
-from worldsim.evaluation.compare import paired_comparison
-from worldsim.pipelines.coevolve import CoevolveConfig, coevolve
-from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
+from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung, hand_written_aids
+from worldsim.evaluation.compare import over_seeds, paired_comparison
+from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted
+from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelPreset, WorldModelRounds
+from worldsim.runtime.run_logging import write_json
 from worldsim.world_models.config import PRESETS
+
+SUCCESS_ONLY = ("transition", "sparse")
+"""Rewards from the judge's verdict alone: the headline's."""
+READINGS = {"mean": True, "sampled": False}
+"""How a policy is read: its mean action (deterministic) or sampled actions."""
+ROUND_EVAL_OFFSET = 10_000
+"""Co-evolution's round evaluations run at ``seed + 10000`` (``evaluate_real_and_imagined``)."""
+RUN_ONLY = ("threads", "out", "only_seeds")
+"""Arguments that say how a run is carried out, not what it measures: outside the protocol."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One co-evolution arm: its rung, world-model preset, judge, reward and placebo, and the arm
+    whose round 0 it reuses (None: it trains its own)."""
+
+    name: str
+    rung: Rung
+    preset: WorldModelPreset
+    judge: str | None
+    reward: str
+    placebo: str | None
+    round0: str | None
+
+    @property
+    def imagination(self) -> ImaginationConfig:
+        return ImaginationConfig(rung=self.rung, judge=self.judge, reward_type=self.reward, placebo=self.placebo)
 
 
 def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: int) -> Path:
@@ -114,45 +154,17 @@ def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int,
 
 
 def row(rung: Rung, preset: str, judge: str | None = None) -> str:
-    """A result row's name: the rung, with ``@<preset>`` for a world model other than ``tiny`` and
-    ``:<judge>`` for a judge other than the model's own."""
+    """A rung's name in the results: the rung, with ``@<preset>`` for a world model other than
+    ``tiny`` and ``:<judge>`` for a judge other than the model's own."""
     return (rung.name if preset == "tiny" else f"{rung.name}@{preset}") + (f":{judge}" if judge else "")
 
 
-def pooled(pairs: list[tuple[list[bool], list[bool]]]) -> dict[str, Any]:
-    """One paired comparison over every seed's episodes."""
-    return paired_comparison(sum((a for a, _ in pairs), []), sum((b for _, b in pairs), []))
-
-
-def points(comparison: dict[str, Any]) -> tuple[float, list[float]]:
-    """A comparison's difference and its 95% interval, in points."""
-    return 100 * comparison["difference"], [100 * x for x in comparison["difference_ci95"]]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="PushCube-v0")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--rungs", nargs="+", default=["pixels", "video", "sim-seeded", "oracle"],
-                        help=f"rungs ({', '.join(RUNGS)}), each as RUNG[@PRESET][:JUDGE] (PRESET in "
-                             f"{', '.join(PRESETS)}, JUDGE in {', '.join(JUDGES)})")
-    parser.add_argument("--bc-demos", type=int, default=100)
-    parser.add_argument("--bc-steps", type=int, default=1500)
-    parser.add_argument("--real-episodes", type=int, default=100, help="per collection (budget: x rounds)")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--wm-steps", nargs="+", default=["800"],
-                        help="round 0's world-model steps: N for every preset, PRESET=N for one")
-    parser.add_argument("--wm-refine-steps", type=int, default=800)
-    parser.add_argument("--rl-env-steps", type=int, default=12_800)
-    parser.add_argument("--rl-num-envs", type=int, default=32)
-    parser.add_argument("--reward-type", default="transition", choices=IMAGINED_REWARD_TYPES)
-    parser.add_argument("--eval-episodes", type=int, default=50, help="per round (the guard's)")
-    parser.add_argument("--test-episodes", type=int, default=200, help="paired test episodes per seed")
-    parser.add_argument("--heldout-episodes", type=int, default=60, help="for the fidelity figures")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
-    parser.add_argument("--out", type=Path, default=Path("runs/ladder"))
-    args = parser.parse_args()
-    rows: dict[str, tuple[Rung, str, str | None]] = {}  # row name: (rung, world-model preset, judge)
+def arms_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Arm]:
+    """The co-evolution arms, in the order they run (an arm after the one whose round 0 it reuses)."""
+    if args.rewards[0] not in SUCCESS_ONLY:
+        parser.error(f"--rewards {' '.join(args.rewards)}: the first is the headline's and must reward success "
+                     f"alone ({' or '.join(SUCCESS_ONLY)})")
+    specs: dict[str, tuple[Rung, WorldModelPreset, str | None]] = {}
     for name in args.rungs:
         spec, _, given_judge = name.partition(":")
         rung_name, _, given_preset = spec.partition("@")
@@ -163,11 +175,252 @@ def main() -> None:
             parser.error(f"--rungs {name}: {error}")
         if preset not in PRESETS:
             parser.error(f"--rungs {name}: give RUNG[@PRESET][:JUDGE], PRESET in {', '.join(PRESETS)}")
-        rows[row(rung, preset, judge)] = (rung, preset, judge)
-    for rung, preset, judge in list(rows.values()):  # a seeded rung reuses the pixels run's round 0
+        specs[row(rung, preset, judge)] = (rung, cast(WorldModelPreset, preset), judge)
+    for rung, preset, judge in list(specs.values()):  # a seeded rung reuses the pixels run's round 0
         if rung.seeded:
-            rows.setdefault(row(PIXELS, preset, judge), (PIXELS, preset, judge))
-    rows = dict(sorted(rows.items(), key=lambda item: item[1][0].seeded))
+            specs.setdefault(row(PIXELS, preset, judge), (PIXELS, preset, judge))
+    arms: list[Arm] = []
+    for name, (rung, preset, judge) in sorted(specs.items(), key=lambda item: item[1][0].seeded):
+        origin = row(PIXELS, preset, judge) if rung.seeded else None
+        for reward in args.rewards:
+            try:
+                ImaginationConfig(rung=rung, judge=judge, reward_type=reward)
+            except ValueError:  # e.g. the dense reward on the video rung: reported as not run
+                continue
+            arm_name = name if reward == args.rewards[0] else f"{name}+{reward}"
+            arms.append(Arm(arm_name, rung, preset, judge, reward, None, origin))
+            origin = origin or arm_name
+            if preset == "tiny" or not preset.startswith("video"):  # a model with the object pathway
+                if rung.trained_on_state:
+                    arms.append(Arm(f"{arm_name}~static", rung, preset, judge, reward, "static", origin))
+    return arms
+
+
+def real_outcomes_of(policy: Path, task: str, episodes: int, seed: int, reading: str, kept: Path) -> list[bool]:
+    """``policy``'s outcomes on ``episodes`` real episodes (seed ``seed``) read as ``reading``; kept
+    in ``kept``, and read back from there rather than run again."""
+    if kept.exists():
+        return json.loads(kept.read_text())["outcomes"]
+    import torch
+
+    from worldsim.evaluation.evaluate import evaluate_policy
+    from worldsim.policies import load_policy
+
+    torch.manual_seed(seed)  # the sampled reading's draws
+    result = evaluate_policy(load_policy(policy).eval(), [task], episodes, num_envs=min(episodes, 256), seed=seed,
+                             deterministic=READINGS[reading], progress=False)
+    outcomes = [bool(o) for o in result.tasks[task].outcomes]
+    write_json(kept, {"policy": str(policy), "seed": seed, "reading": reading, "outcomes": outcomes})
+    return outcomes
+
+
+def policy_updates(run_result: dict[str, Any]) -> int:
+    """The optimiser steps a run's RL made over all its rounds: each iteration's passes (fewer when
+    the trainer's KL guard stopped it early) times its minibatches."""
+    total = 0
+    for row in run_result["rounds"][1:]:
+        folder = Path(row["rl"]["policy"]).parent
+        minibatches = json.loads((folder / "config.json").read_text())["num_minibatches"]
+        lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        total += minibatches * sum(int(line["early_stop_epoch"]) for line in lines if "early_stop_epoch" in line)
+    return total
+
+
+def policies_of(results: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """Each run's final policy (the last one its guard accepted), and the base's as ``bc``."""
+    first = next(iter(results.values()))
+    return {"bc": Path(first["rounds"][0]["policy"]),
+            **{name: Path(last_accepted(r["rounds"])["policy"]) for name, r in results.items()}}
+
+
+def chosen(round_eval: dict[str, float]) -> str:
+    """The reading the round evaluations rank first (the mean action on a tie)."""
+    return max(READINGS, key=lambda reading: (round_eval[reading], reading == "mean"))
+
+
+def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], seed: int) -> dict[str, Any]:
+    """One seed: its BC base, the direct-RL grid, every arm, the readings' round evaluations and the
+    test episodes (each kept in ``args.out``); the seed's record, also written to ``seed_<seed>.json``."""
+    out = args.out
+    demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, out / f"base_s{seed}", args.threads)
+    heldout = heldout_episodes(bc, args.task, args.heldout_episodes, out / f"base_s{seed}" / "heldout.h5", seed)
+
+    def config(name: str, **changes: Any) -> CoevolveConfig:
+        folder = out / f"{name}_s{seed}"
+        settings: dict[str, Any] = dict(
+            base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
+            rounds=args.rounds, eval_episodes=args.eval_episodes, test_episodes=0, seed=seed, out=folder,
+            resume=(folder / "state.json").exists(), videos=0, torch_threads=args.threads, progress=False,
+            rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, lr=args.rl_lr))
+        return CoevolveConfig(**(settings | changes))
+
+    def run(config: CoevolveConfig) -> dict[str, Any]:
+        done = config.out / "results.json"
+        return json.loads(done.read_text()) if done.exists() else coevolve(config)
+
+    results: dict[str, dict[str, Any]] = {}
+    for lr in args.direct_rl_lrs:
+        name = f"direct-rl@{lr:g}"
+        results[name] = run(config(name, mode="direct-rl", rl=RLRounds(
+            env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, lr=lr)))
+    fidelities: dict[str, dict[str, Any]] = {}
+    for arm in arms:
+        wm = WorldModelRounds(preset=arm.preset, steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
+        round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
+        results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
+                                       videos=2 if arm.placebo is None else 0))
+        if arm.placebo is None and arm.reward == args.rewards[0]:
+            # one set of fidelity figures per world model and rung (what the rung's replays show)
+            world_model = Path(results[arm.name]["rounds"][0]["world_model"])
+            folder = out / f"{arm.name}_s{seed}"
+            figures = fidelity(world_model, heldout, arm.rung, folder / "fidelity", seed, judge=arm.judge, policy=bc)
+            figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
+            if arm.rung is PIXELS and figures["judge"] == "rule":  # the learned head, judging the same replays
+                head = fidelity(world_model, heldout, arm.rung, folder / "fidelity_head", seed, judge="head")
+                figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
+                                                            "agreement_full")}
+            fidelities[row(arm.rung, arm.preset, arm.judge)] = figures
+
+    # the readings, on the round evaluations' episodes: the mean action's from the run, sampled here
+    policies = policies_of(results)
+    round_evals: dict[str, dict[str, float]] = {}
+    for name, policy in policies.items():
+        run_row = results[next(iter(results))]["rounds"][0] if name == "bc" else last_accepted(results[name]["rounds"])
+        sampled = real_outcomes_of(policy, args.task, args.eval_episodes, seed + ROUND_EVAL_OFFSET, "sampled",
+                                   out / "readings" / f"s{seed}" / f"{name}.json")
+        round_evals[name] = {"mean": run_row["real"]["success_rate"], "sampled": float(np.mean(sampled))}
+    directs = [f"direct-rl@{lr:g}" for lr in args.direct_rl_lrs]
+    direct = max(directs, key=lambda name: max(round_evals[name].values()))  # the first on a tie
+    tested = ["bc", direct, *(arm.name for arm in arms)]
+    record: dict[str, Any] = {"seed": seed, "direct_rl": direct, "fidelity": fidelities, "arms": {}}
+    for name in tested:  # the test: once, after every arm's last round, both readings
+        test_seed = args.test_seed + 1000 * seed
+        outcomes = {reading: real_outcomes_of(policies[name], args.task, args.test_episodes, test_seed, reading,
+                                              out / "test" / f"s{seed}" / f"{name}_{reading}.json")
+                    for reading in READINGS}
+        run_result = results.get(name)
+        record["arms"][name] = {
+            "round_eval": round_evals[name], "reading": chosen(round_evals[name]), "test": outcomes,
+            "policy": str(policies[name]),
+            **({"accepted": last_accepted(run_result["rounds"])["round"] > 0,
+                "wall_clock_s": run_result["wall_clock_s"], "real_episodes": run_result["real_budget"],
+                "rl": {k: v for k, v in (run_result["rounds"][-1].get("rl") or {}).items()
+                       if k in ("env_steps", "train_seconds", "update_epochs")}
+                | {"policy_updates": policy_updates(run_result)}} if run_result else {})}
+    record["direct_rl_round_evals"] = {name: round_evals[name] for name in directs}
+    write_json(out / f"seed_{seed}.json", record)
+    return record
+
+
+def gains(records: list[dict[str, Any]], name: str, against: str) -> dict[str, Any]:
+    """``name``'s gain over ``against`` (each read as its round evaluations chose, per seed) in
+    points: over seeds with its interval, pooled with McNemar's, and per seed."""
+    def read(r: dict[str, Any], arm: str) -> list[bool]:
+        return r["arms"][arm]["test"][r["arms"][arm]["reading"]]
+
+    pairs = [(read(r, against), read(r, name)) for r in records]
+    seeds = over_seeds(pairs)
+    pooled = paired_comparison(sum((a for a, _ in pairs), []), sum((b for _, b in pairs), []))
+    return {"gain": 100 * seeds["difference"], "ci": [100 * x for x in seeds["ci95"]],
+            "ci_pooled": [100 * x for x in pooled["difference_ci95"]], "gain_pooled": 100 * pooled["difference"],
+            "p_pooled": pooled["p_value"], "per_seed": [100 * x for x in seeds["per_seed"]]}
+
+
+def successes(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """``name``'s test success (pooled over seeds): its chosen reading's, and each reading's."""
+    def rate(pick: Any) -> float:
+        return float(np.mean(sum((r["arms"][name]["test"][pick(r)] for r in records), [])))
+
+    return {"success": rate(lambda r: r["arms"][name]["reading"]),
+            **{f"success_{reading}": rate(lambda r, reading=reading: reading) for reading in READINGS},
+            "readings": [r["arms"][name]["reading"] for r in records]}
+
+
+def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
+           records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result's metrics from every seed's record."""
+    def direct_view(r: dict[str, Any]) -> dict[str, Any]:  # each seed's chosen learning rate as "direct-rl"
+        return r | {"arms": r["arms"] | {"direct-rl": r["arms"][r["direct_rl"]]}}
+
+    records = [direct_view(r) for r in records]
+    vs_bc = gains(records, "direct-rl", "bc")
+    metrics: dict[str, Any] = {
+        "protocol": protocol, "task": args.task, "seeds": args.seeds, "test_episodes_per_seed": args.test_episodes,
+        "bc": successes(records, "bc"),
+        "direct_rl": {**successes(records, "direct-rl"), "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"],
+                      "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"], "p_vs_bc": vs_bc["p_pooled"],
+                      "lr": [float(r["direct_rl"].split("@")[1]) for r in records],
+                      "update_epochs": records[0]["arms"]["direct-rl"]["rl"].get("update_epochs"),
+                      "policy_updates": [r["arms"]["direct-rl"]["rl"]["policy_updates"] for r in records],
+                      "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"]},
+        "tasks": {args.task: {"rungs": {}}}}
+    rungs = metrics["tasks"][args.task]["rungs"]
+    for arm in arms:
+        vs_bc, vs_direct = gains(records, arm.name, "bc"), gains(records, arm.name, "direct-rl")
+        figures: dict[str, Any] = {
+            **successes(records, arm.name), "seeds": len(records), "reward": arm.reward, "placebo": arm.placebo,
+            "real_episodes": records[0]["arms"][arm.name]["real_episodes"],
+            "aids": [*arm.rung.aids, *hand_written_aids(pathway=arm.rung.trained_on_state,
+                                                        rule_judge=arm.rung.trained_on_state and arm.judge != "head",
+                                                        dense_reward=arm.reward == "dense")],
+            "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"], "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"],
+            "p_vs_bc": vs_bc["p_pooled"], "per_seed_gain_vs_bc": vs_bc["per_seed"],
+            "gain_vs_direct_rl": vs_direct["gain"], "gain_vs_direct_rl_ci": vs_direct["ci"],
+            "gain_vs_direct_rl_ci_pooled": vs_direct["ci_pooled"],
+            "rounds_accepted": sum(r["arms"][arm.name]["accepted"] for r in records),
+            "policy_updates": [r["arms"][arm.name]["rl"]["policy_updates"] for r in records],
+            "wall_clock_s": [r["arms"][arm.name]["wall_clock_s"] for r in records], "wm_preset": arm.preset}
+        placebo = f"{arm.name}~static"
+        if arm.placebo is None and any(a.name == placebo for a in arms):
+            vs_placebo = gains(records, arm.name, placebo)
+            figures |= {"gain_vs_placebo": vs_placebo["gain"], "gain_vs_placebo_ci": vs_placebo["ci"],
+                        "gain_vs_placebo_ci_pooled": vs_placebo["ci_pooled"], "p_vs_placebo": vs_placebo["p_pooled"]}
+        elif arm.placebo is None:
+            figures |= {"gain_vs_placebo": None, "gain_vs_placebo_ci": None,
+                        "placebo_note": "a model without the object pathway has no static placebo"}
+        kept = [r["fidelity"][row(arm.rung, arm.preset, arm.judge)] for r in records
+                if row(arm.rung, arm.preset, arm.judge) in r["fidelity"]]
+        if kept and arm.placebo is None and arm.reward == args.rewards[0]:  # the world model's, once
+            figures |= {k: float(np.mean([f[k] for f in kept if f[k] is not None]))
+                        if any(f[k] is not None for f in kept) else None
+                        for k in kept[0] if k not in ("heldout", "judge")}
+            figures["judge"] = kept[0]["judge"]
+        rungs[arm.name] = figures
+    return metrics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="PushCube-v0")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--rungs", nargs="+", default=["pixels"],
+                        help=f"rungs ({', '.join(RUNGS)}), each as RUNG[@PRESET][:JUDGE] (PRESET in "
+                             f"{', '.join(PRESETS)}, JUDGE in {', '.join(JUDGES)})")
+    parser.add_argument("--rewards", nargs="+", default=["transition", "dense"], choices=IMAGINED_REWARD_TYPES,
+                        help="the first is the headline's (success alone); the others are reported beside it")
+    parser.add_argument("--bc-demos", type=int, default=100)
+    parser.add_argument("--bc-steps", type=int, default=1500)
+    parser.add_argument("--real-episodes", type=int, default=100, help="per collection (budget: x rounds)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--wm-steps", nargs="+", default=["800"],
+                        help="round 0's world-model steps: N for every preset, PRESET=N for one")
+    parser.add_argument("--wm-refine-steps", type=int, default=800)
+    parser.add_argument("--rl-env-steps", type=int, default=12_800)
+    parser.add_argument("--rl-num-envs", type=int, default=32)
+    parser.add_argument("--rl-lr", type=float, default=3e-5, help="the imagination arms' learning rate")
+    parser.add_argument("--direct-rl-lrs", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4],
+                        help="direct RL's grid; each seed keeps the rate its round evaluations rank first")
+    parser.add_argument("--eval-episodes", type=int, default=50, help="per round (the guard's and the readings')")
+    parser.add_argument("--test-episodes", type=int, default=200, help="paired test episodes per seed")
+    parser.add_argument("--test-seed", type=int, default=40_000,
+                        help="the test episodes' seed (seed + 1000 x the run's seed); a new protocol takes a new one")
+    parser.add_argument("--heldout-episodes", type=int, default=60, help="for the fidelity figures")
+    parser.add_argument("--only-seeds", type=int, nargs="+", default=None,
+                        help="run these of --seeds only (parallel processes); the result waits for every seed")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
+    parser.add_argument("--out", type=Path, default=Path("runs/ladder_controls"))
+    args = parser.parse_args()
+    arms = arms_of(parser, args)
     steps: dict[str, int] = {}
     try:
         for entry in sorted(args.wm_steps, key=lambda e: "=" in e):  # N first, PRESET=N over it
@@ -176,64 +429,29 @@ def main() -> None:
                 steps[name] = int(value)
     except ValueError:
         parser.error(f"--wm-steps {' '.join(args.wm_steps)}: give N or PRESET=N")
+    if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
+        parser.error(f"--only-seeds {' '.join(map(str, args.only_seeds))}: not all of them are in --seeds")
 
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in ("direct-rl", *rows)}
-    fidelities: dict[str, list[dict[str, Any]]] = {r: [] for r in rows}
-    for seed in args.seeds:
-        demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, args.out / f"base_s{seed}", args.threads)
-        heldout = heldout_episodes(bc, args.task, args.heldout_episodes, args.out / f"base_s{seed}" / "heldout.h5",
-                                   seed)
-        for name in runs:
-            out = args.out / f"{name}_s{seed}"
-            rung, preset, judge = rows.get(name, (PIXELS, "tiny", None))
-            config = CoevolveConfig(
-                base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
-                rounds=args.rounds, mode="direct-rl" if name == "direct-rl" else "coevolve",
-                wm=WorldModelRounds(preset=preset, steps=steps[preset], refine_steps=args.wm_refine_steps),
-                rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs),
-                eval_episodes=args.eval_episodes, test_episodes=args.test_episodes, seed=seed, out=out,
-                resume=(out / "state.json").exists(), videos=2 if name != "direct-rl" else 0,
-                round0_from=args.out / f"{row(PIXELS, preset, judge)}_s{seed}" if rung.seeded else None,
-                torch_threads=args.threads, progress=False,
-                imagination=ImaginationConfig(rung=rung, judge=judge, reward_type=args.reward_type))
-            done = out / "results.json"
-            runs[name].append(json.loads(done.read_text()) if done.exists() else coevolve(config))
-            if name != "direct-rl":
-                world_model = Path(runs[name][-1]["rounds"][0]["world_model"])
-                figures = fidelity(world_model, heldout, rung, out / "fidelity", seed, judge=judge, policy=bc)
-                figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
-                if rung is PIXELS and figures["judge"] == "rule":  # the learned head, judging the same replays
-                    head = fidelity(world_model, heldout, rung, out / "fidelity_head", seed, judge="head")
-                    figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
-                                                                "agreement_full")}
-                fidelities[name].append(figures)
-
-    bc_pairs = [outcomes(r) for r in runs["direct-rl"]]  # test episodes: (BC, direct RL)
-    direct = pooled(bc_pairs)
-    metrics: dict[str, Any] = {
-        "task": args.task, "seeds": args.seeds, "test_episodes_per_seed": args.test_episodes,
-        "bc": {"success": float(np.mean(sum((b for b, _ in bc_pairs), [])))},
-        "direct_rl": {"success": direct["after"]["success_rate"], "gain_vs_bc": points(direct)[0],
-                      "gain_vs_bc_ci": points(direct)[1], "p_vs_bc": direct["p_value"],
-                      "real_episodes": runs["direct-rl"][0]["real_budget"]},
-        "rungs": {}}
-    for rung, (kind, preset, _) in rows.items():
-        mine = [outcomes(r) for r in runs[rung]]
-        vs_bc = pooled(mine)
-        vs_direct = pooled([(d, m) for (_, d), (_, m) in zip(bc_pairs, mine, strict=True)])
-        figures = {k: float(np.mean([f[k] for f in fidelities[rung] if f[k] is not None]))
-                   if any(f[k] is not None for f in fidelities[rung]) else None
-                   for k in fidelities[rung][0] if k not in ("heldout", "judge")}
-        metrics["rungs"][rung] = {
-            "success": vs_bc["after"]["success_rate"], "success_ci": vs_bc["after"]["ci95"],
-            "gain_vs_bc": points(vs_bc)[0], "gain_vs_bc_ci": points(vs_bc)[1], "p_vs_bc": vs_bc["p_value"],
-            "gain_vs_direct_rl": points(vs_direct)[0], "gain_vs_direct_rl_ci": points(vs_direct)[1],
-            "p_vs_direct_rl": vs_direct["p_value"], "real_episodes": runs[rung][0]["real_budget"],
-            "seeds": len(runs[rung]), "per_seed_gain_vs_bc": [points(paired_comparison(*p))[0] for p in mine],
-            "wall_clock_s": [r["wall_clock_s"] for r in runs[rung]], **figures,
-            "judge": fidelities[rung][0]["judge"], "wm_preset": preset, "wm_steps": steps[preset],
-            "oracle": kind.rendered, "aids": list(kind.aids)}
-    report("imagination_ladder", metrics, args)
+    protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
+    protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
+                 "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate"}
+    kept = args.out / "protocol.json"
+    if kept.exists():
+        theirs = json.loads(kept.read_text())
+        changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
+        if changed:
+            parser.error(f"--out {args.out} was started with another protocol ({', '.join(changed)}): a changed "
+                         "protocol is a new run, with a new --out and a new --test-seed")
+    else:
+        write_json(kept, protocol)
+        report("imagination_ladder", {"protocol": protocol, "status": "running: no test episode has run yet"}, args)
+    for seed in args.only_seeds or args.seeds:
+        run_seed(args, arms, steps, seed)
+    files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
+    if not all(f.exists() for f in files):
+        print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
+        return
+    report("imagination_ladder", gather(args, arms, protocol, [json.loads(f.read_text()) for f in files]), args)
 
 
 if __name__ == "__main__":

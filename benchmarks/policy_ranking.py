@@ -46,14 +46,6 @@ import tyro
 from common import noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
-HAND_WRITTEN = ("hand-written: the gripper's commanded motion (plus a learned correction)",
-                "hand-written: the contact gate on cube motion",
-                "hand-written: the cube's pixels carried from the start frame",
-                "hand-written: the exact camera",
-                "hand-written: the task's success rule as the judge")
-"""What the world model's imagination still takes from hand-written code (docs/imagination.md)."""
-
-
 @dataclass
 class Args:
     world_model: Path = Path("runs/fd_wm")
@@ -323,7 +315,7 @@ def over_sets(draws: list[dict[str, np.ndarray]], rng: np.random.Generator) -> d
 
 
 def main(args: Args) -> None:
-    from worldsim.envs.imagination import RUNGS
+    from worldsim.envs.imagination import RUNGS, hand_written_aids
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
@@ -356,7 +348,7 @@ def main(args: Args) -> None:
                               "margin_ci": intervals.get(f"{name}_margin")}
     report("policy_ranking", {
         "tasks": list(TASKS), "world_model": str(args.world_model), "rung": args.rung,
-        "aids": [*RUNGS[args.rung].aids, *HAND_WRITTEN],
+        "aids": [*RUNGS[args.rung].aids, *hand_written_aids(pathway=True, rule_judge=True, dense_reward=False)],
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
             "world_model_mixed": (f"world_model fine-tuned on set {args.mixed_from}'s demonstrations and "

@@ -63,6 +63,8 @@ class KeyframeFile(Protocol):
 
 Judge = Literal["rule", "head"]
 JUDGES: tuple[str, ...] = get_args(Judge)
+Placebo = Literal["static"]
+PLACEBOS: tuple[str, ...] = get_args(Placebo)
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,20 @@ RUNGS: dict[str, Rung] = {rung.name: rung for rung in (ORACLE, SIM_SEEDED, PIXEL
 """The imagination ladder, from the most simulator help to none."""
 
 
+def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool) -> tuple[str, ...]:
+    """What imagination takes from hand-written code rather than from learning, on any rung: the
+    gripper's commanded motion always; with the object pathway (``pathway``) the contact gate,
+    the cube's pixels carried from the start frame and the exact camera; the task's success rule
+    when it judges (``rule_judge``); the task's shaping with the dense reward (``dense_reward``)."""
+    return tuple(aid for aid, taken in (
+        ("hand-written: the gripper's commanded motion (plus a learned correction)", True),
+        ("hand-written: the contact gate on cube motion", pathway),
+        ("hand-written: the cube's pixels carried from the start frame", pathway),
+        ("hand-written: the exact camera", pathway),
+        ("hand-written: the task's success rule as the judge", rule_judge),
+        ("hand-written: the task's dense reward shaping", dense_reward)) if taken)
+
+
 def replay_rung(model: ImaginingModel, bank: KeyframeFile) -> Rung:
     """The rung on which training replays ``model`` on ``bank`` (validation figures, sample videos,
     the calibration of the success threshold): its objects start as training saw them, at the
@@ -230,6 +246,11 @@ class ImaginationConfig:
     train-wm calibrated and saved with the model)."""
     sampling_steps: int | None = None
     """Denoising steps per imagined frame (None: the model's own)."""
+    placebo: Placebo | None = None
+    """A control arm: "static" switches the learned object dynamics off, so that every object stays
+    where the model found it at the start while the gripper, frames, judge and reward run as usual.
+    A gain that a static world gives as well came from the reward (its shaping) or from the
+    gripper's motion, not from what the model learned about the objects. None: the model as it is."""
     device: Device = "auto"
     """Where the world model runs (auto: CUDA when available)."""
 
@@ -245,6 +266,7 @@ class ImaginationConfig:
         check_range("success_threshold", self.success_threshold, 0.0, 1.0, integer=False, optional=True,
                     low_open=True, high_open=True)
         check_choice("judge", self.judge, JUDGES, optional=True)
+        check_choice("placebo", self.placebo, PLACEBOS, optional=True)
         check_choice("reward_type", self.reward_type, IMAGINED_REWARD_TYPES)
         check_choice("device", self.device, DEVICES)
         if (self.world_model is None) != (self.keyframes is None):
@@ -266,6 +288,13 @@ class ImaginationConfig:
         if not self.imagined:
             raise ValueError(f"{what} needs a world model: pass --world-model and --keyframes")
         return self
+
+    def check_placebo(self, model: ImaginingModel) -> None:
+        """``ValueError`` (one line) for the static placebo with a model that has no object pathway to
+        switch off."""
+        if self.placebo == "static" and model.objects is None:
+            raise ValueError("placebo='static' holds the object pathway's objects still, and this world model has "
+                             "no object pathway (trained without state): no static placebo for it")
 
     def for_evaluation(self) -> ImaginationConfig:
         """The same imagination as evaluations run it: episode starts only, to the time limit."""

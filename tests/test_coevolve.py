@@ -7,7 +7,8 @@ import torch
 from conftest import write_toml
 
 from worldsim.envs.imagination import ImaginationConfig
-from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, guard
+from worldsim.envs.tasks import get_task
+from worldsim.pipelines.coevolve import CoevolveConfig, GuardConfig, coevolve, direct_rl_epochs, guard
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds
 from worldsim.policies.tinyvla import TinyVLA, TinyVLAConfig
 from worldsim.runtime.run_logging import to_jsonable
@@ -262,3 +263,20 @@ def test_quickstart_refuses_bad_values_before_running(tmp_path):
     (tmp_path / "q" / "something").write_text("x")
     assert main(["quickstart", "--out", str(tmp_path / "q")]) == 2  # not empty: --resume or a new --out
     assert main(["quickstart", "--task", "NoSuchTask-v0", "--out", str(tmp_path / "r")]) == 2
+
+
+def test_direct_rl_makes_as_many_policy_updates_as_the_imagination_rounds():
+    """GRPO's passes per iteration for the direct-rl baseline: its real budget gives it fewer
+    iterations than imagination's steps do, so it makes more passes over each (never fewer than
+    the trainer's default)."""
+    def config(**changes):
+        return CoevolveConfig(**{"base_policy": "bc", "task": "PushCube-v0", "real_episodes": 10, "rounds": 2,
+                                 "mode": "direct-rl", "rl": RLRounds(env_steps=12_800, num_envs=32), **changes})
+
+    # imagination: 2 rounds x ceil(12,800 / (40 steps x 32 envs)) = 20 iterations of 4 passes; physics: the
+    # 20 real episodes of up to 100 steps are one iteration of 32 episodes, so it makes 80 passes over it
+    assert get_task("PushCube-v0").max_episode_steps == 100
+    assert direct_rl_epochs(config(), chunk=4) == 80
+    # with episodes to the time limit, 2 x ceil(12,800 / 3,200) = 8 iterations of 4 passes
+    assert direct_rl_epochs(config(imagination=ImaginationConfig(horizon=None)), chunk=4) == 32
+    assert direct_rl_epochs(config(real_episodes=2_000), chunk=4) == 4  # more real iterations: the default

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from worldsim.evaluation.compare import paired_comparison, verdict
+from worldsim.evaluation.compare import over_seeds, paired_comparison, verdict
 from worldsim.evaluation.evaluate import evaluate_policy
 from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 from worldsim.rollout import slot_seed
@@ -39,3 +39,23 @@ def test_evaluations_with_one_seed_run_the_same_episodes_whatever_the_envs():
     c = evaluate_policy(expert, ["ReachCube-v0"], 7, num_envs=3, seed=5, progress=False).tasks["ReachCube-v0"]
     assert len(c.outcomes) == 7 and c.mean_return != a.mean_return  # another seed, other starts
     assert slot_seed(4, 0) != slot_seed(4, 1) and slot_seed(4, 1) == slot_seed(4, 1)
+
+
+def test_over_seeds_resamples_seeds_then_episodes():
+    """A gain that every seed shows has a tight interval; the same pooled gain carried by one seed
+    of five has an interval over seeds that reaches zero, though pooled McNemar calls it significant."""
+    before = [False] * 100
+    steady = [(before, [True] * 20 + [False] * 80)] * 5  # +20 points on every seed
+    result = over_seeds(steady, draws=2_000)
+    assert result["difference"] == pytest.approx(0.2) and result["per_seed"] == [pytest.approx(0.2)] * 5
+    assert 0.1 < result["ci95"][0] < 0.2 < result["ci95"][1] < 0.3 and result["seeds"] == 5
+    lucky = [(before, [True] * 100)] + [(before, before)] * 4  # +100 on one seed, 0 on the others
+    result = over_seeds(lucky, draws=2_000)
+    assert result["difference"] == pytest.approx(0.2) and result["ci95"][0] == 0.0
+    pooled = paired_comparison(sum((b for b, _ in lucky), []), sum((a for _, a in lucky), []))
+    assert pooled["difference"] == pytest.approx(0.2) and pooled["significant"]
+    assert over_seeds(steady, draws=500, seed=3) == over_seeds(steady, draws=500, seed=3)  # deterministic
+    with pytest.raises(ValueError, match="^paired outcomes must be two non-empty lists of equal length; got 2 and 1$"):
+        over_seeds([([True, False], [True])])
+    with pytest.raises(ValueError, match="needs at least one seed"):
+        over_seeds([])

@@ -77,12 +77,14 @@ def test_a_nested_part_is_a_table_and_its_flags_still_win(tmp_path, data):
         rung = "oracle"
         sampling_steps = 2
         success_threshold = 0.3
+        placebo = "static"
         """)
     args = ["--world-model", "wm", "--data", str(data), "--config-file", str(file)]
     config = parse(load("eval-wm"), args, "worldsim eval-wm")
     assert (config.near_miss, config.physics_ceiling) == (0.05, False)
     imagination = config.imagination
     assert (imagination.rung.name, imagination.sampling_steps, imagination.success_threshold) == ("oracle", 2, 0.3)
+    assert imagination.placebo == "static"  # a control arm: a config file's setting
     config = parse(load("eval-wm"), [*args, "--rung", "video"], "worldsim eval-wm")
     assert config.imagination.rung.name == "video" and config.imagination.sampling_steps == 2
 

@@ -155,6 +155,36 @@ def test_pixels_reads_no_state_and_finds_the_objects_itself(files, push_episodes
     env.close()
 
 
+def test_the_static_placebo_switches_the_object_dynamics_off_and_nothing_else(files, push_episodes, monkeypatch):
+    """placebo='static': the objects stay where the model found them, the object pathway is never
+    run, and the gripper moves exactly as in the model's own world (same seed, same actions)."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (6, 4, 4)).astype(np.float32)
+    runs = {}
+    for placebo in (None, "static"):
+        env = make(files / "pathway", push_episodes, num_envs=4, placebo=placebo, terminate_on_success=False)
+        world = env.unwrapped
+        calls = []
+        pathway = world.model.objects.forward
+        monkeypatch.setattr(world.model.objects, "forward", lambda *a, calls=calls, f=pathway: calls.append(1) or f(*a))
+        env.reset(seed=0)
+        start = world._rollout.points[:, -1].clone(), world._rollout.heights[:, -1].clone()
+        proprio = []
+        for action in actions:
+            obs, *_ = env.step(action)
+            proprio.append(obs["proprio"])
+            if placebo == "static":
+                assert torch.equal(world._rollout.points[:, -1], start[0])
+                assert torch.equal(world._rollout.heights[:, -1], start[1])
+        runs[placebo] = np.stack(proprio), len(calls)
+        env.close()
+    assert runs[None][1] == len(actions) and runs["static"][1] == 0
+    np.testing.assert_array_equal(runs[None][0], runs["static"][0])  # the gripper's motion is untouched
+    with pytest.raises(ValueError, match="^placebo='shuffled'; allowed: static"):
+        ImaginationConfig(placebo="shuffled")
+    refusal("^placebo='static' holds the object pathway's objects still, and this world model has no object pathway",
+            world_model=files / "video", keyframes=files / "pixels.h5", rung="video", placebo="static")
+
+
 def test_the_oracle_shows_the_renderer_s_frames(files, push_episodes):
     env = make(files / "pathway", push_episodes, num_envs=3, rung="oracle", terminate_on_success=False)
     world = env.unwrapped
@@ -246,3 +276,17 @@ def test_open_loop_replays_judge_as_the_env_does(files, push_episodes, untrained
     video = open_loop(WorldModel.from_pretrained(files / "video"), bank, episodes, starts, 3,
                       imagination=ImaginationConfig(rung="video"))
     assert video.imagined.shape == by_rule.imagined.shape
+
+
+def test_open_loop_replays_take_the_static_placebo(files, push_episodes):
+    """eval-wm's replays in the placebo's static world: every imagined position is the start's."""
+    from worldsim.world_models.replay import open_loop
+
+    model, bank = WorldModel.from_pretrained(files / "pathway"), EpisodeBank(push_episodes)
+    episodes, starts = np.arange(2), np.zeros(2, np.int64)
+    still = open_loop(model, bank, episodes, starts, 4, imagination=ImaginationConfig(placebo="static"))
+    assert still.points is not None and still.heights is not None
+    assert (still.points == still.points[:, :1]).all() and (still.heights == still.heights[:, :1]).all()
+    with pytest.raises(ValueError, match="^placebo='static' holds the object pathway's objects still"):
+        open_loop(WorldModel.from_pretrained(files / "video"), bank, episodes, starts, 3,
+                  imagination=ImaginationConfig(rung="video", placebo="static"))

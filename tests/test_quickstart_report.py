@@ -55,6 +55,19 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     assert "| behaviour cloning | 12.5 |" in text and "Warning" not in text
     assert "rolled the GRPO policy back (imagined success exceeds real by 0.46 > 0.3)" in text
     assert json.loads((tmp_path / "summary.json").read_text())["comparison"]["episodes"] == 200
+    assert "sampled actions" not in text  # a summary without the readings says nothing of them
+
+
+def test_the_report_reads_both_policies_sampled_and_compares_their_better_readings(tmp_path):
+    (tmp_path / "detect").mkdir()
+    (tmp_path / "detect" / "table.md").write_text("| detector | ROC-AUC |\n|---|---|\n")
+    best = {"readings": {"bc": "sampled", "final": "mean"}, "sampled_success": {"bc": 0.5, "final": 0.47},
+            "comparison": {**SUMMARY["comparison"], "before": {"success_rate": 0.5, "ci95": [0.43, 0.57]},
+                           "difference": -0.015, "difference_ci95": [-0.07, 0.04], "p_value": 0.71}}
+    text = write_report(tmp_path, {**SUMMARY, "best_readings": best}).read_text()
+    assert "Read with sampled actions on the same episodes: BC 50.0%, after GRPO 47.0%." in text
+    assert "Each at its better reading (BC: sampled, GRPO: mean; chosen on these same episodes): GRPO 48.5% vs BC " \
+           "50.0% on the same 200 episodes: -1.5 points" in text
 
 
 def test_the_report_names_the_rung_and_calls_the_oracle_an_upper_bound(tmp_path):
@@ -187,3 +200,18 @@ def test_detection_summary_reads_a_detection_run(tmp_path):
     assert knn["step"] == successes[0] and knn["where_rollouts_differ"]["step"] == successes[(len(successes) - 1) // 2]
     assert knn["call"] == "separates" and knn["interval"][0] > 0.5 and knn["seeds"] == 2
     assert summary["detection"] == {"rollouts": 40, "failures": 14, "median_failure_length": 60}
+
+
+def test_best_readings_pairs_each_policy_at_its_better_reading():
+    from worldsim.pipelines.quickstart import best_readings
+
+    def row(outcomes):
+        return {"real": {"per_task": {"PushCube-v0": {"outcomes": outcomes}}}}
+
+    results = {"rounds": [row([True, False, False, False]), row([True, True, False, False])]}
+    readings = {"bc": {"success_rate": 0.75, "outcomes": [True, True, True, False]},  # sampling lifts BC
+                "final": {"success_rate": 0.5, "outcomes": [False, True, True, False]}}  # a tie: the mean action
+    best = best_readings(results, readings, "PushCube-v0")
+    assert best["readings"] == {"bc": "sampled", "final": "mean"}
+    assert best["comparison"]["difference"] == -0.25 and best["comparison"]["before"]["success_rate"] == 0.75
+    assert best["sampled_success"] == {"bc": 0.75, "final": 0.5}

@@ -42,6 +42,8 @@ What imagination cannot do, and what it does instead:
   success stage, 1 on a success; it needs a model with the object pathway (the objects'
   positions are not otherwise imagined). ``info["reward_terms"]`` holds ``success_prob``, and
   with ``"dense"`` the shaping terms too;
+- ``placebo="static"`` (a control arm): the object pathway is switched off, so every object stays
+  where the model found it at the start while the gripper, frames, judge and reward run as usual;
 - ``terminated``: success (if ``terminate_on_success``), or failure: with the object pathway,
   a cube imagined off the table, as in physics (without it, ``failure`` is always False);
 - ``truncated``: the elapsed-step counter reaches ``max_episode_steps`` (the task's limit by
@@ -182,6 +184,7 @@ class ImaginedVectorEnv(BatchedEnv):
         self.success_threshold = cfg.judge.success_threshold if config.success_threshold is None \
             else config.success_threshold
         self.outcome = self.model.judge.check(config.judge)
+        config.check_placebo(self.model)
         rung = self.rung = config.rung
         self.bank = keyframe_bank(self.model, keyframes, self.task.name, rung)
         self.scene_frames = scene_frames(self.model, rung, self.num_envs)
@@ -282,7 +285,8 @@ class ImaginedVectorEnv(BatchedEnv):
         action = torch.from_numpy(actions[index]).to(self.device)
         rollout = self._rollout.rows(rows)
         pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator,
-                                  draw=self.scene_frames is None, outcome=self.outcome)
+                                  draw=self.scene_frames is None, outcome=self.outcome,
+                                  objects_move=self.imagination.placebo != "static")
         self._rollout.put(rows, rollout.advance(pred))
         self._frames[index] = step_frames(pred, self.model.config.patch, self.scene_frames, index)
         prob = pred.success_prob.float().cpu().numpy()

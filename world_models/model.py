@@ -207,14 +207,15 @@ class WorldModel(nn.Module):
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
-                generator: torch.Generator | None = None, draw: bool = True, outcome: str | None = None
-                ) -> Prediction:
+                generator: torch.Generator | None = None, draw: bool = True, outcome: str | None = None,
+                objects_move: bool = True) -> Prediction:
         """Imagine the next step of a batch of rollouts under ``action`` ``(B, 4)`` for tasks ``(B,)``
         (:meth:`Rollout.advance` takes it in); ``draw=False`` leaves the frame out (``latent`` None:
         the pathway's state alone, drawn by :mod:`~worldsim.world_models.scene_frames`).
-        ``outcome``: who judges success, ``"rule"`` (the pathway) or ``"head"`` (None: the judge's own)."""
+        ``outcome``: who judges success, ``"rule"`` (the pathway) or ``"head"`` (None: the judge's own);
+        ``objects_move=False``: the placebo's static world (:meth:`step_dynamics`)."""
         outcome = self.judge.check(outcome)
-        norm, points, heights = self.step_dynamics(rollout, action, task)
+        norm, points, heights = self.step_dynamics(rollout, action, task, objects_move)
         next_proprio = self.scale.raw(norm)
         latent = None
         if draw:
@@ -224,15 +225,18 @@ class WorldModel(nn.Module):
         success, failed = self.judge.verdict(outcome, latent, task, next_proprio, norm, points, heights)
         return Prediction(latent, next_proprio, success, points, heights, failed)
 
-    def step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor
+    def step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, objects_move: bool = True
                       ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """One step of the low-dimensional dynamics alone: the next normalised proprio and, with the
-        pathway, the objects' next positions and heights (None without it)."""
+        pathway, the objects' next positions and heights (None without it). ``objects_move=False``
+        keeps the objects where they are (the object pathway switched off; the gripper still moves)."""
         proprio, one_hot = rollout.proprio, task_one_hot(task, len(self.config.tasks))
         norm = self.proprio(action, proprio, one_hot, self.scale)
         if self.objects is None:
             return norm, None, None
         assert rollout.points is not None and rollout.heights is not None  # started with the pathway
+        if not objects_move:
+            return norm, rollout.points[:, -1].clone(), rollout.heights[:, -1].clone()
         tcp = torch.stack([proprio[:, -1, :3], self.scale.raw(norm)[:, :3]], dim=1)
         points, heights = self.objects(rollout.points, rollout.heights, self.scale.normalize(proprio), norm, action,
                                        one_hot, tcp)

@@ -60,7 +60,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     observations (``image``, ``proprio``, ``instruction``; its chunks are served by a
     :class:`~worldsim.policies.runner.ChunkQueue`); ``real`` still shows the recorded episode
     from the same start, for reference, and every step is ``valid``. ``imagination``: its rung,
-    judge and sampling steps, as the imagined env takes them: on a rung that does not seed the
+    judge, sampling steps and placebo, as the imagined env takes them: on a rung that does not seed the
     objects the model finds them in the real start frames itself (the bank's state is still what
     the real side is measured by); on a seeded one they start at the recorded state; on a rendered
     one (``oracle``) the imagined frames are the imagined states drawn by the scene's renderer
@@ -68,6 +68,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     cfg, rung, sampling_steps = model.config, imagination.rung, imagination.sampling_steps
     outcome = model.judge.check(imagination.judge)
     rung.keyframes(model, bank)  # refuses what the rung cannot do, as the imagined env does
+    imagination.check_placebo(model)
     scene = scene_frames(model, rung, min(batch_size, len(episodes)))
     device = model.device
     n, h = len(episodes), int(steps)
@@ -112,7 +113,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
                 obs = {"image": out.imagined[rows, k], "proprio": rollout.proprio[:, -1].cpu().numpy(),
                        "instruction": tuple(bank.infos[e].instruction for e in j)}
                 action = torch.from_numpy(np.clip(queue(obs), -1.0, 1.0).astype(np.float32)).to(device)
-            pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None, outcome=outcome)
+            pred = model.predict(rollout, action, task, sampling_steps, generator, draw=scene is None, outcome=outcome,
+                                 objects_move=imagination.placebo != "static")
             rollout = rollout.advance(pred)
             out.imagined[rows, k + 1] = step_frames(pred, cfg.patch, scene, np.arange(len(j)))
             out.success_prob[rows, k + 1] = pred.success_prob.cpu().numpy()

@@ -13,7 +13,10 @@ of easy and hard starts from the comparison:
   discordant episodes (Agresti, *Categorical Data Analysis*, 10.1);
 - each policy's success rate with its 95% Wilson interval, and the base rate beside them.
 
-A difference is called a gain only when the test rejects "no difference" at 5%.
+A difference is called a gain only when the test rejects "no difference" at 5%. Over several
+seeds (each its own base policy, training and test episodes), :func:`over_seeds` gives the
+interval a headline needs: the seeds resampled, then each seed's paired episodes, so that a gain
+carried by one lucky seed shows a wide interval, as the pooled McNemar test would not.
 """
 
 from __future__ import annotations
@@ -62,3 +65,26 @@ def verdict(comparison: dict[str, Any], before: str = "before", after: str = "af
     if not c["significant"]:
         return head + ": not a significant difference."
     return head + (f": a significant gain for {after}." if d > 0 else f": a significant loss for {after}.")
+
+
+def over_seeds(pairs: Sequence[tuple[Sequence[bool], Sequence[bool]]], draws: int = 10_000,
+               seed: int = 0) -> dict[str, Any]:
+    """The mean over seeds of ``after``'s gain over ``before`` (each pair: one seed's outcomes on its
+    paired episodes) with its 95% bootstrap interval: resample the seeds with replacement, then
+    each drawn seed's episodes (pairs kept together). Also each seed's own difference."""
+    if not pairs:
+        raise ValueError("over_seeds needs at least one seed's paired outcomes")
+    seeds = []
+    for before, after in pairs:
+        a, b = np.asarray(before, bool), np.asarray(after, bool)
+        if a.shape != b.shape or a.ndim != 1 or not len(a):
+            raise ValueError(f"paired outcomes must be two non-empty lists of equal length; got {len(a)} and {len(b)}")
+        seeds.append(b.astype(float) - a.astype(float))
+    rng = np.random.default_rng(seed)
+    means = np.empty(draws)
+    for k in range(draws):
+        drawn = rng.integers(len(seeds), size=len(seeds))
+        means[k] = np.mean([seeds[s][rng.integers(len(seeds[s]), size=len(seeds[s]))].mean() for s in drawn])
+    per_seed = [float(d.mean()) for d in seeds]
+    return {"difference": float(np.mean(per_seed)), "ci95": [float(x) for x in np.percentile(means, [2.5, 97.5])],
+            "per_seed": per_seed, "seeds": len(seeds)}

@@ -41,7 +41,8 @@ evaluating the base and final policies on real episodes that no round saw (seed
 
 **Baseline** (``mode="direct-rl"``): the same real-episode budget spent on RL directly in the
 physics env (GRPO/PPO on as many real episodes as co-evolution collects in all its rounds, round 0
-included, since physics RL learns from none of them), same evaluation.
+included, since physics RL learns from none of them), same evaluation. With GRPO it makes at
+least as many policy updates as the imagination rounds would (:func:`direct_rl_epochs`).
 
 Every stage writes its outputs under ``out/round_<r>/`` and is recorded in ``out/state.json``
 when it finishes; ``resume=True`` skips the recorded stages and redoes an interrupted one, and
@@ -52,6 +53,7 @@ The run ends with ``results.json``, ``report.md``, ``success.png`` and side-by-s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -245,11 +247,25 @@ def evaluate_both(config: CoevolveConfig, policy_path: Path, world_model: Path |
     return result
 
 
+def direct_rl_epochs(config: CoevolveConfig, chunk: int, update_epochs: int = 4) -> int:
+    """GRPO's passes over each iteration of the direct-rl baseline, so that it makes at least as
+    many policy updates as the imagination rounds would (``update_epochs`` passes each, the trainer's
+    default): its real budget gives it fewer iterations than imagination's imagined steps do,
+    so it makes more passes over each."""
+    def iterations(env_steps: int, episode_steps: int) -> int:
+        return math.ceil(env_steps / (math.ceil(episode_steps / chunk) * chunk * config.rl.num_envs))
+
+    limit = max(get_task(t).max_episode_steps for t in config.tasks)
+    imagined = min(limit, config.imagination.horizon or limit)
+    updates = config.rounds * iterations(config.rl.env_steps, imagined) * update_epochs
+    return max(update_epochs, math.ceil(updates / iterations(config.real_budget * limit, limit)))
+
+
 def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: Path | None,
-             keyframes: Path | None, total_env_steps: int) -> dict[str, Any]:
-    """One RL run from ``policy_path``: in imagination with ``world_model``, else in physics. Its
-    final evaluation (``config.seed``: the same real episodes as every round's) is the round's
-    real evaluation."""
+             keyframes: Path | None, total_env_steps: int, **settings: Any) -> dict[str, Any]:
+    """One RL run from ``policy_path``: in imagination with ``world_model``, else in physics
+    (``settings``: the trainer's own, e.g. ``update_epochs``). Its final evaluation
+    (``config.seed``: the same real episodes as every round's) is the round's real evaluation."""
     from worldsim.training.grpo import GRPOConfig, train_grpo
     from worldsim.training.ppo import train_ppo
 
@@ -259,9 +275,9 @@ def train_rl(config: CoevolveConfig, policy_path: Path, out: Path, world_model: 
     run |= {"suite": config.suite} if config.suite else {"task": config.task}
     if world_model is not None:
         run["imagination"] = config.imagination.replace(world_model=world_model, keyframes=keyframes)
-    rl_config = config.rl.train_config(total_env_steps, **run)
+    rl_config = config.rl.train_config(total_env_steps, **run, **settings)
     summary = train_grpo(rl_config) if isinstance(rl_config, GRPOConfig) else train_ppo(rl_config)
-    return {"policy": str(out / "policy"), "env_steps": summary["global_step"],
+    return {"policy": str(out / "policy"), "env_steps": summary["global_step"], **settings,
             "train_seconds": summary["train_seconds"], "stopped_by": summary["stopped_by"],
             "eval": summary.get("eval")}
 
@@ -306,10 +322,13 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
         horizon = max(get_task(t).max_episode_steps for t in config.tasks)
         # Physics RL learns from none of co-evolution's collected episodes, so it gets all of them:
         # the whole real budget, counted in env steps at the longest episode (episodes that end
-        # early leave it more episodes, which favours this baseline).
+        # early leave it more episodes, which favours this baseline); with GRPO, as many policy
+        # updates as the imagination rounds make, by more passes over its fewer iterations.
+        epochs = ({"update_epochs": direct_rl_epochs(config, load_policy(config.base_policy).chunk_size)}
+                  if config.rl.algo == "grpo" else {})
         rl = stages.run("direct RL in physics", out / "direct_rl",
                         lambda: train_rl(config, config.base_policy, out / "direct_rl", None, None,
-                                         config.real_budget * horizon))
+                                         config.real_budget * horizon, **epochs))
         after = stages.run("direct RL: evaluate", None,
                            lambda: evaluate_both(config, Path(rl["policy"]), None, None, rl["eval"]))
         rounds.append({"round": 1, "policy": rl["policy"], **after, "accepted": True,

@@ -157,6 +157,18 @@ def rollouts_for_width(rollouts: int, width: float, target: float) -> int:
     return max(rollouts, math.ceil(rollouts * (width / target) ** 2 / 50) * 50)
 
 
+def reading_lines(summary: dict[str, Any]) -> list[str]:
+    """The policies read with sampled actions too, and the verdict with each at its better reading
+    (a gain that sampling the BC policy already gives is no gain of RL)."""
+    best = summary.get("best_readings")
+    if not best:
+        return []
+    sampled, chosen = best["sampled_success"], best["readings"]
+    return [f"Read with sampled actions on the same episodes: BC {_pct(sampled['bc'])}, after GRPO "
+            f"{_pct(sampled['final'])}. Each at its better reading (BC: {chosen['bc']}, GRPO: {chosen['final']}; "
+            "chosen on these same episodes): " + verdict(best["comparison"], "BC", "GRPO"), ""]
+
+
 def rung_line(rung: str) -> str:
     """The report's sentence naming the rung GRPO imagined on (and the videos and fidelity show)."""
     return (f"GRPO imagined on {Rung.from_json(rung).meaning} The side-by-side videos show the frames the policy "
@@ -192,6 +204,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{_pct(c['after']['ci95'][1])} |", "",
         verdict(c, "BC", "GRPO") + f" Discordant episodes: {c['only_after_succeeded']} only after GRPO, "
         f"{c['only_before_succeeded']} only BC.", "",
+        *reading_lines(summary),
         *guard_lines(summary["guard"]),
         "Imagined success of the same policies (the world model's view): "
         + ", ".join(_pct(s) for s in summary["imagined_success"]) + ". Per-round table, guard verdicts and "

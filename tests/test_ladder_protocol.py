@@ -1,0 +1,55 @@
+"""The imagination ladder's controls (benchmarks/imagination_ladder.py): every co-evolution arm
+has its placebo where the model has a pathway to switch off, the headline rewards success alone,
+readings are chosen on the round evaluations, and a changed protocol is refused."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the benchmark scripts
+import imagination_ladder as ladder  # noqa: E402
+
+
+def arms(*rungs, rewards=("transition", "dense")):
+    parser = argparse.ArgumentParser()
+    return ladder.arms_of(parser, argparse.Namespace(rungs=list(rungs), rewards=list(rewards)))
+
+
+def test_every_arm_has_its_placebo_and_reuses_the_first_arm_s_round_0():
+    found = {arm.name: arm for arm in arms("pixels", "video", "sim-seeded")}
+    assert list(found) == ["pixels", "pixels~static", "pixels+dense", "pixels+dense~static", "video",
+                           "sim-seeded", "sim-seeded~static", "sim-seeded+dense", "sim-seeded+dense~static"]
+    assert found["pixels"].round0 is None and found["video"].round0 is None  # each trains its own world model
+    assert {found[n].round0 for n in ("pixels~static", "pixels+dense", "sim-seeded", "sim-seeded+dense~static")} \
+        == {"pixels"}
+    assert found["pixels+dense~static"].imagination.placebo == "static"
+    assert found["pixels+dense"].imagination.reward_type == "dense" and found["pixels"].imagination.placebo is None
+    # the video rung: no object pathway to hold still, and no dense reward (it reads the objects)
+    assert "video~static" not in found and "video+dense" not in found
+
+
+def test_the_headline_rewards_success_alone(capsys):
+    with pytest.raises(SystemExit) as caught:
+        arms("pixels", rewards=("dense", "transition"))
+    assert caught.value.code == 2
+    assert "the first is the headline's and must reward success alone (transition or sparse)" in capsys.readouterr().err
+
+
+def test_the_reading_is_the_one_the_round_evaluations_rank_first():
+    assert ladder.chosen({"mean": 0.3, "sampled": 0.4}) == "sampled"
+    assert ladder.chosen({"mean": 0.4, "sampled": 0.4}) == "mean"  # a tie: the mean action
+
+
+def test_a_changed_protocol_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    (tmp_path / "protocol.json").write_text(json.dumps({"task": "PushCube-v0", "test_episodes": 100}))
+    monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path), "--test-episodes", "200"])
+    monkeypatch.setattr(ladder, "run_seed", lambda *a: pytest.fail("a seed ran under a changed protocol"))
+    with pytest.raises(SystemExit) as caught:
+        ladder.main()
+    assert caught.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "was started with another protocol (" in error and "test_episodes" in error
+    assert error.endswith("a changed protocol is a new run, with a new --out and a new --test-seed")
