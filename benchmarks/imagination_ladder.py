@@ -138,6 +138,9 @@ def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int,
         return None if row is None else row["accuracy"]
 
     return {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
+            # the trivial predictor's: each replay's start frame copied (fidelity files written before it: None)
+            "psnr_copy_first_8": fid.get("psnr_copy_first_at_8"),
+            "psnr_copy_first_32": fid.get("psnr_copy_first_at_horizon"),
             "object_error_cm_16": contact.get("at_horizon_cm"),
             "agreement_keyframe_8": accuracy(by.get("keyframe_8_balanced")),
             "agreement_keyframe_8_majority": (by.get("keyframe_8_balanced") or {}).get("majority_accuracy"),

@@ -56,6 +56,11 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     assert "rolled the GRPO policy back (imagined success exceeds real by 0.46 > 0.3)" in text
     assert json.loads((tmp_path / "summary.json").read_text())["comparison"]["episodes"] == 200
     assert "sampled actions" not in text  # a summary without the readings says nothing of them
+    assert "PSNR 24.3 dB after 8 imagined steps, 21.7 dB after 32;" in text  # no trivial predictor measured
+    copied = copy.deepcopy(SUMMARY)
+    copied["world_model"]["psnr_copy_first"] = [22.2, 21.2]
+    assert "21.7 dB after 32 (the start frame copied, the trivial predictor: 22.2 / 21.2 dB);" in \
+        write_report(tmp_path, copied).read_text()
 
 
 def test_the_report_reads_both_policies_sampled_and_compares_their_better_readings(tmp_path):

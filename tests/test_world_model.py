@@ -557,6 +557,8 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert report["rung"] == "sim-seeded"
     assert len(report["episode_start"]["psnr"]) == 4 and report["keyframe"]["replays"] > 0
     assert 0 < report["psnr_at_8"] < 100 and -1 <= report["ssim_at_8"] <= 1
+    copy = report["episode_start"]["psnr_copy_first"]  # the trivial predictor beside every PSNR
+    assert len(copy) == 4 and report["psnr_copy_first_at_horizon"] == copy[-1] and report["psnr_copy_first_at_8"] > 0
     gripper = report["episode_start"]["gripper_cm"]
     assert len(gripper) == 4 and min(gripper) >= 0 and report["gripper_cm_at_horizon"] == gripper[-1]
     held = report["held_out"]
@@ -731,3 +733,20 @@ def test_videos_people_look_at_are_upscaled_without_blur():
     assert big.shape == (3, 256, 520, 3)
     assert np.array_equal(big[:, ::4, ::4], frames)  # nearest neighbour: every pixel kept as it was
     assert upscale(big).shape == big.shape  # already tall enough
+
+
+def test_the_copied_first_frame_is_the_trivial_predictor_s_psnr():
+    """Step 1 repeats the start frame exactly (100 dB, as identical frames count); step 2 differs
+    by 10 grey levels everywhere (PSNR 20 log10(255 / 10)); a replay past its end is left out."""
+    from worldsim.world_models.metrics import copy_first_psnr_curve, psnr_curve
+    from worldsim.world_models.replay import OpenLoop
+
+    real = np.full((2, 3, 4, 4, 3), 100, np.uint8)
+    real[:, 2] = 110
+    valid = np.ones((2, 3), bool)
+    valid[1, 2] = False
+    run = OpenLoop(real=real, imagined=np.zeros_like(real), valid=valid, success_prob=np.zeros((2, 3)),
+                   success=np.zeros((2, 3), bool), real_proprio=np.zeros((2, 3, 4)),
+                   imagined_proprio=np.zeros((2, 3, 4)))
+    np.testing.assert_allclose(copy_first_psnr_curve(run), [100.0, 20 * np.log10(255 / 10)])
+    assert (psnr_curve(run) < 10).all()  # the black imagined frames, for contrast

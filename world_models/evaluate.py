@@ -51,6 +51,7 @@ from worldsim.world_models.keyframes import KINDS, KeyframeRule, select_keyframe
 from worldsim.world_models.metrics import (
     action_gap,
     agreement,
+    copy_first_psnr_curve,
     episode_scores,
     gripper_error_curve,
     head_on_real_frames,
@@ -175,9 +176,10 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     ``imagined`` curve over steps 1-8 / 1-``curve_steps`` beside ``step_change_mean``.
 
     Keys: ``held_out`` (:meth:`HeldOut.summary`), ``horizon`` (the curves' length, ``curve_steps``),
-    ``episode_start`` and ``keyframe`` (``psnr``, ``ssim`` and ``gripper_cm`` per step
-    1..``curve_steps``, ``replays``), ``psnr_at_8``, ``ssim_at_8``,
-    ``psnr_at_horizon``, ``gripper_cm_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
+    ``episode_start`` and ``keyframe`` (``psnr``, ``ssim``, ``gripper_cm`` and the trivial predictor's
+    ``psnr_copy_first``, the start frame copied, per step 1..``curve_steps``, ``replays``), ``psnr_at_8``,
+    ``ssim_at_8``, ``psnr_at_horizon``, ``psnr_copy_first_at_8``, ``psnr_copy_first_at_horizon``,
+    ``gripper_cm_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
     replays), ``success_by_horizon`` (``last_<h>``, ``keyframe_<h>`` and ``keyframe_<h>_balanced`` for each of
     ``rl_horizons``, and ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
     ``confusion`` (per episode: index, task, real and imagined outcome, highest imagined
@@ -233,8 +235,10 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                               "rung": imagination.rung.name, "judge": model.judge.check(imagination.judge)}
     for name, run in (("episode_start", from_start), ("keyframe", from_keyframes)):
         report[name] = ({"psnr": psnr_curve(run).round(3).tolist(), "ssim": ssim_curve(run).round(4).tolist(),
-                         "gripper_cm": gripper_error_curve(run).round(2).tolist(), "replays": len(run.real)}
-                        if run is not None else {"psnr": [], "ssim": [], "gripper_cm": [], "replays": 0})
+                         "gripper_cm": gripper_error_curve(run).round(2).tolist(),
+                         "psnr_copy_first": copy_first_psnr_curve(run).round(3).tolist(), "replays": len(run.real)}
+                        if run is not None else {"psnr": [], "ssim": [], "gripper_cm": [], "psnr_copy_first": [],
+                                                 "replays": 0})
     start = report["episode_start"]
     at8 = min(8, len(start["psnr"])) - 1
     contact_error = None
@@ -247,6 +251,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         contact_error["at_horizon_cm"] = contact_error["imagined_cm"][-1]
     report.update(
         psnr_at_8=start["psnr"][at8], ssim_at_8=start["ssim"][at8], psnr_at_horizon=start["psnr"][-1],
+        psnr_copy_first_at_8=start["psnr_copy_first"][at8], psnr_copy_first_at_horizon=start["psnr_copy_first"][-1],
         gripper_cm_at_horizon=start["gripper_cm"][-1],
         success_threshold=threshold, success=agreement(imagined, real),
         success_by_horizon={**by_horizon, "full": agreement(imagined, real)},

@@ -37,6 +37,12 @@ def psnr_curve(run: OpenLoop) -> np.ndarray:
     return _curve(run, _psnr)
 
 
+def copy_first_psnr_curve(run: OpenLoop) -> np.ndarray:
+    """The trivial predictor's PSNR curve: each replay's real start frame copied as every later
+    frame, against the real frames (what a model's :func:`psnr_curve` must beat to show motion)."""
+    return _curve(run, _psnr, lambda i, k: run.real[i, 0])
+
+
 def ssim_curve(run: OpenLoop) -> np.ndarray:
     """Mean SSIM over the valid replays at each step 1..H."""
     return _curve(run, _ssim)
@@ -60,11 +66,13 @@ def _ssim(real: np.ndarray, imagined: np.ndarray) -> float:
     return float(structural_similarity(real, imagined, channel_axis=-1, data_range=255))
 
 
-def _curve(run: OpenLoop, metric: Any) -> np.ndarray:
+def _curve(run: OpenLoop, metric: Any, predicted: Any = None) -> np.ndarray:
+    """``metric`` of each valid real frame against its prediction (the imagined frame, or
+    ``predicted(i, k)``), averaged over the replays at each step 1..H."""
     values = []
     for k in range(1, run.real.shape[1]):
         rows = np.flatnonzero(run.valid[:, k])
-        scores = [metric(run.real[i, k], run.imagined[i, k]) for i in rows]
+        scores = [metric(run.real[i, k], run.imagined[i, k] if predicted is None else predicted(i, k)) for i in rows]
         values.append(np.mean(scores) if scores else np.nan)
     return np.array(values)
 

@@ -213,7 +213,9 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"On {held['episodes']} new real episodes of the BC policy ({_count(held['successes'], 'success')}, "
         f"{_count(held['failures'], 'failure')}, {_count(held['near_miss_failures'], 'near miss')}; base rate "
         f"{_pct(held['base_rate'])}{', balanced' if held['balanced'] else ''}):", "",
-        f"- image fidelity: PSNR {wm['psnr_at_8']:.1f} dB after 8 imagined steps, {wm['psnr_at_32']:.1f} dB after 32;",
+        f"- image fidelity: PSNR {wm['psnr_at_8']:.1f} dB after 8 imagined steps, {wm['psnr_at_32']:.1f} dB after 32"
+        + (f" (the start frame copied, the trivial predictor: {wm['psnr_copy_first'][0]:.1f} / "
+           f"{wm['psnr_copy_first'][1]:.1f} dB);" if None not in wm.get("psnr_copy_first", [None]) else ";"),
         f"- the pushed object's position 16 steps after first contact: {contact:.1f} cm off (median)" if contact
         is not None else "- the pushed object's position error: not measured (no contact in the held-out episodes)",
         f"- imagined vs real outcome over the last 16 steps: {_pct(agreement['last_16']['accuracy'])} agreement, "
