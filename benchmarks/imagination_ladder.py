@@ -67,7 +67,8 @@ from common import plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung, hand_written_aids
-from worldsim.evaluation.compare import over_seeds, paired_comparison
+from worldsim.evaluation.compare import READINGS, better_reading, over_seeds, paired_comparison
+from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelPreset, WorldModelRounds
 from worldsim.runtime.run_logging import write_json
@@ -75,10 +76,6 @@ from worldsim.world_models.config import PRESETS
 
 SUCCESS_ONLY = ("transition", "sparse")
 """Rewards from the judge's verdict alone: the headline's."""
-READINGS = {"mean": True, "sampled": False}
-"""How a policy is read: its mean action (deterministic) or sampled actions."""
-ROUND_EVAL_OFFSET = 10_000
-"""Co-evolution's round evaluations run at ``seed + 10000`` (``evaluate_real_and_imagined``)."""
 RUN_ONLY = ("threads", "out", "only_seeds")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
 
@@ -204,15 +201,11 @@ def real_outcomes_of(policy: Path, task: str, episodes: int, seed: int, reading:
     in ``kept``, and read back from there rather than run again."""
     if kept.exists():
         return json.loads(kept.read_text())["outcomes"]
-    import torch
-
-    from worldsim.evaluation.evaluate import evaluate_policy
+    from worldsim.evaluation.evaluate import evaluate_in_physics
     from worldsim.policies import load_policy
 
-    torch.manual_seed(seed)  # the sampled reading's draws
-    result = evaluate_policy(load_policy(policy).eval(), [task], episodes, num_envs=min(episodes, 256), seed=seed,
-                             deterministic=READINGS[reading], progress=False)
-    outcomes = [bool(o) for o in result.tasks[task].outcomes]
+    result = evaluate_in_physics(load_policy(policy), [task], episodes, seed, deterministic=READINGS[reading])
+    outcomes = [bool(o) for o in result["per_task"][task]["outcomes"]]
     write_json(kept, {"policy": str(policy), "seed": seed, "reading": reading, "outcomes": outcomes})
     return outcomes
 
@@ -238,7 +231,7 @@ def policies_of(results: dict[str, dict[str, Any]]) -> dict[str, Path]:
 
 def chosen(round_eval: dict[str, float]) -> str:
     """The reading the round evaluations rank first (the mean action on a tie)."""
-    return max(READINGS, key=lambda reading: (round_eval[reading], reading == "mean"))
+    return better_reading(round_eval["mean"], round_eval["sampled"])
 
 
 def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], seed: int) -> dict[str, Any]:
@@ -289,7 +282,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     round_evals: dict[str, dict[str, float]] = {}
     for name, policy in policies.items():
         run_row = results[next(iter(results))]["rounds"][0] if name == "bc" else last_accepted(results[name]["rounds"])
-        sampled = real_outcomes_of(policy, args.task, args.eval_episodes, seed + ROUND_EVAL_OFFSET, "sampled",
+        sampled = real_outcomes_of(policy, args.task, args.eval_episodes, seed + REAL_EVAL_SEED_OFFSET, "sampled",
                                    out / "readings" / f"s{seed}" / f"{name}.json")
         round_evals[name] = {"mean": run_row["real"]["success_rate"], "sampled": float(np.mean(sampled))}
     directs = [f"direct-rl@{lr:g}" for lr in args.direct_rl_lrs]

@@ -88,3 +88,13 @@ def over_seeds(pairs: Sequence[tuple[Sequence[bool], Sequence[bool]]], draws: in
     per_seed = [float(d.mean()) for d in seeds]
     return {"difference": float(np.mean(per_seed)), "ci95": [float(x) for x in np.percentile(means, [2.5, 97.5])],
             "per_seed": per_seed, "seeds": len(seeds)}
+
+
+READINGS: dict[str, bool] = {"mean": True, "sampled": False}
+"""How a stochastic policy is read (the value: ``deterministic``): its mean action, or sampled actions."""
+
+
+def better_reading(mean_successes: float, sampled_successes: float) -> str:
+    """The reading ("mean" or "sampled") with more successes on the same episodes; the mean action
+    on a tie. Choose it on episodes other than those that report the gain."""
+    return "sampled" if sampled_successes > mean_successes else "mean"

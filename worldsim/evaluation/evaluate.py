@@ -216,13 +216,18 @@ def evaluate_policy(policy: Policy, tasks: list[str], episodes: int, *, num_envs
     return EvalResults(name or type(policy).__name__, seed, deterministic, results)
 
 
-def evaluate_in_physics(policy: Policy, tasks: list[str], episodes: int, seed: int) -> dict[str, Any]:
-    """The trainers' evaluation: deterministic, in physics, on fresh envs, ``episodes`` per task
-    (the tasks' own episode rules: success ends an episode), the policy's train/eval mode left
-    as it was; the JSON document of :meth:`EvalResults.to_json`."""
+def evaluate_in_physics(policy: Policy, tasks: list[str], episodes: int, seed: int,
+                        deterministic: bool = True) -> dict[str, Any]:
+    """The trainers' evaluation: in physics, on fresh envs, ``episodes`` per task (the tasks' own
+    episode rules: success ends an episode), the policy's train/eval mode left as it was; the
+    JSON document of :meth:`EvalResults.to_json`. The policy is read by its mean action, or with
+    ``deterministic=False`` by sampled actions, drawn from torch's generator seeded with ``seed``."""
     was_training = policy.training
     policy.eval()
-    results = evaluate_policy(policy, tasks, episodes, num_envs=min(episodes, 256), seed=seed, progress=False)
+    if not deterministic:
+        torch.manual_seed(seed)
+    results = evaluate_policy(policy, tasks, episodes, num_envs=min(episodes, 256), seed=seed,
+                              deterministic=deterministic, progress=False)
     policy.train(was_training)
     return results.to_json()
 

@@ -39,6 +39,10 @@ def per_task_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
                          for task, r in evaluation["per_task"].items()}}
 
 
+REAL_EVAL_SEED_OFFSET = 10_000
+"""Real evaluations of a run's policies start at ``seed + 10000`` (test episodes elsewhere)."""
+
+
 def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, episodes: int,
                                imagined_episodes: int, imagination: ImaginationConfig | None, seed: int = 0,
                                progress: bool = True, real: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,7 +55,7 @@ def evaluate_real_and_imagined(policy_path: str | Path, tasks: list[str], *, epi
 
     policy = load_policy(policy_path).eval()
     if real is None:
-        real = evaluate_in_physics(policy, tasks, episodes, seed=seed + 10_000)
+        real = evaluate_in_physics(policy, tasks, episodes, seed=seed + REAL_EVAL_SEED_OFFSET)
     result = {"policy": str(policy_path), "real": per_task_summary(real)}
     if imagination is not None and imagination.imagined:
         dream = evaluate_policy(policy, tasks, imagined_episodes, num_envs=32, seed=seed + 20_000,

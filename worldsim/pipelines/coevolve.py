@@ -252,8 +252,10 @@ def direct_rl_epochs(config: CoevolveConfig, chunk: int, update_epochs: int = 4)
     many policy updates as the imagination rounds would (``update_epochs`` passes each, the trainer's
     default): its real budget gives it fewer iterations than imagination's imagined steps do,
     so it makes more passes over each."""
+    from worldsim.training.grpo import iteration_steps
+
     def iterations(env_steps: int, episode_steps: int) -> int:
-        return math.ceil(env_steps / (math.ceil(episode_steps / chunk) * chunk * config.rl.num_envs))
+        return math.ceil(env_steps / iteration_steps(episode_steps, chunk, config.rl.num_envs))
 
     limit = max(get_task(t).max_episode_steps for t in config.tasks)
     imagined = min(limit, config.imagination.horizon or limit)

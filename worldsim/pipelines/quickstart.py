@@ -219,35 +219,32 @@ def quickstart(config: QuickstartConfig) -> dict[str, Any]:
 
 def sampled_readings(config: QuickstartConfig, results: dict[str, Any]) -> dict[str, Any]:
     """The BC and post-trained policies read with sampled actions, on the same real episodes as
-    co-evolution's evaluation with their mean actions (seed + 10000), so that each policy can be
-    read at its better reading: sampling alone can lift a BC policy."""
-    import torch
-
-    from worldsim.evaluation.evaluate import evaluate_policy
+    co-evolution's evaluation with their mean actions, so that each policy can be read at its
+    better reading: sampling alone can lift a BC policy."""
+    from worldsim.evaluation.evaluate import evaluate_in_physics
+    from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET
     from worldsim.policies import load_policy
 
     readings = {}
     for name, row in (("bc", results["rounds"][0]), ("final", results["rounds"][-1])):
-        torch.manual_seed(config.seed)  # the sampled actions' draws
-        evaluation = evaluate_policy(load_policy(row["policy"]).eval(), [config.task], config.eval_episodes,
-                                     num_envs=min(config.eval_episodes, 256), seed=config.seed + 10_000,
-                                     deterministic=False, progress=False)
-        readings[name] = {"success_rate": evaluation.success_rate,
-                          "outcomes": [bool(o) for o in evaluation.tasks[config.task].outcomes]}
+        evaluation = evaluate_in_physics(load_policy(row["policy"]), [config.task], config.eval_episodes,
+                                         seed=config.seed + REAL_EVAL_SEED_OFFSET, deterministic=False)
+        readings[name] = {"success_rate": evaluation["success_rate"],
+                          "outcomes": evaluation["per_task"][config.task]["outcomes"]}
     return readings
 
 
 def best_readings(results: dict[str, Any], readings: dict[str, Any], task: str) -> dict[str, Any]:
     """Each policy (BC, the post-trained one) at its better reading on the evaluation episodes,
-    mean action or sampled (the mean action on a tie), and the paired comparison of the two."""
-    from worldsim.evaluation.compare import paired_comparison
+    mean action or sampled (:func:`~worldsim.evaluation.compare.better_reading`), and the paired
+    comparison of the two."""
+    from worldsim.evaluation.compare import better_reading, paired_comparison
 
     chosen, outcomes = {}, {}
     for name, row in (("bc", results["rounds"][0]), ("final", results["rounds"][-1])):
-        mean = row["real"]["per_task"][task]["outcomes"]
-        sampled = readings[name]["outcomes"]
-        chosen[name] = "sampled" if sum(sampled) > sum(mean) else "mean"
-        outcomes[name] = sampled if chosen[name] == "sampled" else mean
+        read = {"mean": row["real"]["per_task"][task]["outcomes"], "sampled": readings[name]["outcomes"]}
+        chosen[name] = better_reading(sum(read["mean"]), sum(read["sampled"]))
+        outcomes[name] = read[chosen[name]]
     return {"readings": chosen, "comparison": paired_comparison(outcomes["bc"], outcomes["final"]),
             "sampled_success": {name: r["success_rate"] for name, r in readings.items()}}
 

@@ -101,6 +101,12 @@ class GRPOConfig(RLRunConfig):
 
 
 # ---------------------------------------------------------------------------- pure pieces
+def iteration_steps(episode_steps: int, chunk: int, num_envs: int) -> int:
+    """Env steps one GRPO iteration counts: every env's episode of ``episode_steps`` (the longest
+    task's, or the imagined horizon), in whole chunks of ``chunk`` actions."""
+    return math.ceil(episode_steps / chunk) * chunk * num_envs
+
+
 def group_advantages(returns: torch.Tensor, group_size: int, norm_std: bool = True) -> torch.Tensor:
     """Per-episode advantage ``(N,)``: return minus the mean return of its group of
     ``group_size`` consecutive episodes, divided by the group's standard deviation (+1e-8) if
@@ -165,7 +171,7 @@ def train_grpo(config: GRPOConfig) -> dict[str, Any]:
     if cfg.imagined and cfg.imagination.horizon is not None:
         episode_steps = min(episode_steps, cfg.imagination.horizon)
     horizon = math.ceil(episode_steps / chunk)
-    steps_per_iter = horizon * chunk * cfg.num_envs * world
+    steps_per_iter = iteration_steps(episode_steps, chunk, cfg.num_envs * world)
 
     iteration = 0
     state = run.restore({"algo": "grpo", **to_jsonable(cfg)}, RESUME_FIELDS)
