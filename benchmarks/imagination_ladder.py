@@ -36,11 +36,12 @@ resampling the seeds, then each seed's episodes: :func:`~worldsim.evaluation.com
 the pooled McNemar figure beside them. Each rung's world model is also measured on
 ``--heldout-episodes`` new real episodes of the BC policy, balanced between successes and failures,
 replayed on that rung (:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32
-steps from episode starts, the task object's error 16 steps after contact, outcome agreement on
-balanced 8-step keyframe windows, on the last 8 steps of every held-out episode and over full
-replays, beside physics' own agreement with the cube 0.33 mm and 1 mm off, and the BC policy's
-action gap on the rung's frames. ``aids`` lists what each arm takes from the simulator and from
-hand-written code.
+steps from episode starts, whole-frame and in the windows on the gripper, the task's object and
+where each started, each beside the copied start frame's; the task object's error 16 steps after
+contact, outcome agreement on balanced 8-step keyframe windows, on the last 8 steps of every
+held-out episode and over full replays, beside physics' own agreement with the cube 0.33 mm and
+1 mm off, and the BC policy's action gap on the rung's frames. ``aids`` lists what each arm takes
+from the simulator and from hand-written code.
 
 Writes ``benchmarks/results/imagination_ladder.json``: ``metrics.protocol``; ``metrics.bc`` and
 ``metrics.direct_rl``; under ``metrics.tasks.<task>.rungs.<arm>`` ``success``, ``seeds``,
@@ -134,6 +135,12 @@ def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int,
     def accuracy(row: dict[str, Any] | None) -> float | None:
         return None if row is None else row["accuracy"]
 
+    # the windows on the gripper, the task's object and where each started (a ghost arm or a
+    # doubled cube shows there), each beside the copied start frame: psnr_<region>[_copy_first]_<step>
+    regions = {f"psnr_{name}{'' if who == 'model' else '_copy_first'}_{step}": value
+               for step, at in ((8, fid.get("region_psnr_at_8")), (32, fid.get("region_psnr_at_horizon"))) if at
+               for name, pair in at.items() for who, value in pair.items()}
+
     return {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
             # the trivial predictor's: each replay's start frame copied (fidelity files written before it: None)
             "psnr_copy_first_8": fid.get("psnr_copy_first_at_8"),
@@ -150,7 +157,8 @@ def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int,
             "physics_full_1mm": accuracy(physics.get("shift_1mm")),
             # the BC policy's action on the rung's frames against its action on the real ones
             "action_gap_8": fid.get("action_gap_at_8"), "action_gap_32": fid.get("action_gap_at_horizon"),
-            "action_step_change": fid.get("step_change_mean"), "judge": fid["judge"], "heldout": fid["held_out"]}
+            "action_step_change": fid.get("step_change_mean"), **regions, "judge": fid["judge"],
+            "heldout": fid["held_out"]}
 
 
 def row(rung: Rung, preset: str, judge: str | None = None) -> str:

@@ -61,6 +61,11 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     copied["world_model"]["psnr_copy_first"] = [22.2, 21.2]
     assert "21.7 dB after 32 (the start frame copied, the trivial predictor: 22.2 / 21.2 dB);" in \
         write_report(tmp_path, copied).read_text()
+    assert "in the windows on" not in text  # a summary without the regions says nothing of them
+    copied["world_model"]["region_psnr_at_32"] = {"gripper": {"model": 15.1, "copy_first": 12.9},
+                                                  "object_start": {"model": 14.8, "copy_first": 13.9}}
+    assert "- PSNR after 32 steps in the windows on the gripper 15.1 dB (copied 12.9); where the object started " \
+           "(a doubled cube shows there) 14.8 dB (copied 13.9);" in write_report(tmp_path, copied).read_text()
 
 
 def test_the_report_reads_both_policies_sampled_and_compares_their_better_readings(tmp_path):

@@ -561,6 +561,13 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     assert len(copy) == 4 and report["psnr_copy_first_at_horizon"] == copy[-1] and report["psnr_copy_first_at_8"] > 0
     gripper = report["episode_start"]["gripper_cm"]
     assert len(gripper) == 4 and min(gripper) >= 0 and report["gripper_cm_at_horizon"] == gripper[-1]
+    regions = report["regions"]["episode_start"]  # the data has state: the object's windows too
+    assert set(regions) == {"gripper", "gripper_start", "object", "object_start"}
+    assert report["regions"]["half_width_px"] == 3  # a tenth of the 32-pixel frames
+    for name, curves in regions.items():
+        assert len(curves["psnr"]) == len(curves["psnr_copy_first"]) == 4, name
+        assert report["region_psnr_at_horizon"][name] == {"model": curves["psnr"][-1],
+                                                          "copy_first": curves["psnr_copy_first"][-1]}
     held = report["held_out"]
     assert held["episodes"] == 6 and held["base_rate"] == held["successes"] / 6
     assert report["success"]["episodes"] == 6 and report["success_threshold"] == 0.5  # the model's
@@ -750,3 +757,34 @@ def test_the_copied_first_frame_is_the_trivial_predictor_s_psnr():
                    imagined_proprio=np.zeros((2, 3, 4)))
     np.testing.assert_allclose(copy_first_psnr_curve(run), [100.0, 20 * np.log10(255 / 10)])
     assert (psnr_curve(run) < 10).all()  # the black imagined frames, for contrast
+
+
+def test_region_psnr_scores_only_the_window_and_pools_the_replays_errors():
+    """Real frames are grey 100; the imagined frames are off by 10 grey levels in the 3 x 3 window
+    around pixel (column 2, row 1) only, and the real frame at step 2 has turned 110 there. The
+    window there scores 20 log10(255 / 10); a window far from it, at the frame's corner (clipped
+    to 2 x 2), scores 100 dB (no error); the copied start frame is exact at step 1 and 10 off in
+    the window at step 2. Replay 1's step 2 is past its end and left out of the pooled error."""
+    from worldsim.world_models.metrics import region_psnr_curves
+    from worldsim.world_models.replay import OpenLoop
+
+    real = np.full((2, 3, 8, 8, 3), 100, np.uint8)
+    imagined = real.copy()
+    imagined[:, 1:, 0:3, 1:4] = 110
+    real[:, 2, 0:3, 1:4] = 110
+    imagined[:, 2, 0:3, 1:4] = 120
+    valid = np.ones((2, 3), bool)
+    valid[1, 2] = False
+    run = OpenLoop(real=real, imagined=imagined, valid=valid, success_prob=np.zeros((2, 3)),
+                   success=np.zeros((2, 3), bool), real_proprio=np.zeros((2, 3, 4)),
+                   imagined_proprio=np.zeros((2, 3, 4)))
+    centres = {"moved": np.broadcast_to(np.array([2.2, 0.8]), (2, 3, 2)),
+               "corner": np.broadcast_to(np.array([7.0, 7.0]), (2, 3, 2))}
+    curves = region_psnr_curves(run, centres, half=1)
+    ten = round(20 * np.log10(255 / 10), 3)
+    assert curves["moved"] == {"psnr": [ten, ten], "psnr_copy_first": [100.0, ten]}
+    assert curves["corner"] == {"psnr": [100.0, 100.0], "psnr_copy_first": [100.0, 100.0]}
+    off = run.imagined.copy()
+    off[0, 1, 0:3, 1:4] = 100  # replay 0 exact at step 1: the pooled error halves (+3 dB)
+    halved = region_psnr_curves(OpenLoop(**{**run.__dict__, "imagined": off}), centres, half=1)
+    assert halved["moved"]["psnr"][0] == round(20 * np.log10(255 / 10) + 10 * np.log10(2), 3)

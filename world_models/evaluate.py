@@ -8,7 +8,9 @@ held-out set that can tell a good model from a bad one:
   "success"; failures whose task object came within ``near_miss_m`` of the goal are counted as
   near misses (at 64x64 a near miss and a success differ by a pixel or two);
 - **image fidelity**: PSNR and SSIM per imagined step from episode starts and from keyframes,
-  and the imagined gripper's distance from the real one (cm);
+  and the imagined gripper's distance from the real one (cm); PSNR in the gripper's and the task
+  object's windows and in the windows they started in (a ghost arm or a doubled cube shows
+  there), each beside the copied start frame's;
 - **outcome agreement**, beside its base rate and as balanced accuracy, at the horizons RL in
   imagination uses: replays of the last ``h`` steps of every held-out episode (``last_<h>``:
   the start is a real mid-episode state, as a keyframe start is, and the outcome is the
@@ -57,6 +59,9 @@ from worldsim.world_models.metrics import (
     head_on_real_frames,
     object_error,
     psnr_curve,
+    region_centres,
+    region_half_width,
+    region_psnr_curves,
     ssim_curve,
 )
 from worldsim.world_models.model import WorldModel
@@ -179,7 +184,12 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     ``episode_start`` and ``keyframe`` (``psnr``, ``ssim``, ``gripper_cm`` and the trivial predictor's
     ``psnr_copy_first``, the start frame copied, per step 1..``curve_steps``, ``replays``), ``psnr_at_8``,
     ``ssim_at_8``, ``psnr_at_horizon``, ``psnr_copy_first_at_8``, ``psnr_copy_first_at_horizon``,
-    ``gripper_cm_at_horizon``, ``success_threshold``, ``success`` (:func:`agreement` over full
+    ``gripper_cm_at_horizon``, ``regions`` (``half_width_px`` and, per region of
+    :func:`~worldsim.world_models.metrics.region_centres` (the gripper, the task's object, and
+    where each started), the ``psnr`` and ``psnr_copy_first`` curves of the replays from episode
+    starts within that window: :func:`~worldsim.world_models.metrics.region_psnr_curves`),
+    ``region_psnr_at_8`` and ``region_psnr_at_horizon`` (per region, ``model`` and
+    ``copy_first``), ``success_threshold``, ``success`` (:func:`agreement` over full
     replays), ``success_by_horizon`` (``last_<h>``, ``keyframe_<h>`` and ``keyframe_<h>_balanced`` for each of
     ``rl_horizons``, and ``full``), ``success_by_threshold`` (full-replay accuracy at 0.1 .. 0.9),
     ``confusion`` (per episode: index, task, real and imagined outcome, highest imagined
@@ -241,6 +251,13 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
                                                  "replays": 0})
     start = report["episode_start"]
     at8 = min(8, len(start["psnr"])) - 1
+    half = region_half_width(bank.image_shape[0])
+    regions = region_psnr_curves(from_start, region_centres(from_start, bank, every, zeros), half)
+
+    def regions_at(step: int) -> dict[str, dict[str, float]]:
+        return {name: {"model": c["psnr"][step], "copy_first": c["psnr_copy_first"][step]}
+                for name, c in regions.items()}
+
     contact_error = None
     if after_contact is not None:
         recorded_gripper = (pathway_replay(model, bank, *contact, contact_horizon)
@@ -253,6 +270,8 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
         psnr_at_8=start["psnr"][at8], ssim_at_8=start["ssim"][at8], psnr_at_horizon=start["psnr"][-1],
         psnr_copy_first_at_8=start["psnr_copy_first"][at8], psnr_copy_first_at_horizon=start["psnr_copy_first"][-1],
         gripper_cm_at_horizon=start["gripper_cm"][-1],
+        regions={"half_width_px": half, "episode_start": regions},
+        region_psnr_at_8=regions_at(at8), region_psnr_at_horizon=regions_at(-1),
         success_threshold=threshold, success=agreement(imagined, real),
         success_by_horizon={**by_horizon, "full": agreement(imagined, real)},
         success_by_threshold={f"{th:.1f}": float(((scores >= th) == real).mean()) for th in np.arange(1, 10) / 10},
@@ -327,24 +346,38 @@ def _rounded(curves: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def plot_error_growth(report: dict[str, Any], path: str | Path) -> Path:
     """PSNR, SSIM and the gripper's error against the imagined step (from episode starts and
-    keyframes), and the task object's position error after first contact (with ``state`` in the
-    data: found in the imagined and the real frames, and where the object pathway carried it)."""
+    keyframes), the regions' PSNR beside the copied start frame's, and the task object's position
+    error after first contact (with ``state`` in the data: found in the imagined and the real
+    frames, and where the object pathway carried it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     objects = report.get("object_error_after_contact")
-    fig, axes = plt.subplots(1, 4 if objects else 3, figsize=(16 if objects else 12, 3.2))
+    regions = (report.get("regions") or {}).get("episode_start", {})
+    panels = 3 + bool(regions) + bool(objects)
+    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.2))
+    if regions:  # each window's PSNR (solid) beside the copied start frame's (dashed, same colour)
+        ax = axes[3]
+        for name, curves in regions.items():
+            steps = np.arange(1, len(curves["psnr"]) + 1)
+            line, = ax.plot(steps, curves["psnr"], marker=".", label=name.replace("_", " "))
+            ax.plot(steps, curves["psnr_copy_first"], linestyle="--", color=line.get_color())
+        ax.set_xlabel("imagined step (dashed: start frame copied)")
+        ax.set_ylabel("window PSNR (dB)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
     if objects:
+        ax = axes[-1]
         for name, label in (("imagined", "imagined frames"), ("real", "real frames"), ("pathway", "pathway"),
                             ("pathway_recorded_gripper", "pathway, recorded gripper")):
             if f"{name}_cm" in objects:
-                axes[3].plot(objects[f"{name}_cm"], marker=".", label=label)
-        axes[3].set_xlabel("step after first contact")
-        axes[3].set_ylabel("task object error (cm)")
-        axes[3].grid(alpha=0.3)
-        axes[3].legend()
+                ax.plot(objects[f"{name}_cm"], marker=".", label=label)
+        ax.set_xlabel("step after first contact")
+        ax.set_ylabel("task object error (cm)")
+        ax.grid(alpha=0.3)
+        ax.legend()
     metrics = ("psnr", "ssim", "gripper_cm")
     for name in ("episode_start", "keyframe"):
         for ax, metric in zip(axes[:3], metrics, strict=True):

@@ -311,6 +311,7 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
                         "psnr_at_32": fidelity["psnr_at_horizon"],
                         "psnr_copy_first": [fidelity.get("psnr_copy_first_at_8"),
                                             fidelity.get("psnr_copy_first_at_horizon")],
+                        "region_psnr_at_32": fidelity.get("region_psnr_at_horizon"),
                         "object_error_16_after_contact_cm": contact["at_horizon_cm"] if contact else None,
                         "agreement": {k: fidelity["success_by_horizon"][k] for k in ("last_16", "full")},
                         "physics_ceiling": {k: a["accuracy"]

@@ -157,6 +157,20 @@ def rollouts_for_width(rollouts: int, width: float, target: float) -> int:
     return max(rollouts, math.ceil(rollouts * (width / target) ** 2 / 50) * 50)
 
 
+REGION_NAMES = {"gripper": "the gripper", "gripper_start": "where the arm started (a ghost arm shows there)",
+                "object": "the task's object", "object_start": "where the object started (a doubled cube shows there)"}
+
+
+def region_lines(regions: dict[str, dict[str, float]] | None) -> list[str]:
+    """The report's line on the windows the task and the eye are on, 32 steps from episode starts,
+    each beside the copied start frame (none for reports written without them)."""
+    if not regions:
+        return []
+    parts = [f"{REGION_NAMES.get(name, name)} {r['model']:.1f} dB (copied {r['copy_first']:.1f})"
+             for name, r in regions.items()]
+    return [f"- PSNR after 32 steps in the windows on {'; '.join(parts)};"]
+
+
 def reading_lines(summary: dict[str, Any]) -> list[str]:
     """The policies read with sampled actions too, and the verdict with each at its better reading
     (a gain that sampling the BC policy already gives is no gain of RL)."""
@@ -216,6 +230,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"- image fidelity: PSNR {wm['psnr_at_8']:.1f} dB after 8 imagined steps, {wm['psnr_at_32']:.1f} dB after 32"
         + (f" (the start frame copied, the trivial predictor: {wm['psnr_copy_first'][0]:.1f} / "
            f"{wm['psnr_copy_first'][1]:.1f} dB);" if None not in wm.get("psnr_copy_first", [None]) else ";"),
+        *region_lines(wm.get("region_psnr_at_32")),
         f"- the pushed object's position 16 steps after first contact: {contact:.1f} cm off (median)" if contact
         is not None else "- the pushed object's position error: not measured (no contact in the held-out episodes)",
         f"- imagined vs real outcome over the last 16 steps: {_pct(agreement['last_16']['accuracy'])} agreement, "
