@@ -129,3 +129,12 @@ class GpuBusy:
         """The mean reading taken between ``since`` and ``until`` (``time.time()`` stamps)."""
         readings = [r for t, r in self.samples if since < t <= until]
         return round(sum(readings) / len(readings), 1) if readings else None
+
+
+def clears_arm(world_model: str | Path) -> bool:
+    """Whether the world model saved at ``world_model`` (its folder or ``train-wm`` run) clears the
+    starting arm from the first frame it draws from: a hand-written aid its figures name."""
+    from worldsim.world_models import WorldModel
+
+    model = WorldModel.from_pretrained(world_model)
+    return model.frames.arm_footprint is not None

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import tyro
-from common import noisy_expert, report
+from common import clears_arm, noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
 @dataclass
@@ -348,7 +348,8 @@ def main(args: Args) -> None:
                               "margin_ci": intervals.get(f"{name}_margin")}
     report("policy_ranking", {
         "tasks": list(TASKS), "world_model": str(args.world_model), "rung": args.rung,
-        "aids": [*RUNGS[args.rung].aids, *hand_written_aids(pathway=True, rule_judge=True, dense_reward=False)],
+        "aids": [*RUNGS[args.rung].aids, *hand_written_aids(pathway=True, rule_judge=True, dense_reward=False,
+                                                            arm_cleared=clears_arm(args.world_model))],
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
             "world_model_mixed": (f"world_model fine-tuned on set {args.mixed_from}'s demonstrations and "

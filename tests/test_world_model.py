@@ -234,7 +234,7 @@ def test_gripper_planes_put_a_blob_where_the_camera_sees_the_tcp():
     stack = model.frames.stack(context, context[:, 0], conditions)
     assert stack.shape[1] == model.frames.unet.config.in_channels - model.config.latent_channels
     for plane, tcp in zip(stack[0, -2:], (now, then), strict=True):
-        column, row = (model.frames.camera.project(tcp[:3]) / patch).floor().long().tolist()
+        column, row = (model.frames.image_camera.project(tcp[:3]) / patch).floor().long().tolist()
         assert divmod(int(plane.argmax()), size) == (row, column) and plane.max() > 0.5
     frames = torch.randint(0, 256, (2, 2, 32, 32, 3), dtype=torch.uint8)
     pred = model.predict(model.start(frames, frames[:, 0], torch.rand(2, 2, 4)), torch.rand(2, 4),
@@ -788,3 +788,6 @@ def test_region_psnr_scores_only_the_window_and_pools_the_replays_errors():
     off[0, 1, 0:3, 1:4] = 100  # replay 0 exact at step 1: the pooled error halves (+3 dB)
     halved = region_psnr_curves(OpenLoop(**{**run.__dict__, "imagined": off}), centres, half=1)
     assert halved["moved"]["psnr"][0] == round(20 * np.log10(255 / 10) + 10 * np.log10(2), 3)
+    left = centres["moved"].copy()
+    left[:, 1] = np.nan  # a start window counts only once its thing has left it: not at step 1
+    assert np.isnan(region_psnr_curves(run, {"left": left}, half=1)["left"]["psnr"][0])

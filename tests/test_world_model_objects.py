@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import NO_PATHWAY, small_config
 
 from worldsim.envs.observations import ENTITIES
 from worldsim.world_models import WorldModel
+from worldsim.world_models.anchor import background_image
 from worldsim.world_models.config import PRESETS, UNetConfig, build_config
 from worldsim.world_models.latents import frames_to_latents, latents_to_frames
 from worldsim.world_models.layers import masked_mean, masked_step_mean
@@ -21,9 +23,10 @@ from worldsim.world_models.objects import (
 E = len(ENTITIES)
 
 
-def pathway(carry: bool = True, outcome: str = "rule", **changes):
-    """The small config with a 32-wide object pathway (``carry``: the anchor's objects carried)."""
-    return small_config(objects={"hidden": 32, "carry": carry}, judge={"outcome": outcome}, **changes)
+def pathway(carry: bool = True, outcome: str = "rule", clear: bool = False, **changes):
+    """The small config with a 32-wide object pathway (``carry``: the anchor's objects carried;
+    ``clear``: the spots they leave cleared to the learned table)."""
+    return small_config(objects={"hidden": 32, "carry": carry, "clear": clear}, judge={"outcome": outcome}, **changes)
 
 
 def ungated(dynamics: ObjectDynamics) -> ObjectDynamics:
@@ -274,6 +277,48 @@ def test_carry_objects_moves_a_cube_where_the_pathway_puts_it_and_leaves_its_sur
     # objects that cannot move (zones, bin) carry nothing, wherever their points say they go
     np.testing.assert_array_equal(latents_to_frames(carry_objects(latent, points, moved, torch.tensor([1]), 4),
                                                     4)[0].numpy(), frame[0])
+
+
+def test_a_cleared_carry_shows_the_learned_table_where_the_cube_was_and_nothing_else_changes():
+    """The empty table is learned as the per-pixel median of frames whose cube stands somewhere
+    else each time; with it, the spot a moved cube leaves shows the table (no second cube), the
+    cube lands whole, and a cube that does not move is kept exactly."""
+    table = (90, 80, 70)
+    frames = np.tile(np.array(table, np.uint8), (9, 64, 64, 1))
+    for k in range(9):  # a cube at a different place in each frame: never where the median looks
+        frames[k, 4 + 6 * k:8 + 6 * k, 10:14] = (200, 10, 10)
+    background = background_image(frames, 4)
+    assert background.shape == (3, 64, 64)
+    np.testing.assert_array_equal(latents_to_frames(F.pixel_unshuffle(background[None], 4), 4)[0].numpy(),
+                                  np.tile(np.array(table, np.uint8), (64, 64, 1)))
+    frame = np.tile(np.array(table, np.uint8), (1, 64, 64, 1))
+    frame[0, 30:34, 20:24] = (200, 10, 10)  # the red cube centred at (column 22, row 32)
+    frame[0, 30:34, 50:54] = (10, 200, 10)  # a second cube, not moving
+    points = torch.tensor([[[22.0, 32.0], [52.0, 32.0]]])
+    latent = frames_to_latents(torch.from_numpy(frame), 4)
+    torch.testing.assert_close(carry_objects(latent, points, points, torch.tensor([0, 1]), 4, background), latent)
+    moved = points.clone()
+    moved[0, 0] += torch.tensor([8.0, 0.0])  # far enough that the old and new spots do not touch
+    out = latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0, 1]), 4, background), 4)[0].numpy()
+    np.testing.assert_array_equal(out[30:34, 28:32], frame[0, 30:34, 20:24])  # the cube, whole, 8 px right
+    assert (out[30:34, 20:24] == np.array(table)).all()  # its old spot: the table, not a second cube
+    np.testing.assert_array_equal(out[:, 40:], frame[0, :, 40:])  # the other cube and the rest stay put
+    uncleared = latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0, 1]), 4), 4)[0].numpy()
+    np.testing.assert_array_equal(uncleared[30:34, 20:24], frame[0, 30:34, 20:24])  # without: the old cube stays
+    with pytest.raises(ValueError, match=r"need uint8 frames \(N, H, W, 3\); got shape \(64, 64, 3\)"):
+        background_image(frames[0], 4)
+
+
+def test_a_clearing_model_learns_its_background_in_training_and_saves_it(tmp_path):
+    model = WorldModel(pathway(carry=True, outcome="head", clear=True))
+    assert model.frames.background is not None and not model.frames.background.any()
+    frames = np.tile(np.array((90, 80, 70), np.uint8), (4, 32, 32, 1))
+    model.learn_scene(frames, np.zeros((4, 4), np.float32), np.array([0, 2]))
+    table = torch.tensor([90, 80, 70]).float().div(127.5).sub(1.0)[:, None, None]
+    assert torch.allclose(model.frames.background, table.expand(3, 32, 32))
+    loaded = WorldModel.from_pretrained(model.save_pretrained(tmp_path / "wm"))
+    torch.testing.assert_close(loaded.frames.background, model.frames.background)
+    assert WorldModel(pathway(carry=True, outcome="head")).frames.background is None  # the default: nothing kept
 
 
 def test_the_denoiser_corrects_the_carried_frame_in_training_and_imagination():

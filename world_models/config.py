@@ -196,6 +196,20 @@ class ObjectPathwayConfig:
     """The frame generator corrects its anchor frame with the moving objects' pixels already
     carried to where the pathway puts them (:func:`~worldsim.world_models.objects.carry_objects`),
     instead of the frame as it is."""
+    clear: bool = False
+    """With ``carry``, the spots the carried objects leave show the empty table (a background the
+    model learns from its training frames, :func:`~worldsim.world_models.objects.background_image`)
+    instead of the objects' old pixels, which the denoiser would have to erase (left there, a pale
+    second cube). On in the ``tiny`` preset; False here only so that a model saved before the
+    option existed loads as it was built."""
+    clear_arm: bool = False
+    """With ``carry``, a frame drawn from the first (``anchor="first"``) starts from the first frame
+    with the starting arm cleared to the empty table (a footprint around the TCP's image position,
+    learned from the training frames: :func:`~worldsim.world_models.anchor.arm_footprint`), and
+    the denoiser draws the arm where the gripper is; without it the starting arm stays unless the
+    denoiser erases it (a pale ghost). A frame drawn from the last has no starting arm to clear:
+    there it does nothing. On in the ``tiny`` preset; False here only so that a model
+    saved before the option existed loads as it was built."""
 
     def __post_init__(self) -> None:
         positive_ints(self, ("hidden",))
@@ -327,9 +341,11 @@ class WorldModelConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU: ~0.9M-parameter UNet at 16x16, one denoising step, with the gripper planes, each frame
-    # drawn from the first (anchor) and training's noise levels centred where its one step samples.
+    # drawn from the first (anchor) with what moves taken out of it (the carried cubes' old spots and
+    # the starting arm cleared to the learned empty table) and training's noise levels centred where
+    # its one step samples.
     "tiny": {"frames": {"backbone": "unet", "gripper_planes": True, "anchor": "first"},
-             "diffusion": {"p_mean": 0.3, "p_std": 0.6}},
+             "objects": {"clear": True, "clear_arm": True}, "diffusion": {"p_mean": 0.3, "p_std": 0.6}},
     # GPU: tiny wider and deeper (drawn from the last frame), with three denoising steps (DIAMOND's count).
     "base": {"frames": {"backbone": "unet", "channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32,
                         "cond_hidden": 512, "gripper_planes": True},

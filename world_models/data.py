@@ -194,6 +194,7 @@ class EpisodeBank:
         batch = {
             "context": frames_to_latents(bank["image"][context_rows], patch),
             "first": frames_to_latents(bank["image"][rows(self.obs_start[j])], patch),
+            "first_proprio": bank["proprio"][rows(self.obs_start[j])],
             "proprio": bank["proprio"][context_rows],
             "action": bank["actions"][rows(self.step_start[j] + t)],
             "task": task,

@@ -227,7 +227,8 @@ class ImaginedVectorEnv(BatchedEnv):
         rows = bank.context_rows(episodes, steps, cfg.context)
         self._rollout.put(torch.as_tensor(index, device=self.device), self.model.start(
             torch.from_numpy(bank.images[rows]), torch.from_numpy(bank.images[bank.obs_start[episodes]]),
-            torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows)))
+            torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows),
+            torch.from_numpy(bank.proprio[bank.obs_start[episodes]])))
         self._frames[index] = bank.images[rows[:, -1]]
         if self.scene_frames is not None:
             assert bank.state is not None  # checked in __init__

@@ -186,7 +186,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     ``ssim_at_8``, ``psnr_at_horizon``, ``psnr_copy_first_at_8``, ``psnr_copy_first_at_horizon``,
     ``gripper_cm_at_horizon``, ``regions`` (``half_width_px`` and, per region of
     :func:`~worldsim.world_models.metrics.region_centres` (the gripper, the task's object, and
-    where each started), the ``psnr`` and ``psnr_copy_first`` curves of the replays from episode
+    where each started, once it has left), the ``psnr`` and ``psnr_copy_first`` curves of the replays from episode
     starts within that window: :func:`~worldsim.world_models.metrics.region_psnr_curves`),
     ``region_psnr_at_8`` and ``region_psnr_at_horizon`` (per region, ``model`` and
     ``copy_first``), ``success_threshold``, ``success`` (:func:`agreement` over full
@@ -252,7 +252,7 @@ def evaluate_world_model(world_model: WorldModel | str | Path, data: str | Path 
     start = report["episode_start"]
     at8 = min(8, len(start["psnr"])) - 1
     half = region_half_width(bank.image_shape[0])
-    regions = region_psnr_curves(from_start, region_centres(from_start, bank, every, zeros), half)
+    regions = region_psnr_curves(from_start, region_centres(from_start, bank, every, zeros, half), half)
 
     def regions_at(step: int) -> dict[str, dict[str, float]]:
         return {name: {"model": c["psnr"][step], "copy_first": c["psnr_copy_first"][step]}

@@ -8,7 +8,9 @@ over exactly and the network spends itself on what moves. The anchor is the last
 or (the UNet's ``anchor="first"``) the episode's first frame. With the object pathway the
 generator reads where the objects are and go (one blob plane per object), and with ``carry`` its
 anchor has the moving objects' pixels already carried there
-(:func:`~worldsim.world_models.objects.carry_objects`), which the denoiser corrects.
+(:func:`~worldsim.world_models.objects.carry_objects`; with ``clear``, the spots they left show
+the empty table the model learned; with ``clear_arm``, the starting arm is cleared from the first
+frame: :mod:`~worldsim.world_models.anchor`), which the denoiser corrects.
 
 Training is teacher-forced: the true next proprio and, with the pathway, the true (slightly
 noised) object positions condition the frame; the context frames are noised by a random level
@@ -22,11 +24,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from worldsim.envs.observations import ENTITIES
+from worldsim.world_models.anchor import arm_footprint, arm_radius, background_image, clear_arm
 from worldsim.world_models.config import WorldModelConfig
+from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import EDM
 from worldsim.world_models.layers import randn, task_one_hot
 from worldsim.world_models.objects import KEYPOINT_NOISE_PX, carry_objects
@@ -61,6 +67,8 @@ class FrameGenerator(nn.Module, ABC):
     network (0 without the pathway); ``carry``: the anchor's objects carried to where they go."""
 
     movable_index: torch.Tensor
+    background: torch.Tensor | None
+    arm_footprint: torch.Tensor | None
 
     def __init__(self, config: WorldModelConfig, planes: int, carry: bool) -> None:
         super().__init__()
@@ -68,6 +76,46 @@ class FrameGenerator(nn.Module, ABC):
         self.edm = EDM(config.diffusion)
         movable = [k for k, name in enumerate(ENTITIES) if name.endswith("_cube")]
         self.register_buffer("movable_index", torch.tensor(movable), persistent=False)
+        # the empty scene the carried cubes' and the starting arm's spots are cleared to and the arm's
+        # footprint, learned from the training frames (learn_scene) and saved with the weights
+        pathway = config.objects
+        from_first = getattr(config.frames, "anchor", "last") == "first"  # only the first frame has a starting arm
+        clears_arm = carry and pathway is not None and pathway.clear_arm and from_first
+        clears = carry and pathway is not None and (pathway.clear or pathway.clear_arm)
+        size, reach = config.image_size, arm_radius(config.image_size)
+        self.register_buffer("background", torch.zeros(3, size, size) if clears else None)
+        self.register_buffer("arm_footprint", torch.zeros(2 * reach + 1, 2 * reach + 1) if clears_arm else None)
+        self.image_camera = image_camera(size, size)
+
+    def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray) -> None:
+        """Learn the empty scene (:func:`~worldsim.world_models.anchor.background_image`) and, for a
+        generator that carries the arm, the arm's footprint
+        (:func:`~worldsim.world_models.anchor.arm_footprint`) from uint8 training frames
+        ``(N, H, W, 3)`` and their raw proprio ``(N, 4)``; ``episode_starts``: the rows of the
+        episodes' first frames, which the footprint is learned on (the arm is cleared from them; it
+        stands high there, and the camera sees more of it than later). Nothing for a generator that
+        keeps its anchor as it is."""
+        if self.background is None:
+            return
+        self.background.copy_(background_image(images, self.model_config.patch))
+        if self.arm_footprint is not None:
+            rows = np.asarray(episode_starts)
+            self.arm_footprint.copy_(arm_footprint(images[rows], proprio[rows, :3], self.image_camera,
+                                                   self.background, arm_radius(self.model_config.image_size)))
+
+    def carried(self, anchor: torch.Tensor, points: torch.Tensor | None, next_points: torch.Tensor | None,
+                first_tcp: torch.Tensor | None) -> torch.Tensor:
+        """The ``anchor`` latent ``(B, c, h, w)`` with what moves taken out: the starting arm cleared
+        at the first frame's TCP ``first_tcp`` ``(B, 3)`` (metres; with ``clear_arm``, when known),
+        then the movable objects carried from ``points`` ``(B, E, 2)`` to ``next_points``."""
+        patch = self.model_config.patch
+        if self.arm_footprint is not None and self.background is not None and first_tcp is not None:
+            frames = clear_arm(F.pixel_shuffle(anchor, patch), self.image_camera.project(first_tcp),
+                               self.arm_footprint, self.background)
+            anchor = F.pixel_unshuffle(frames, patch)
+        if points is not None and next_points is not None:
+            anchor = carry_objects(anchor, points, next_points, self.movable_index, patch, self.background)
+        return anchor
 
     # ------------------------------------------------------------------ what a backbone gives
     @abstractmethod
@@ -131,11 +179,10 @@ class FrameGenerator(nn.Module, ABC):
                 raise ValueError("the object pathway trains on the objects' positions: the data needs the "
                                  "'state' observation (collect with obs_mode='pixels+state')")
             points = truth + KEYPOINT_NOISE_PX * noise["points"]
-            target_points = batch["entity_pixels"]
-            next_points = target_points + KEYPOINT_NOISE_PX * noise["next_points"]
-            if self.carry:  # by the true move: the denoiser learns to trust where it is carried
-                anchor = carry_objects(anchor, truth[:, -1], target_points, self.movable_index,
-                                       self.model_config.patch)
+            next_points = batch["entity_pixels"] + KEYPOINT_NOISE_PX * noise["next_points"]
+        if self.carry and truth is not None:  # by the true move: the denoiser learns to trust where it is carried
+            first_tcp = batch["first_proprio"][:, :3] if "first_proprio" in batch else None
+            anchor = self.carried(anchor, truth[:, -1], batch["entity_pixels"], first_tcp)
         inputs = self.inputs(noisy_context, batch["first"], level, conditions, points, next_points)
         denoise, estimate = self.edm.loss(self.network, batch["target"] - anchor, inputs, (noise["sigma"],
                                                                                            noise["frame"]))
@@ -144,17 +191,20 @@ class FrameGenerator(nn.Module, ABC):
     # ------------------------------------------------------------------ imagination
     def draw(self, context: torch.Tensor, first: torch.Tensor, conditions: Conditions, steps: int,
              generator: torch.Generator | None, points: torch.Tensor | None = None,
-             first_points: torch.Tensor | None = None, next_points: torch.Tensor | None = None) -> torch.Tensor:
+             first_points: torch.Tensor | None = None, next_points: torch.Tensor | None = None,
+             first_tcp: torch.Tensor | None = None) -> torch.Tensor:
         """The next latent frame ``(B, c, h, w)`` of windows of context latents ``(B, C, c, h, w)``
         and first frames, under ``conditions``, in ``steps`` Euler steps; with the pathway, the
-        objects' context positions ``points``, their positions in the first frame and where they go."""
+        objects' context positions ``points``, their positions in the first frame and where they go,
+        and the gripper's TCP in the first frame ``first_tcp`` ``(B, 3)`` (the starting arm is
+        cleared there; None: not known, the arm is left where the first frame shows it)."""
         anchor, seen = self.anchored(context[:, -1], first, points, first_points)
         inputs = self.inputs(context, first, context.new_zeros(len(context)), conditions, seen, next_points)
         cfg = self.model_config
         shape = (len(context), cfg.latent_channels, cfg.latent_size, cfg.latent_size)
         change = self.edm.sample(self.network, inputs, shape, self.sample_like(inputs), steps, generator)
-        if self.carry and seen is not None and next_points is not None:
-            anchor = carry_objects(anchor, seen[:, -1], next_points, self.movable_index, cfg.patch)
+        if self.carry and seen is not None:
+            anchor = self.carried(anchor, seen[:, -1], next_points, first_tcp)
         return (anchor + change).clamp(-1.0, 1.0)
 
     @abstractmethod

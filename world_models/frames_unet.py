@@ -21,7 +21,6 @@ from typing import Any
 import torch
 
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, SPATIAL_CHANNELS, UNetConfig, WorldModelConfig
-from worldsim.world_models.data import image_camera
 from worldsim.world_models.frames import Conditions, FrameGenerator
 from worldsim.world_models.layers import mlp
 from worldsim.world_models.objects import keypoint_planes
@@ -49,7 +48,6 @@ class UNetFrames(FrameGenerator):
         embed_dim = 4 * own.channels[0]  # UNet2DModel's time-embedding width
         cond_in = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + 1 + len(config.tasks)
         self.cond_mlp = mlp(cond_in, own.cond_hidden, embed_dim)
-        self.camera = image_camera(config.image_size, config.image_size)
 
     @property
     def context_noise(self) -> float:
@@ -101,5 +99,5 @@ class UNetFrames(FrameGenerator):
             assert points is not None and next_points is not None  # the pathway's positions come with it
             stack += [keypoint_planes(points[:, -1], size, patch), keypoint_planes(next_points, size, patch)]
         if self.own.gripper_planes:
-            stack.append(keypoint_planes(self.camera.project(conditions.tcp), size, patch))
+            stack.append(keypoint_planes(self.image_camera.project(conditions.tcp), size, patch))
         return torch.cat(stack, dim=1)

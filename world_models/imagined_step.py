@@ -36,7 +36,9 @@ class Rollout:
     context proprio ``(B, C, 4)`` (raw) and, with the object pathway, the objects' context image
     positions ``(B, C, E, 2)`` (pixels) and heights ``(B, C, E)`` (metres), and, for a model that
     draws each frame from the first (``anchor="first"``), where its detector found the objects in
-    the first frame ``(B, E, 2)``. Made by :meth:`WorldModel.start`."""
+    the first frame ``(B, E, 2)`` and the raw proprio of the first frame ``(B, 4)`` (None where the
+    start did not give it: the arm is then not carried from the first frame). Made by
+    :meth:`WorldModel.start`."""
 
     context: torch.Tensor
     first: torch.Tensor
@@ -44,6 +46,7 @@ class Rollout:
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
     first_points: torch.Tensor | None = None
+    first_proprio: torch.Tensor | None = None
 
     @classmethod
     def empty(cls, config: WorldModelConfig, num_envs: int, device: torch.device, *, first_points: bool
@@ -60,7 +63,8 @@ class Rollout:
         return cls(zeros(n, config.context, *latent), zeros(n, *latent), zeros(n, config.context, 4),
                    zeros(n, config.context, entities, 2) if pathway else None,
                    zeros(n, config.context, entities) if pathway else None,
-                   zeros(n, entities, 2) if pathway and first_points else None)
+                   zeros(n, entities, 2) if pathway and first_points else None,
+                   zeros(n, 4) if pathway and first_points else None)
 
     def snapshot(self) -> dict[str, torch.Tensor]:
         """A copy of the tensors carried, on the CPU (an env's snapshot holds it)."""
@@ -86,7 +90,7 @@ class Rollout:
         proprio = roll(self.proprio, pred.proprio)
         assert context is not None and proprio is not None  # always carried
         return Rollout(context, self.first, proprio, roll(self.points, pred.points), roll(self.heights, pred.heights),
-                       self.first_points)
+                       self.first_points, self.first_proprio)
 
     def rows(self, index: torch.Tensor | slice) -> Rollout:
         """The episodes ``index`` of the batch."""
@@ -94,7 +98,7 @@ class Rollout:
             return None if value is None else value[index]
 
         return Rollout(self.context[index], self.first[index], self.proprio[index], pick(self.points),
-                       pick(self.heights), pick(self.first_points))
+                       pick(self.heights), pick(self.first_points), pick(self.first_proprio))
 
     def put(self, index: torch.Tensor | slice, other: Rollout) -> None:
         """Write ``other`` into the episodes ``index`` of this batch, in place."""

@@ -59,6 +59,7 @@ def gripper_error_curve(run: OpenLoop) -> np.ndarray:
                      for k in range(1, run.real.shape[1])])
 
 
+REGIONS = ("gripper", "gripper_start", "object", "object_start")
 REGION_FRACTION = 0.1  # a region's half-width as a fraction of the frame: 6 px of 64, a cube and its edge
 
 
@@ -67,30 +68,35 @@ def region_half_width(image_size: int) -> int:
     return max(1, round(REGION_FRACTION * image_size))
 
 
-def region_centres(run: OpenLoop, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray
+def region_centres(run: OpenLoop, bank: EpisodeBank, episodes: np.ndarray, starts: np.ndarray, half: int
                    ) -> dict[str, np.ndarray]:
     """Where the frame's task-relevant regions are, ``(N, H + 1, 2)`` pixels (column, row), for
     replays ``run`` of bank episodes ``episodes`` from ``starts``: the real gripper (its TCP
-    projected by the image camera), where it started (a ghost of the starting arm stays there),
-    and with ``state`` the task's object and where it started (a doubled cube stays there).
+    projected by the image camera) and where it started; with ``state``, the task's object and
+    where it started. A start region counts (its centre is not NaN) only at steps where the
+    thing has left it, its window of half-width ``half`` no longer overlapping the thing's own:
+    whatever is drawn there beyond the table is a ghost of the starting arm or a second cube.
     The regions are located from the recorded episode: an evaluation aid, never seen while imagining."""
-    gripper = bank.camera.project(run.real_proprio[..., :3].astype(np.float64))
-    centres = {"gripper": gripper, "gripper_start": np.broadcast_to(gripper[:, :1], gripper.shape)}
+    centres = {"gripper": bank.camera.project(run.real_proprio[..., :3].astype(np.float64))}
     if bank.entity_pixels is not None:
         rows, entity = task_entity(bank, episodes, starts, run.real.shape[1])
         task_object = np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0]
         centres["object"] = task_object.astype(np.float64)
-        centres["object_start"] = np.broadcast_to(centres["object"][:, :1], task_object.shape)
-    return centres
+    for name in list(centres):
+        now = centres[name]
+        start = np.broadcast_to(now[:, :1], now.shape).copy()
+        start[np.abs(now - start).max(axis=-1) <= 2 * half] = np.nan  # the thing is still (partly) there
+        centres[f"{name}_start"] = start
+    return {name: centres[name] for name in REGIONS if name in centres}
 
 
 def region_psnr_curves(run: OpenLoop, centres: dict[str, np.ndarray], half: int) -> dict[str, dict[str, list]]:
     """Per region of ``centres`` (:func:`region_centres`): the PSNR per step 1..H of the imagined
     frames and of the copied start frame (the trivial predictor) within the ``(2 half + 1)``-pixel
     square around the region's centre (clipped to the frame), from the squared error pooled over
-    the valid replays: a window the copy repeats exactly adds zero error rather than a capped
-    score. Whole-frame PSNR is dominated by the static table; these are the pixels the task and
-    the eye are on."""
+    the valid replays whose centre is not NaN at that step (NaN where no replay counts): a window
+    the copy repeats exactly adds zero error rather than a capped score. Whole-frame PSNR is
+    dominated by the static table; these are the pixels the task and the eye are on."""
     height, width = run.real.shape[2:4]
     real, imagined = run.real.astype(np.float64), run.imagined.astype(np.float64)
     curves = {}
@@ -98,7 +104,7 @@ def region_psnr_curves(run: OpenLoop, centres: dict[str, np.ndarray], half: int)
         squared: dict[str, list[float]] = {"psnr": [], "psnr_copy_first": []}
         for k in range(1, run.real.shape[1]):
             errors: dict[str, list[np.ndarray]] = {"psnr": [], "psnr_copy_first": []}
-            for i in np.flatnonzero(run.valid[:, k]):
+            for i in np.flatnonzero(run.valid[:, k] & ~np.isnan(where[:, k]).any(axis=-1)):
                 col = int(np.clip(np.round(where[i, k, 0]), 0, width - 1))
                 row = int(np.clip(np.round(where[i, k, 1]), 0, height - 1))
                 box = (slice(max(row - half, 0), row + half + 1), slice(max(col - half, 0), col + half + 1))

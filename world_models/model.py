@@ -109,6 +109,13 @@ class WorldModel(nn.Module):
     def set_normalization(self, mean: np.ndarray | torch.Tensor, std: np.ndarray | torch.Tensor) -> None:
         self.scale.set(mean, std)  # the dataset's proprio statistics, saved with the weights
 
+    def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray) -> None:
+        """The empty scene and the arm's footprint learned from uint8 training frames ``(N, H, W, 3)``,
+        their raw proprio ``(N, 4)`` and the rows of the episodes' first frames, saved with the
+        weights (:meth:`FrameGenerator.learn_scene`; only a model that clears what it carries keeps
+        them)."""
+        self.frames.learn_scene(images, proprio, episode_starts)
+
     def task_index(self, task: str) -> int:
         """The id of ``task`` in the conditioning; ``ValueError`` listing the known tasks."""
         if task not in self.config.tasks:
@@ -184,9 +191,11 @@ class WorldModel(nn.Module):
     # ------------------------------------------------------------------ imagination
     @torch.no_grad()
     def start(self, frames: torch.Tensor, first: torch.Tensor, proprio: torch.Tensor,
-              objects: tuple[torch.Tensor, torch.Tensor] | None = None) -> Rollout:
+              objects: tuple[torch.Tensor, torch.Tensor] | None = None, first_proprio: torch.Tensor | None = None
+              ) -> Rollout:
         """The :class:`Rollout` of real starts: uint8 context frames ``(B, C, H, W, 3)``, first
-        frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device.
+        frames ``(B, H, W, 3)`` and raw context proprio ``(B, C, 4)``, on the model's device, and the
+        first frames' raw proprio ``(B, 4)`` (where the arm is carried from; None: left where it stands).
         The object pathway's states are the recorded ``objects`` (positions ``(B, C, E, 2)``
         pixels, heights ``(B, C, E)`` metres) when given, else the judge's keypoint detector finds
         the objects in the frames and each is taken to rest on its plane."""
@@ -203,7 +212,8 @@ class WorldModel(nn.Module):
         first_points = None
         if self.objects is not None and self.frames.reads_first_positions:
             first_points = self.judge.locate(first_latent)
-        return Rollout(context, first_latent, proprio.to(device).float(), points, heights, first_points)
+        first_at = None if first_proprio is None else first_proprio.to(device).float()
+        return Rollout(context, first_latent, proprio.to(device).float(), points, heights, first_points, first_at)
 
     @torch.no_grad()
     def predict(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, steps: int | None = None,
@@ -220,8 +230,9 @@ class WorldModel(nn.Module):
         latent = None
         if draw:
             conditions = Conditions.of(self.scale, rollout.proprio, norm, action, task, len(self.config.tasks))
+            first_tcp = None if rollout.first_proprio is None else rollout.first_proprio[:, :3]
             latent = self.frames.draw(rollout.context, rollout.first, conditions, steps or self.config.sampling_steps,
-                                      generator, rollout.points, rollout.first_points, points)
+                                      generator, rollout.points, rollout.first_points, points, first_tcp)
         success, failed = self.judge.verdict(outcome, latent, task, next_proprio, norm, points, heights)
         return Prediction(latent, next_proprio, success, points, heights, failed)
 

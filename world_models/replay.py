@@ -83,7 +83,8 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
         rollout = model.start(torch.from_numpy(bank.images[context_rows]),
                               torch.from_numpy(bank.images[bank.obs_start[j]]),
                               torch.from_numpy(bank.proprio[context_rows]),
-                              bank.recorded_objects(context_rows) if rung.seeded else None)
+                              bank.recorded_objects(context_rows) if rung.seeded else None,
+                              torch.from_numpy(bank.proprio[bank.obs_start[j]]))
         task = torch.tensor([model.task_index(bank.infos[e].task) for e in j], device=device)
         steps_t = np.arange(h + 1)[None] + t0[:, None]
         valid = steps_t <= bank.lengths[j][:, None]

@@ -233,6 +233,7 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
+    model.learn_scene(bank.images, bank.proprio, bank.obs_start)
     if config.init_from is not None:
         assert isinstance(model.frames, WanFrames)  # init_from is checked to start a video transformer
         loaded = model.frames.video.load_pretrained(config.init_from)

@@ -110,14 +110,17 @@ class Foresight:
 
     @torch.no_grad()
     def look_ahead(self, frames: np.ndarray, first: np.ndarray, proprio: np.ndarray, tasks: list[str],
-                   instructions: list[str]) -> np.ndarray:
+                   instructions: list[str], first_proprio: np.ndarray | None = None) -> np.ndarray:
         """Success probabilities ``(B, look_ahead)`` of the imagined steps after real context frames
         ``(B, C, H, W, 3)`` uint8 (the last is now), the episodes' first frames ``(B, H, W, 3)``
-        and raw context proprio ``(B, C, 4)``, with the policy acting on each imagined frame."""
+        and raw context proprio ``(B, C, 4)`` (and the first frames' ``(B, 4)``, where the arm is
+        carried from), with the policy acting on each imagined frame."""
         model, steps = self.model, self.config.look_ahead
         task = self.task_indices(tasks)
         rollout = model.start(torch.from_numpy(np.ascontiguousarray(frames)), torch.from_numpy(first),
-                              torch.from_numpy(np.asarray(proprio, np.float32)))
+                              torch.from_numpy(np.asarray(proprio, np.float32)),
+                              first_proprio=None if first_proprio is None
+                              else torch.from_numpy(np.asarray(first_proprio, np.float32)))
         queue = ChunkQueue(self.policy, len(frames), deterministic=True)
         image, out = frames[:, -1], np.zeros((len(frames), steps), np.float32)
         for k in range(steps):
@@ -141,21 +144,22 @@ class Foresight:
         n, c = len(image), self.context
         if self._history is None or len(self._history["frames"]) != n:
             self._history = {"frames": np.repeat(image[:, None], c, 1), "first": image.copy(),
-                             "proprio": np.repeat(proprio[:, None], c, 1),
+                             "proprio": np.repeat(proprio[:, None], c, 1), "first_proprio": proprio.copy(),
                              "held": np.zeros((n, self.config.look_ahead), np.float32)}
         h = self._history
         new = steps == 0
         h["frames"] = np.concatenate([h["frames"][:, 1:], image[:, None]], 1)
         h["proprio"] = np.concatenate([h["proprio"][:, 1:], proprio[:, None]], 1)
         h["frames"][new], h["proprio"][new] = image[new, None], proprio[new, None]
-        h["first"][new] = image[new]
+        h["first"][new], h["first_proprio"][new] = image[new], proprio[new]
         due = np.flatnonzero(steps % self.config.every == 0)
         if len(due):
             tasks = [self.model.config.tasks[self._task_of(i)] for i in instructions]
             for begin in range(0, len(due), self.config.batch_size):
                 rows = due[begin:begin + self.config.batch_size]
                 h["held"][rows] = self.look_ahead(h["frames"][rows], h["first"][rows], h["proprio"][rows],
-                                                  [tasks[i] for i in rows], [instructions[i] for i in rows])
+                                                  [tasks[i] for i in rows], [instructions[i] for i in rows],
+                                                  h["first_proprio"][rows])
         return h["held"].copy()
 
     def _task_of(self, instruction: str) -> int:
@@ -177,7 +181,8 @@ class Foresight:
             rows = bank.context_rows(j, t, c)
             vectors[begin:begin + len(j)] = self.look_ahead(
                 bank.images[rows], bank.images[bank.obs_start[j]], bank.proprio[rows],
-                [bank.infos[e].task for e in j], [bank.infos[e].instruction for e in j])
+                [bank.infos[e].task for e in j], [bank.infos[e].instruction for e in j],
+                bank.proprio[bank.obs_start[j]])
         out, cursor = [], 0
         for j in range(len(bank)):
             length = int(bank.lengths[j])

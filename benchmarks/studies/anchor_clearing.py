@@ -1,0 +1,134 @@
+"""Does clearing what moves from the anchor frame remove the doubled cube and the ghost arm?
+
+The ``tiny`` world model draws each frame as a change from the episode's first frame, with the
+cubes carried where the object pathway puts them. Left as they are, the cubes' old pixels and the
+starting arm stay in the anchor, and a small one-step denoiser erases neither fully: a pale second
+cube and a ghost of the arm. Two variants take them out (``[model.objects]``,
+:mod:`worldsim.world_models.anchor`):
+
+- ``clear``: the spots the carried cubes leave show the empty table (learned: the per-pixel
+  median of the training frames);
+- ``clear+arm``: also the starting arm cleared from the first frame (its footprint around the
+  TCP learned from the first frames), the denoiser drawing the arm where the gripper is.
+
+For each seed of a finished imagination-ladder run (``--ladder``, made by
+``benchmarks/imagination_ladder.py``), each variant is trained exactly as that seed's ``pixels``
+world model was (its ``config.json``: same round-0 data, steps, seed and threads; only the option
+differs) and replayed on the same held-out episodes as the ladder's fidelity figures
+(:func:`worldsim.world_models.evaluate_world_model`: balanced, 32 steps, the ``pixels`` rung, the
+BC policy's action gap, no physics ceiling). The base is the ladder's own model and figures.
+Per variant and seed: whole-frame PSNR, the windows on the gripper, the task's object and where
+each started (a ghost of the arm or a second cube shows there, once the thing has left), the
+object's error 16 steps after contact, outcome agreement and the action gap; the mean over seeds
+and each variant's per-seed difference from the base. Trained models and evaluations are kept
+under ``--out`` and reused. Writes ``benchmarks/studies/results/anchor_clearing.json``.
+
+    python benchmarks/studies/anchor_clearing.py --ladder runs/ladder_controls --seeds 0 1 2 3 4 \
+        --out runs/anchor_clearing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from common import STUDY_RESULTS, report  # noqa: E402
+
+VARIANTS: dict[str, dict[str, bool]] = {"clear": {"clear": True}, "clear+arm": {"clear": True, "clear_arm": True}}
+REGIONS = ("gripper", "gripper_start", "object", "object_start")
+
+
+def figures(fid: dict[str, Any]) -> dict[str, Any]:
+    """The figures this study reads off one fidelity report."""
+    by, contact = fid["success_by_horizon"], fid.get("object_error_after_contact") or {}
+    out = {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
+           "object_error_cm_16": contact.get("at_horizon_cm"), "agreement_full": by["full"]["accuracy"],
+           "agreement_last_8": by["last_8"]["accuracy"], "action_gap_8": fid.get("action_gap_at_8")}
+    for step, at in ((8, fid["region_psnr_at_8"]), (32, fid["region_psnr_at_horizon"])):
+        for name in REGIONS:
+            out[f"psnr_{name}_{step}"] = at[name]["model"]
+            out[f"psnr_{name}_copy_first_{step}"] = at[name]["copy_first"]
+    return out
+
+
+def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> Path:
+    """The variant of the world model trained in ``base_run`` (a ``train-wm`` run folder) with
+    ``changes`` to its ``[model.objects]``, trained on ``data`` into ``out`` by ``worldsim train-wm``
+    with the base's own settings (reused when there)."""
+    if (out / "world_model").exists():
+        return out
+    config = json.loads((base_run / "config.json").read_text())
+    config["model"]["objects"] |= changes
+    config |= {"out": str(out), "data": str(data), "progress": False, "overwrite": True}
+    config = {k: v for k, v in config.items() if v is not None}  # unset options stay at their defaults
+    out.mkdir(parents=True, exist_ok=True)
+    settings = out.parent / "train_wm.json"
+    settings.write_text(json.dumps(config, indent=1))
+    subprocess.run([sys.executable, "-m", "worldsim", "train-wm", "--config-file", str(settings)], check=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", type=Path, default=Path("runs/anchor_clearing"))
+    parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
+    args = parser.parse_args()
+
+    from worldsim.data.reader import EpisodeReader
+    from worldsim.envs.imagination import ImaginationConfig
+    from worldsim.runtime.threads import use_torch_threads
+    from worldsim.world_models import evaluate_world_model
+
+    use_torch_threads(args.threads)
+    per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in args.variants}}
+    for seed in args.seeds:
+        arm_run = args.ladder / f"pixels_s{seed}"
+        base = json.loads((arm_run / "fidelity" / "fidelity.json").read_text())
+        if "region_psnr_at_8" not in base:
+            raise ValueError(f"{arm_run}/fidelity/fidelity.json has no region figures: regather the ladder first")
+        per_seed["base"][seed] = figures(base)
+        heldout, bc = args.ladder / f"base_s{seed}" / "heldout.h5", args.ladder / f"base_s{seed}" / "bc"
+        with EpisodeReader(heldout) as reader:
+            both = {i.success for i in reader.episode_info()} == {True, False}
+        for variant in args.variants:
+            folder = args.out / f"{variant}_s{seed}"
+            wm = trained(arm_run / "round_0" / "wm", VARIANTS[variant], arm_run / "round_0" / "all.h5",
+                         folder / "wm")
+            kept = folder / "fidelity" / "fidelity.json"
+            fid = json.loads(kept.read_text()) if kept.exists() else evaluate_world_model(
+                wm, heldout, balance=both, curve_steps=32, imagination=ImaginationConfig(rung="pixels"), policy=bc,
+                out=folder / "fidelity", videos=2, seed=seed, progress=False, physics_ceiling=False)
+            per_seed[variant][seed] = figures(fid)
+            print(f"seed {seed} {variant}: " + json.dumps(per_seed[variant][seed]), file=sys.stderr)
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float | None:
+        values = [r[key] for r in rows if r[key] is not None and not np.isnan(r[key])]
+        return round(float(np.mean(values)), 3) if values else None
+
+    keys = list(per_seed["base"][args.seeds[0]])
+    metrics: dict[str, Any] = {"seeds": args.seeds, "variants": {}}
+    for variant, rows in per_seed.items():
+        entry: dict[str, Any] = {"mean": {k: mean(list(rows.values()), k) for k in keys},
+                                 "per_seed": {str(s): r for s, r in rows.items()}}
+        if variant != "base":
+            diffs = [{k: None if r[k] is None or per_seed["base"][s][k] is None else r[k] - per_seed["base"][s][k]
+                      for k in keys} for s, r in rows.items()]
+            entry["minus_base"] = {k: mean(diffs, k) for k in keys}
+            entry["minus_base_per_seed"] = {k: [None if d[k] is None else round(d[k], 3) for d in diffs]
+                                            for k in keys}
+        metrics["variants"][variant] = entry
+    report("anchor_clearing", metrics, args, STUDY_RESULTS)
+
+
+if __name__ == "__main__":
+    main()
