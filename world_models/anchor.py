@@ -83,14 +83,20 @@ def clear_arm(frames: torch.Tensor, tcp: torch.Tensor, footprint: torch.Tensor, 
     draws where the gripper is."""
     b, _, h, w = frames.shape
     radius = footprint.shape[-1] // 2
-    ys, xs = torch.meshgrid(torch.arange(h, device=frames.device, dtype=frames.dtype) + 0.5,
-                            torch.arange(w, device=frames.device, dtype=frames.dtype) + 0.5, indexing="ij")
-    offsets = torch.stack([xs, ys], dim=-1)[None] - tcp.to(frames).floor()[:, None, None] + radius
+    offsets = pixel_centres(h, w, frames)[None] - tcp.to(frames).floor()[:, None, None] + radius
     side = 2 * radius + 1
     grid = offsets / side * 2.0 - 1.0  # footprint cell i spans [i, i + 1): its centre samples exactly
     mask = F.grid_sample(footprint.to(frames)[None, None].expand(b, 1, -1, -1), grid, mode="bilinear",
                          padding_mode="zeros", align_corners=False)
     return frames + mask * (background[None].to(frames) - frames)
+
+
+def pixel_centres(h: int, w: int, like: torch.Tensor) -> torch.Tensor:
+    """The centres ``(h, w, 2)`` (column, row) of an ``h`` x ``w`` frame's pixels, in the image
+    coordinates positions are given in (pixel ``i`` spans ``[i, i + 1)``), on ``like``'s device and dtype."""
+    ys, xs = torch.meshgrid(torch.arange(h, device=like.device, dtype=like.dtype) + 0.5,
+                            torch.arange(w, device=like.device, dtype=like.dtype) + 0.5, indexing="ij")
+    return torch.stack([xs, ys], dim=-1)
 
 
 def _sample(n: int, samples: int, seed: int) -> np.ndarray:

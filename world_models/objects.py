@@ -38,6 +38,7 @@ from torch import nn
 
 from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
 from worldsim.envs.scene import ACTION_SCALE
+from worldsim.world_models.anchor import pixel_centres
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.layers import masked_mean
 
@@ -159,9 +160,7 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     points, next_points = points.index_select(1, movable), next_points.index_select(1, movable)
     frames = F.pixel_shuffle(latent, patch)
     b, c, h, w = frames.shape
-    ys, xs = torch.meshgrid(torch.arange(h, device=latent.device, dtype=latent.dtype) + 0.5,
-                            torch.arange(w, device=latent.device, dtype=latent.dtype) + 0.5, indexing="ij")
-    pixels = torch.stack([xs, ys], dim=-1)  # (h, w, 2): (column, row) like the points
+    pixels = pixel_centres(h, w, latent)  # (h, w, 2): (column, row) like the points
     def coverage(where: torch.Tensor) -> torch.Tensor:  # (B, E, h, w): each object's share of each pixel
         distance = (pixels[None, None] - where[:, :, None, None]).norm(dim=-1)
         return (OBJECT_EXTENT * w + 0.5 - distance).clamp(0.0, 1.0)

@@ -42,11 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import STUDY_RESULTS, report  # noqa: E402
 
 VARIANTS: dict[str, dict[str, bool]] = {"clear": {"clear": True}, "clear+arm": {"clear": True, "clear_arm": True}}
-REGIONS = ("gripper", "gripper_start", "object", "object_start")
 
 
 def figures(fid: dict[str, Any]) -> dict[str, Any]:
     """The figures this study reads off one fidelity report."""
+    from worldsim.world_models.metrics import REGIONS
+
     by, contact = fid["success_by_horizon"], fid.get("object_error_after_contact") or {}
     out = {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
            "object_error_cm_16": contact.get("at_horizon_cm"), "agreement_full": by["full"]["accuracy"],
