@@ -204,8 +204,9 @@ class ObjectPathwayConfig:
     option existed loads as it was built."""
     clear_arm: bool = False
     """With ``carry``, a frame drawn from the first (``anchor="first"``) starts from the first frame
-    with the starting arm cleared to the empty table (a footprint around the TCP's image position,
-    learned from the training frames: :func:`~worldsim.world_models.anchor.arm_footprint`), and
+    with the starting arm cleared to the empty table (its footprint around the TCP's image position
+    and its colours there, learned from the training frames:
+    :func:`~worldsim.world_models.anchor.arm_appearance`; a cube under the footprint stays), and
     the denoiser draws the arm where the gripper is; without it the starting arm stays unless the
     denoiser erases it (a pale ghost). A frame drawn from the last has no starting arm to clear:
     there it does nothing. On in the ``tiny`` preset; False here only so that a model

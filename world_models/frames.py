@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from worldsim.envs.observations import ENTITIES
-from worldsim.world_models.anchor import arm_footprint, arm_radius, background_image, clear_arm
+from worldsim.world_models.anchor import arm_appearance, arm_radius, background_image, clear_arm
 from worldsim.world_models.config import WorldModelConfig
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.denoiser import EDM
@@ -69,6 +69,7 @@ class FrameGenerator(nn.Module, ABC):
     movable_index: torch.Tensor
     background: torch.Tensor | None
     arm_footprint: torch.Tensor | None
+    arm_colour: torch.Tensor | None
 
     def __init__(self, config: WorldModelConfig, planes: int, carry: bool) -> None:
         super().__init__()
@@ -85,12 +86,13 @@ class FrameGenerator(nn.Module, ABC):
         size, reach = config.image_size, arm_radius(config.image_size)
         self.register_buffer("background", torch.zeros(3, size, size) if clears else None)
         self.register_buffer("arm_footprint", torch.zeros(2 * reach + 1, 2 * reach + 1) if clears_arm else None)
+        self.register_buffer("arm_colour", torch.zeros(3, 2 * reach + 1, 2 * reach + 1) if clears_arm else None)
         self.image_camera = image_camera(size, size)
 
     def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray) -> None:
         """Learn the empty scene (:func:`~worldsim.world_models.anchor.background_image`) and, for a
-        generator that carries the arm, the arm's footprint
-        (:func:`~worldsim.world_models.anchor.arm_footprint`) from uint8 training frames
+        generator that clears the arm, the arm's footprint and colours
+        (:func:`~worldsim.world_models.anchor.arm_appearance`) from uint8 training frames
         ``(N, H, W, 3)`` and their raw proprio ``(N, 4)``; ``episode_starts``: the rows of the
         episodes' first frames, which the footprint is learned on (the arm is cleared from them; it
         stands high there, and the camera sees more of it than later). Nothing for a generator that
@@ -98,10 +100,12 @@ class FrameGenerator(nn.Module, ABC):
         if self.background is None:
             return
         self.background.copy_(background_image(images, self.model_config.patch))
-        if self.arm_footprint is not None:
+        if self.arm_footprint is not None and self.arm_colour is not None:
             rows = np.asarray(episode_starts)
-            self.arm_footprint.copy_(arm_footprint(images[rows], proprio[rows, :3], self.image_camera,
-                                                   self.background, arm_radius(self.model_config.image_size)))
+            footprint, colour = arm_appearance(images[rows], proprio[rows, :3], self.image_camera, self.background,
+                                               arm_radius(self.model_config.image_size))
+            self.arm_footprint.copy_(footprint)
+            self.arm_colour.copy_(colour)
 
     def carried(self, anchor: torch.Tensor, points: torch.Tensor | None, next_points: torch.Tensor | None,
                 first_tcp: torch.Tensor | None) -> torch.Tensor:
@@ -109,9 +113,10 @@ class FrameGenerator(nn.Module, ABC):
         at the first frame's TCP ``first_tcp`` ``(B, 3)`` (metres; with ``clear_arm``, when known),
         then the movable objects carried from ``points`` ``(B, E, 2)`` to ``next_points``."""
         patch = self.model_config.patch
-        if self.arm_footprint is not None and self.background is not None and first_tcp is not None:
+        if (self.arm_footprint is not None and self.arm_colour is not None and self.background is not None
+                and first_tcp is not None):
             frames = clear_arm(F.pixel_shuffle(anchor, patch), self.image_camera.project(first_tcp),
-                               self.arm_footprint, self.background)
+                               self.arm_footprint, self.arm_colour, self.background)
             anchor = F.pixel_unshuffle(frames, patch)
         if points is not None and next_points is not None:
             anchor = carry_objects(anchor, points, next_points, self.movable_index, patch, self.background)

@@ -9,7 +9,8 @@ cube and a ghost of the arm. Two variants take them out (``[model.objects]``,
 - ``clear``: the spots the carried cubes leave show the empty table (learned: the per-pixel
   median of the training frames);
 - ``clear+arm``: also the starting arm cleared from the first frame (its footprint around the
-  TCP learned from the first frames), the denoiser drawing the arm where the gripper is.
+  TCP and its colours there learned from the first frames; a cube under the footprint kept), the
+  denoiser drawing the arm where the gripper is.
 
 For each seed of a finished imagination-ladder run (``--ladder``, made by
 ``benchmarks/imagination_ladder.py``), each variant is trained exactly as that seed's ``pixels``
