@@ -93,6 +93,9 @@ def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
     sliding = points.clone()
     sliding[0, 0, red] -= torch.tensor([1.0, 0.0])  # a px (about a cm) further left on the step before
     assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02], sliding) == pytest.approx(1.6)  # already moving: slides on
+    dynamics.gated = False  # [model.objects] gate = false: the learned pathway alone decides
+    assert ObjectDynamics(small_config(objects={"hidden": 32, "gate": False})).gated is False
+    assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02]) == pytest.approx(1.6)  # 30 cm away, it moves all the same
 
 
 def test_the_pathway_reads_each_object_relative_to_the_gripper():

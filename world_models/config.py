@@ -196,6 +196,11 @@ class ObjectPathwayConfig:
     """The frame generator corrects its anchor frame with the moving objects' pixels already
     carried to where the pathway puts them (:func:`~worldsim.world_models.objects.carry_objects`),
     instead of the frame as it is."""
+    gate: bool = True
+    """Objects move only past the hand-written contact gate
+    (:meth:`~worldsim.world_models.objects.ObjectDynamics.contact_gate`: the TCP's path within
+    reach of the object, or the object already moving); False leaves which objects move to the
+    learned pathway alone."""
     clear: bool = False
     """With ``carry``, the spots the carried objects leave show the empty table (a background the
     model learns from its training frames, :func:`~worldsim.world_models.objects.background_image`)

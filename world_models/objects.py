@@ -92,6 +92,7 @@ class ObjectDynamics(nn.Module):
         if config.objects is None:
             raise ValueError("this world model's config has no object pathway (objects=None)")
         width = config.objects.hidden
+        self.gated = config.objects.gate
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
@@ -110,7 +111,8 @@ class ObjectDynamics(nn.Module):
         features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
                     next_proprio, action, task, *self.relation_features(points, heights, tcp)]
         change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
-        change = change * self.contact_gate(points, heights, tcp)[..., None]
+        if self.gated:
+            change = change * self.contact_gate(points, heights, tcp)[..., None]
         # outputs: tenths of half the image for positions, centimetres for heights
         moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
         return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)

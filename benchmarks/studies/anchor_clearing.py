@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import STUDY_RESULTS, report  # noqa: E402
 
 VARIANTS: dict[str, dict[str, bool]] = {"clear": {"clear": True}, "clear+arm": {"clear": True, "clear_arm": True}}
+"""Each variant's changes to the ladder model's ``[model.objects]``."""
 
 
 def figures(fid: dict[str, Any]) -> dict[str, Any]:
@@ -63,11 +64,18 @@ def figures(fid: dict[str, Any]) -> dict[str, Any]:
 def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> Path:
     """The variant of the world model trained in ``base_run`` (a ``train-wm`` run folder) with
     ``changes`` to its ``[model.objects]``, trained on ``data`` into ``out`` by ``worldsim train-wm``
-    with the base's own settings (reused when there)."""
+    with the base's own settings (reused when there). Every other pathway option is the base
+    model's as it was built (an option it predates at the value that loads it so), not the
+    preset's today."""
+    from dataclasses import asdict
+
+    from worldsim.world_models.config import ObjectPathwayConfig
+
     if (out / "world_model").exists():
         return out
     config = json.loads((base_run / "config.json").read_text())
-    config["model"]["objects"] |= changes
+    built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]["objects"]
+    config["model"]["objects"] = asdict(ObjectPathwayConfig()) | built | changes
     config |= {"out": str(out), "data": str(data), "progress": False, "overwrite": True}
     config = {k: v for k, v in config.items() if v is not None}  # unset options stay at their defaults
     out.mkdir(parents=True, exist_ok=True)
@@ -77,35 +85,30 @@ def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> 
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--out", type=Path, default=Path("runs/anchor_clearing"))
-    parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
-    args = parser.parse_args()
-
+def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, dict[str, bool]], out: Path
+                     ) -> dict[str, Any]:
+    """For each seed of the finished ladder run ``ladder``, each of ``variants`` (name: changes to
+    ``[model.objects]``) trained as that seed's ``pixels`` model (:func:`trained`, under ``out``)
+    and replayed on its held-out episodes; the ladder's own model is the base. Returns, per
+    variant, the mean over seeds of :func:`figures`, each seed's, and (for the variants) each
+    seed's difference from the base and its mean."""
     from worldsim.data.reader import EpisodeReader
     from worldsim.envs.imagination import ImaginationConfig
-    from worldsim.runtime.threads import use_torch_threads
     from worldsim.world_models import evaluate_world_model
 
-    use_torch_threads(args.threads)
-    per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in args.variants}}
-    for seed in args.seeds:
-        arm_run = args.ladder / f"pixels_s{seed}"
+    per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in variants}}
+    for seed in seeds:
+        arm_run = ladder / f"pixels_s{seed}"
         base = json.loads((arm_run / "fidelity" / "fidelity.json").read_text())
         if "region_psnr_at_8" not in base:
             raise ValueError(f"{arm_run}/fidelity/fidelity.json has no region figures: regather the ladder first")
         per_seed["base"][seed] = figures(base)
-        heldout, bc = args.ladder / f"base_s{seed}" / "heldout.h5", args.ladder / f"base_s{seed}" / "bc"
+        heldout, bc = ladder / f"base_s{seed}" / "heldout.h5", ladder / f"base_s{seed}" / "bc"
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
-        for variant in args.variants:
-            folder = args.out / f"{variant}_s{seed}"
-            wm = trained(arm_run / "round_0" / "wm", VARIANTS[variant], arm_run / "round_0" / "all.h5",
-                         folder / "wm")
+        for variant, changes in variants.items():
+            folder = out / f"{variant}_s{seed}"
+            wm = trained(arm_run / "round_0" / "wm", changes, arm_run / "round_0" / "all.h5", folder / "wm")
             kept = folder / "fidelity" / "fidelity.json"
             fid = json.loads(kept.read_text()) if kept.exists() else evaluate_world_model(
                 wm, heldout, balance=both, curve_steps=32, imagination=ImaginationConfig(rung="pixels"), policy=bc,
@@ -117,8 +120,8 @@ def main() -> None:
         values = [r[key] for r in rows if r[key] is not None and not np.isnan(r[key])]
         return round(float(np.mean(values)), 3) if values else None
 
-    keys = list(per_seed["base"][args.seeds[0]])
-    metrics: dict[str, Any] = {"seeds": args.seeds, "variants": {}}
+    keys = list(per_seed["base"][seeds[0]])
+    metrics: dict[str, Any] = {"seeds": seeds, "variants": {}}
     for variant, rows in per_seed.items():
         entry: dict[str, Any] = {"mean": {k: mean(list(rows.values()), k) for k in keys},
                                  "per_seed": {str(s): r for s, r in rows.items()}}
@@ -129,6 +132,22 @@ def main() -> None:
             entry["minus_base_per_seed"] = {k: [None if d[k] is None else round(d[k], 3) for d in diffs]
                                             for k in keys}
         metrics["variants"][variant] = entry
+    return metrics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", type=Path, default=Path("runs/anchor_clearing"))
+    parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
+    args = parser.parse_args()
+
+    from worldsim.runtime.threads import use_torch_threads
+
+    use_torch_threads(args.threads)
+    metrics = compare_variants(args.ladder, args.seeds, {v: VARIANTS[v] for v in args.variants}, args.out)
     report("anchor_clearing", metrics, args, STUDY_RESULTS)
 
 
