@@ -109,22 +109,25 @@ jax.block_until_ready(out)
 print(json.dumps({"reach_1024_env_steps_per_s": round(1024 * 20 / (time.perf_counter() - start))}))
 EOF
 
+# validation and video cadence are settings a config file takes (no flags)
+printf 'val_every = 100\nvideo_every = 0\n' > "$WORK/train_wm.toml"
+
 check train_wm bash -c '
   worldsim collect --task PushCube-v0 --episodes 32 --num-envs 16 --noise 0.3 --out "$WORK/push.h5" &&
-  worldsim train-wm --data "$WORK/push.h5" --config tiny --steps 200 --device cuda --video-every 0 --val-every 100 \
+  worldsim train-wm --data "$WORK/push.h5" --preset tiny --steps 200 --device cuda --config-file "$WORK/train_wm.toml" \
     --out "$WORK/wm" --no-progress &&
   python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm/metrics.jsonl\")]; \
 print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
 
 check train_wm_graphs bash -c '
-  worldsim train-wm --data "$WORK/push.h5" --config tiny --steps 200 --device cuda --video-every 0 --val-every 100 \
+  worldsim train-wm --data "$WORK/push.h5" --preset tiny --steps 200 --device cuda --config-file "$WORK/train_wm.toml" \
     --compile reduce-overhead --out "$WORK/wm_graphs" --no-progress &&
   python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm_graphs/metrics.jsonl\")]; \
 print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'
 
 check train_wm_cuda_graph bash -c '
   python -m pytest -q -p no:cacheprovider tests/test_train_step.py &&
-  worldsim train-wm --data "$WORK/push.h5" --config tiny --steps 200 --device cuda --video-every 0 --val-every 100 \
+  worldsim train-wm --data "$WORK/push.h5" --preset tiny --steps 200 --device cuda --config-file "$WORK/train_wm.toml" \
     --cuda-graph --out "$WORK/wm_cuda_graph" --no-progress &&
   python -c "import json; rows=[json.loads(l) for l in open(\"$WORK/wm_cuda_graph/metrics.jsonl\")]; \
 print(json.dumps({\"steps\": max(r.get(\"step\", 0) for r in rows), \"last\": rows[-1]}))"'

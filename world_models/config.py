@@ -203,7 +203,7 @@ class ObjectPathwayConfig:
     learned pathway alone."""
     clear: bool = False
     """With ``carry``, the spots the carried objects leave show the empty table (a background the
-    model learns from its training frames, :func:`~worldsim.world_models.objects.background_image`)
+    model learns from its training frames, :func:`~worldsim.world_models.anchor.background_image`)
     instead of the objects' old pixels, which the denoiser would have to erase (left there, a pale
     second cube). On in the ``tiny`` preset; False here only so that a model saved before the
     option existed loads as it was built."""

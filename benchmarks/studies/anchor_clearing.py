@@ -85,13 +85,14 @@ def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> 
     return out
 
 
-def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, dict[str, bool]], out: Path
-                     ) -> dict[str, Any]:
+def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, dict[str, bool]], out: Path,
+                     reference: str = "base") -> dict[str, Any]:
     """For each seed of the finished ladder run ``ladder``, each of ``variants`` (name: changes to
     ``[model.objects]``) trained as that seed's ``pixels`` model (:func:`trained`, under ``out``)
     and replayed on its held-out episodes; the ladder's own model is the base. Returns, per
-    variant, the mean over seeds of :func:`figures`, each seed's, and (for the variants) each
-    seed's difference from the base and its mean."""
+    variant, the mean over seeds of :func:`figures`, each seed's, and (for the others) each
+    seed's difference from the ``reference`` (the base or a variant) and its mean
+    (``minus_<reference>``, ``minus_<reference>_per_seed``)."""
     from worldsim.data.reader import EpisodeReader
     from worldsim.envs.imagination import ImaginationConfig
     from worldsim.world_models import evaluate_world_model
@@ -125,12 +126,13 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, dict[st
     for variant, rows in per_seed.items():
         entry: dict[str, Any] = {"mean": {k: mean(list(rows.values()), k) for k in keys},
                                  "per_seed": {str(s): r for s, r in rows.items()}}
-        if variant != "base":
-            diffs = [{k: None if r[k] is None or per_seed["base"][s][k] is None else r[k] - per_seed["base"][s][k]
-                      for k in keys} for s, r in rows.items()]
-            entry["minus_base"] = {k: mean(diffs, k) for k in keys}
-            entry["minus_base_per_seed"] = {k: [None if d[k] is None else round(d[k], 3) for d in diffs]
-                                            for k in keys}
+        if variant not in ("base", reference):
+            against = per_seed[reference]
+            diffs = [{k: None if r[k] is None or against[s][k] is None else r[k] - against[s][k] for k in keys}
+                     for s, r in rows.items()]
+            entry[f"minus_{reference}"] = {k: mean(diffs, k) for k in keys}
+            entry[f"minus_{reference}_per_seed"] = {k: [None if d[k] is None else round(d[k], 3) for d in diffs]
+                                                   for k in keys}
         metrics["variants"][variant] = entry
     return metrics
 

@@ -11,7 +11,7 @@ it, and replays both on the same balanced held-out episodes of the BC policy
 (:func:`anchor_clearing.compare_variants`; the ``clear+arm`` models are the anchor study's, reused
 from the same ``--out``): whole-frame and window PSNR, the pushed cube's error 16 steps after
 contact, outcome agreement and the action gap, per seed, and each seed's difference between the
-two. What it cannot show is the gate's worth to a policy trained in imagination: that is the
+two (``minus_clear+arm``). What it cannot show is the gate's worth to a policy trained in imagination: that is the
 ladder's protocol. Writes ``benchmarks/studies/results/contact_gate.json``.
 
     python benchmarks/studies/contact_gate.py --ladder runs/ladder_controls --seeds 0 1 2 3 4 \
@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # anchor_clearing.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
@@ -46,14 +44,7 @@ def main() -> None:
     use_torch_threads(args.threads)
     gated = VARIANTS["clear+arm"]
     variants = {"clear+arm": gated, "clear+arm+no-gate": gated | {"gate": False}}
-    metrics = compare_variants(args.ladder, args.seeds, variants, args.out)
-    on, off = (metrics["variants"][v]["per_seed"] for v in variants)
-    differences = {k: [None if off[s][k] is None or on[s][k] is None else round(off[s][k] - on[s][k], 3) for s in on]
-                   for k in on[str(args.seeds[0])]}
-    metrics["no_gate_minus_gate"] = {
-        "per_seed": differences,
-        "mean": {k: None if any(d is None or np.isnan(d) for d in v) else round(float(np.mean(v)), 3)
-                 for k, v in differences.items()}}
+    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="clear+arm")
     report("contact_gate", metrics, args, STUDY_RESULTS)
 
 
