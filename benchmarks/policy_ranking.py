@@ -24,12 +24,15 @@ and ``real_episodes_equivalent`` (the real episodes per task whose ranking match
 model's against the same reference half). ``metrics.over_sets`` has the means with intervals
 over the sets and their episodes. The world model is trained on expert demonstrations only (no
 ranked policy's episodes; the default ``runs/fd_wm`` is the failure-detection benchmark's
-tabletop-10 model):
+tabletop-10 model). Beside it, as ``rankers.world_model_mixed``, each set of ``--mixed-ring`` is
+ranked by that model fine-tuned on the episodes of the previous set's policies (the ranking
+recipe with data from policies like the ranked ones, never the ranked ones themselves):
 
     python benchmarks/policy_ranking.py --world-model runs/fd_wm
 
 Every stage reuses its output under ``--out``; ``--sets 21`` and ``--sets 22`` in two processes
-build two sets at once, and a last call with every seed only gathers them.
+build two sets at once (a set's ring model needs the previous set built), and a last call with
+every seed only gathers them.
 """
 
 from __future__ import annotations
@@ -70,12 +73,11 @@ class Args:
     """Real episodes per policy and task."""
     imagined_episodes: int = 64
     """Imagined episodes per policy and task."""
-    mixed_from: int | None = 21
-    """Also rank ``--mixed-sets`` with the world model fine-tuned on this set's candidates'
-    episodes (``--mixed-runs``) beside its demonstrations (the ranking recipe: failures and near
-    misses of policies like those ranked, never the ranked ones); None: skip."""
-    mixed_sets: tuple[int, ...] = (22,)
-    """The sets the mixed model ranks (never ``--mixed-from``)."""
+    mixed_ring: tuple[int, ...] = (21, 22, 23)
+    """Also rank each of these sets with the world model fine-tuned on the previous set's
+    candidates' episodes (``--mixed-runs``) beside its demonstrations, the sets taken as a ring
+    (21 by 23's model, 22 by 21's, 23 by 22's): the ranking recipe, failures and near misses of
+    policies like those ranked, never the ranked ones. Empty: skip."""
     mixed_runs: tuple[str, ...] = ("bc_a", "bc_b")
     """The runs of that set whose checkpoints' episodes join the data (the main recipe's two seeds)."""
     mixed_episodes: int = 25
@@ -185,14 +187,19 @@ def candidates(args: Args, seed: int) -> list[Path]:
             for run in recipes(args) for steps in args.checkpoints]
 
 
-def mixed_world_model(args: Args) -> Path:
-    """``--world-model`` fine-tuned on set ``--mixed-from``'s demonstrations and its candidates'
-    own episodes (built once)."""
+def mixed_source(args: Args, seed: int) -> int:
+    """The set whose candidates' episodes fine-tune the model that ranks set ``seed``: the one
+    before it in ``--mixed-ring``."""
+    ring = args.mixed_ring
+    return ring[(ring.index(seed) - 1) % len(ring)]
+
+
+def mixed_world_model(args: Args, source: int) -> Path:
+    """``--world-model`` fine-tuned on set ``source``'s demonstrations and its candidates' own
+    episodes (built once)."""
     from worldsim.data.policy_episodes import policy_episodes
     from worldsim.world_models import TrainWMConfig, train_world_model
 
-    source = args.mixed_from
-    assert source is not None
     sources = [p for p in candidates(args, source) if p.parent.name in args.mixed_runs]
     if not sources or not all(p.exists() for p in sources):
         raise SystemExit(f"the mixed world model needs set {source}'s {', '.join(args.mixed_runs)}: "
@@ -216,7 +223,7 @@ def rank_with_mixed(args: Args, seed: int) -> None:
     from worldsim.policies import load_policy
     from worldsim.runtime.run_logging import write_json
 
-    model = mixed_world_model(args)
+    model = mixed_world_model(args, mixed_source(args, seed))
     imagination = ImaginationConfig(world_model=model, keyframes=args.out / f"set{seed}" / "held_out.h5",
                                     rung=args.rung, device="cpu")
     for path in candidates(args, seed):
@@ -319,12 +326,12 @@ def main(args: Args) -> None:
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
-    if args.mixed_from in args.mixed_sets:
-        raise SystemExit(f"--mixed-sets holds --mixed-from {args.mixed_from}: a model never ranks the policies "
-                         "of its own data")
+    if len(set(args.mixed_ring)) != len(args.mixed_ring) or len(args.mixed_ring) == 1:
+        raise SystemExit(f"--mixed-ring {' '.join(map(str, args.mixed_ring))}: give at least two distinct sets "
+                         "(a model never ranks the policies of its own data)")
     for seed in args.sets:
         build_set(args, seed)
-        if args.mixed_from is not None and seed in args.mixed_sets:
+        if seed in args.mixed_ring:
             rank_with_mixed(args, seed)
     if len(args.sets) < 2:
         print(f"set {args.sets[0]} built under {args.out}; gather with every seed in --sets")
@@ -352,10 +359,10 @@ def main(args: Args) -> None:
                                                             arm_cleared=clears_arm(args.world_model))],
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
-            "world_model_mixed": (f"world_model fine-tuned on set {args.mixed_from}'s demonstrations and "
+            "world_model_mixed": (f"world_model fine-tuned on another set's demonstrations and "
                                   f"{args.mixed_episodes} episodes per task of each checkpoint of its runs "
-                                  f"{', '.join(args.mixed_runs)}; it ranks set(s) "
-                                  f"{', '.join(map(str, args.mixed_sets))}")},
+                                  f"{', '.join(args.mixed_runs)}: "
+                                  + ", ".join(f"set {s} by set {mixed_source(args, s)}'s" for s in args.mixed_ring))},
         "sets": without_nan(sets), "over_sets": without_nan(summary),
         "targets": {"spearman": 0.8, "margin_over_best_trivial": 0.2, "pairwise_accuracy_10": 0.85}}, args)
 
