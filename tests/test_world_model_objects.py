@@ -199,6 +199,28 @@ def test_proprio_rollout_feeds_the_head_its_own_predictions():
     assert loss(w) < 1e-10
 
 
+def test_learned_gripper_motion_reads_no_formula_and_starts_where_the_gripper_is():
+    """With ``[model.proprio] commanded = false`` the next proprio is the last one plus the MLP's
+    change: at its zero start the gripper stays whatever the action, where the hand-written
+    dynamics send it to the commanded pose; and the MLP is not fed the commanded change."""
+    from worldsim.world_models.layers import task_one_hot
+    from worldsim.world_models.proprio import commanded_proprio
+
+    learned = WorldModel(small_config(NO_PATHWAY, proprio={"commanded": False}))
+    formula = WorldModel(small_config(NO_PATHWAY))
+    context = learned.config.context
+    assert learned.proprio.head[0].in_features == formula.proprio.head[0].in_features - 4
+    proprio = torch.rand(3, context, 4, generator=torch.Generator().manual_seed(1)) * 0.1
+    action = torch.ones(3, 4)
+    one_hot = task_one_hot(torch.zeros(3, dtype=torch.long), len(learned.config.tasks))
+    with torch.no_grad():
+        stays = learned.scale.raw(learned.proprio(action, proprio, one_hot, learned.scale))
+        moves = formula.scale.raw(formula.proprio(action, proprio, one_hot, formula.scale))
+    torch.testing.assert_close(stays, proprio[:, -1])
+    torch.testing.assert_close(moves, commanded_proprio(proprio[:, -1], action))
+    assert not torch.allclose(moves, stays)
+
+
 def test_rollout_loss_feeds_the_pathway_its_own_predictions():
     """A pathway that moves the first object 1.6 px right per step, rolled out 3 steps against
     targets 1.6 px further each step, is exact: its own predictions are its next inputs."""

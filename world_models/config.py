@@ -228,6 +228,11 @@ class ProprioConfig:
 
     hidden: int = 128
     """Hidden width of the correction's MLP."""
+    commanded: bool = True
+    """The next proprio is the pose the action commands (the hand-written servo targets,
+    :func:`~worldsim.world_models.proprio.commanded_proprio`) plus the learned correction; False
+    learns the whole move from the action and the context proprio (the last proprio plus a
+    learned change), nothing hand-written."""
 
     def __post_init__(self) -> None:
         positive_ints(self, ("hidden",))

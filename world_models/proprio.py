@@ -49,11 +49,14 @@ class ProprioDynamics(nn.Module):
     action, the commanded change and the task. Learning only the correction keeps the imagined
     gripper on the real one: the commanded target is most of the move, and a head predicting the
     whole change drifts. The MLP's last layer starts at zero ("the gripper goes where it is
-    commanded")."""
+    commanded"). With ``[model.proprio] commanded = false`` nothing is hand-written: the MLP
+    predicts the change from the last proprio, from the action, the context proprio and the task
+    (starting at "the gripper stays")."""
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
-        inputs = ACTION_DIM + (config.context + 1) * PROPRIO_DIM + len(config.tasks)
+        self.commanded = config.proprio.commanded
+        inputs = ACTION_DIM + (config.context + self.commanded) * PROPRIO_DIM + len(config.tasks)
         self.head = mlp(inputs, config.proprio.hidden, PROPRIO_DIM)
         with torch.no_grad():
             last = self.head[-1]
@@ -65,6 +68,8 @@ class ProprioDynamics(nn.Module):
                 ) -> torch.Tensor:
         """The next normalised proprio ``(B, 4)`` from raw context ``proprio`` ``(B, C, 4)``."""
         norm = scale.normalize(proprio)
+        if not self.commanded:
+            return norm[:, -1] + self.head(torch.cat([action, norm.flatten(1), task_one_hot], dim=1))
         commanded = scale.normalize(commanded_proprio(proprio[:, -1], action))
         features = [action, norm.flatten(1), commanded - norm[:, -1], task_one_hot]
         return commanded + self.head(torch.cat(features, dim=1))

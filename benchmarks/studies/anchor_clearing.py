@@ -42,8 +42,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
 
-VARIANTS: dict[str, dict[str, bool]] = {"clear": {"clear": True}, "clear+arm": {"clear": True, "clear_arm": True}}
-"""Each variant's changes to the ladder model's ``[model.objects]``."""
+Changes = dict[str, dict[str, bool]]
+"""A variant's changes to the ladder model's options: section of ``[model]`` (``objects``,
+``proprio``) -> option -> value."""
+
+VARIANTS: dict[str, Changes] = {"clear": {"objects": {"clear": True}},
+                                "clear+arm": {"objects": {"clear": True, "clear_arm": True}}}
+"""Each variant's changes to the ladder model's options."""
 
 
 def figures(fid: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +56,9 @@ def figures(fid: dict[str, Any]) -> dict[str, Any]:
     from worldsim.world_models.metrics import REGIONS
 
     by, contact = fid["success_by_horizon"], fid.get("object_error_after_contact") or {}
+    gripper = fid["episode_start"]["gripper_cm"]
     out = {"psnr_8": fid["psnr_at_8"], "psnr_32": fid["psnr_at_horizon"],
+           "gripper_cm_8": gripper[7], "gripper_cm_32": gripper[-1],
            "object_error_cm_16": contact.get("at_horizon_cm"), "agreement_full": by["full"]["accuracy"],
            "agreement_last_8": by["last_8"]["accuracy"], "action_gap_8": fid.get("action_gap_at_8")}
     for step, at in ((8, fid["region_psnr_at_8"]), (32, fid["region_psnr_at_horizon"])):
@@ -61,21 +68,24 @@ def figures(fid: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> Path:
+def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     """The variant of the world model trained in ``base_run`` (a ``train-wm`` run folder) with
-    ``changes`` to its ``[model.objects]``, trained on ``data`` into ``out`` by ``worldsim train-wm``
-    with the base's own settings (reused when there). Every other pathway option is the base
-    model's as it was built (an option it predates at the value that loads it so), not the
-    preset's today."""
+    ``changes`` to its options, trained on ``data`` into ``out`` by ``worldsim train-wm`` with the
+    base's own settings (reused when there). Every other option of the object pathway and the
+    proprio dynamics is the base model's as it was built (an option it predates at the value that
+    loads it so), not the preset's today."""
     from dataclasses import asdict
 
-    from worldsim.world_models.config import ObjectPathwayConfig
+    from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
 
+    if unknown := set(changes) - {"objects", "proprio"}:
+        raise ValueError(f"a variant changes [model.objects] or [model.proprio], not {', '.join(sorted(unknown))}")
     if (out / "world_model").exists():
         return out
     config = json.loads((base_run / "config.json").read_text())
-    built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]["objects"]
-    config["model"]["objects"] = asdict(ObjectPathwayConfig()) | built | changes
+    built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
+    for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
+        config["model"][section] = asdict(defaults) | built[section] | changes.get(section, {})
     config |= {"out": str(out), "data": str(data), "progress": False, "overwrite": True}
     config = {k: v for k, v in config.items() if v is not None}  # unset options stay at their defaults
     out.mkdir(parents=True, exist_ok=True)
@@ -85,10 +95,10 @@ def trained(base_run: Path, changes: dict[str, bool], data: Path, out: Path) -> 
     return out
 
 
-def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, dict[str, bool]], out: Path,
+def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes], out: Path,
                      reference: str = "base") -> dict[str, Any]:
-    """For each seed of the finished ladder run ``ladder``, each of ``variants`` (name: changes to
-    ``[model.objects]``) trained as that seed's ``pixels`` model (:func:`trained`, under ``out``)
+    """For each seed of the finished ladder run ``ladder``, each of ``variants`` (name: its
+    :data:`Changes`) trained as that seed's ``pixels`` model (:func:`trained`, under ``out``)
     and replayed on its held-out episodes; the ladder's own model is the base. Returns, per
     variant, the mean over seeds of :func:`figures`, each seed's, and (for the others) each
     seed's difference from the ``reference`` (the base or a variant) and its mean

@@ -43,7 +43,7 @@ def main() -> None:
 
     use_torch_threads(args.threads)
     gated = VARIANTS["clear+arm"]
-    variants = {"clear+arm": gated, "clear+arm+no-gate": gated | {"gate": False}}
+    variants = {"clear+arm": gated, "clear+arm+no-gate": gated | {"objects": gated["objects"] | {"gate": False}}}
     metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="clear+arm")
     report("contact_gate", metrics, args, STUDY_RESULTS)
 
