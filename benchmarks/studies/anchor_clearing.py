@@ -42,9 +42,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
 
-Changes = dict[str, dict[str, bool]]
-"""A variant's changes to the ladder model's options: section of ``[model]`` (``objects``,
-``proprio``) -> option -> value."""
+Changes = dict[str, dict[str, Any]]
+"""A variant's changes to the ladder model's options, section of ``[model]`` (``objects``,
+``proprio``) -> option -> value, and to how it is replayed (``imagination``: the
+:class:`~worldsim.envs.imagination.ImaginationConfig` options, such as ``judge``). Variants with
+the same model options share one trained model."""
 
 VARIANTS: dict[str, Changes] = {"clear": {"objects": {"clear": True}},
                                 "clear+arm": {"objects": {"clear": True, "clear_arm": True}}}
@@ -107,6 +109,12 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
     from worldsim.envs.imagination import ImaginationConfig
     from worldsim.world_models import evaluate_world_model
 
+    def model_of(changes: Changes) -> Changes:
+        return {k: v for k, v in changes.items() if k != "imagination"}
+
+    # the variant whose folder holds each variant's model: the first one with the same model options
+    owner = {v: next(o for o, c in variants.items() if model_of(c) == model_of(changes))
+             for v, changes in variants.items()}
     per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in variants}}
     for seed in seeds:
         arm_run = ladder / f"pixels_s{seed}"
@@ -119,10 +127,12 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
             both = {i.success for i in reader.episode_info()} == {True, False}
         for variant, changes in variants.items():
             folder = out / f"{variant}_s{seed}"
-            wm = trained(arm_run / "round_0" / "wm", changes, arm_run / "round_0" / "all.h5", folder / "wm")
+            wm = trained(arm_run / "round_0" / "wm", model_of(changes), arm_run / "round_0" / "all.h5",
+                         out / f"{owner[variant]}_s{seed}" / "wm")
             kept = folder / "fidelity" / "fidelity.json"
+            replay = ImaginationConfig(rung="pixels", **changes.get("imagination", {}))
             fid = json.loads(kept.read_text()) if kept.exists() else evaluate_world_model(
-                wm, heldout, balance=both, curve_steps=32, imagination=ImaginationConfig(rung="pixels"), policy=bc,
+                wm, heldout, balance=both, curve_steps=32, imagination=replay, policy=bc,
                 out=folder / "fidelity", videos=2, seed=seed, progress=False, physics_ceiling=False)
             per_seed[variant][seed] = figures(fid)
             print(f"seed {seed} {variant}: " + json.dumps(per_seed[variant][seed]), file=sys.stderr)

@@ -1,0 +1,83 @@
+"""What does each hand-written aid give the world model's figures?
+
+While imagining on the ``pixels`` rung nothing comes from the simulator, but some of what the
+model does is written by hand rather than learned (:func:`worldsim.envs.imagination.hand_written_aids`).
+This study takes them out one at a time, each where the model has a learned alternative:
+
+- ``gate``: the contact gate (a cube moves only where the gripper's TCP passes within 8 cm of
+  it, or where it already moves: :meth:`worldsim.world_models.objects.ObjectDynamics.contact_gate`),
+  added because a pathway learned from expert pushes alone slid cubes a policy never reached; off
+  (``[model.objects] gate = false``), the learned pathway alone decides which cubes move;
+- ``motion``: the gripper's commanded motion (the position servos' formula, TCP + 0.03 x action
+  clipped to the workspace and the finger gap from the action:
+  :func:`worldsim.world_models.proprio.commanded_proprio`, plus a learned correction); off
+  (``[model.proprio] commanded = false``), the proprio MLP learns the whole move;
+- ``carry``: the cubes' pixels carried from the frame drawn from to where the pathway puts them
+  (:func:`worldsim.world_models.objects.carry_objects`); off (``[model.objects] carry = false``,
+  which also turns off clearing their old spots and the starting arm, both edits of the carried
+  frame), the denoiser draws the moved cubes from the pathway's positions alone;
+- ``rule``: the task's success rule as the judge, on the pathway's positions
+  (:mod:`worldsim.world_models.outcome`); off (``[imagination] judge = "head"``, the same model),
+  the success head the model learned from the success flags judges.
+
+For each seed of a finished imagination-ladder run (``--ladder``), the anchor study's
+``clear+arm`` model (the frames ``tiny`` draws today; reused from the same ``--out``) is trained
+again with the aid off (the judge needs no new model), everything else as the ladder trained it,
+and both are replayed on the
+same balanced held-out episodes of the BC policy (:func:`anchor_clearing.compare_variants`): the
+gripper's error 8 and 32 steps in, whole-frame and window PSNR, the pushed cube's error 16 steps
+after contact, outcome agreement and the action gap, per seed, and each seed's difference
+(``minus_clear+arm``). What it cannot show is an aid's worth to a policy trained in imagination:
+that is the ladder's protocol. Writes ``benchmarks/studies/results/hand_written_aids.json``.
+
+    python benchmarks/studies/hand_written_aids.py --ladder runs/ladder_controls --seeds 0 1 2 3 4 \
+        --out runs/anchor_clearing
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # anchor_clearing.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
+from anchor_clearing import VARIANTS, Changes, compare_variants  # noqa: E402
+from common import STUDY_RESULTS, report  # noqa: E402
+
+OFF: dict[str, tuple[str, Changes]] = {
+    "gate": ("clear+arm+no-gate", {"objects": {"gate": False}}),
+    "motion": ("clear+arm+learned-motion", {"proprio": {"commanded": False}}),
+    "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False}}),
+    "rule": ("clear+arm+head-judge", {"imagination": {"judge": "head"}}),
+}
+"""Each aid: the variant without it (its folder name under ``--out``) and its changes to the
+``clear+arm`` model's options."""
+
+
+def without(aid: str) -> Changes:
+    """The ``clear+arm`` model's options with ``aid`` off."""
+    base, changes = VARIANTS["clear+arm"], OFF[aid][1]
+    return {section: base.get(section, {}) | changes.get(section, {}) for section in {*base, *changes}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--aids", nargs="+", default=list(OFF), choices=list(OFF))
+    parser.add_argument("--out", type=Path, default=Path("runs/anchor_clearing"),
+                        help="the ladder model's variants (the anchor study's folder: its clear+arm models are reused)")
+    parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
+    args = parser.parse_args()
+
+    from worldsim.runtime.threads import use_torch_threads
+
+    use_torch_threads(args.threads)
+    variants = {"clear+arm": VARIANTS["clear+arm"]} | {OFF[aid][0]: without(aid) for aid in args.aids}
+    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="clear+arm")
+    report("hand_written_aids", metrics | {"aids": {aid: OFF[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
+
+
+if __name__ == "__main__":
+    main()
