@@ -330,8 +330,23 @@ def test_a_cleared_carry_shows_the_learned_table_where_the_cube_was_and_nothing_
     np.testing.assert_array_equal(out[:, 40:], frame[0, :, 40:])  # the other cube and the rest stay put
     uncleared = latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0, 1]), 4), 4)[0].numpy()
     np.testing.assert_array_equal(uncleared[30:34, 20:24], frame[0, 30:34, 20:24])  # without: the old cube stays
+    # paste=False: the old spot cleared, nothing pasted where the cube went (the denoiser draws it there)
+    unpasted = latents_to_frames(carry_objects(latent, points, moved, torch.tensor([0, 1]), 4, background,
+                                               paste=False), 4)[0].numpy()
+    assert (unpasted[30:34, 20:32] == np.array(table)).all()
+    np.testing.assert_array_equal(unpasted[:, 40:], frame[0, :, 40:])  # the cube at rest keeps its pixels
     with pytest.raises(ValueError, match=r"need uint8 frames \(N, H, W, 3\); got shape \(64, 64, 3\)"):
         background_image(frames[0], 4)
+
+
+def test_drawing_moved_objects_without_pasting_needs_the_clearing():
+    from worldsim.world_models.config import ObjectPathwayConfig
+
+    assert not ObjectPathwayConfig(clear=True, paste=False).paste
+    with pytest.raises(ValueError, match="objects.paste=false .* needs carry=true and clear=true"):
+        ObjectPathwayConfig(paste=False)
+    model = WorldModel(small_config(objects={"hidden": 32, "clear": True, "paste": False}, judge={"outcome": "head"}))
+    assert model.frames.paste is False and model.frames.background is not None
 
 
 def test_a_clearing_model_learns_its_background_in_training_and_saves_it(tmp_path):

@@ -216,9 +216,16 @@ class ObjectPathwayConfig:
     denoiser erases it (a pale ghost). A frame drawn from the last has no starting arm to clear:
     there it does nothing. On in the ``tiny`` preset; False here only so that a model
     saved before the option existed loads as it was built."""
+    paste: bool = True
+    """With ``carry``, each moving object's pixels are pasted where the pathway puts it; False
+    (needs ``clear``) only clears the spots the objects leave, and the denoiser draws them where
+    they go, from the pathway's blob planes: nothing pasted by hand."""
 
     def __post_init__(self) -> None:
         positive_ints(self, ("hidden",))
+        if not self.paste and not (self.carry and self.clear):
+            raise ValueError("objects.paste=false draws the moved objects with the denoiser over the spots they "
+                             "left cleared: it needs carry=true and clear=true")
 
 
 @dataclass

@@ -83,6 +83,7 @@ class FrameGenerator(nn.Module, ABC):
         from_first = getattr(config.frames, "anchor", "last") == "first"  # only the first frame has a starting arm
         clears_arm = carry and pathway is not None and pathway.clear_arm and from_first
         clears = carry and pathway is not None and (pathway.clear or pathway.clear_arm)
+        self.paste = pathway is None or pathway.paste
         size, reach = config.image_size, arm_radius(config.image_size)
         self.register_buffer("background", torch.zeros(3, size, size) if clears else None)
         self.register_buffer("arm_footprint", torch.zeros(2 * reach + 1, 2 * reach + 1) if clears_arm else None)
@@ -119,7 +120,8 @@ class FrameGenerator(nn.Module, ABC):
                                self.arm_footprint, self.arm_colour, self.background)
             anchor = F.pixel_unshuffle(frames, patch)
         if points is not None and next_points is not None:
-            anchor = carry_objects(anchor, points, next_points, self.movable_index, patch, self.background)
+            anchor = carry_objects(anchor, points, next_points, self.movable_index, patch, self.background,
+                                   self.paste)
         return anchor
 
     # ------------------------------------------------------------------ what a backbone gives

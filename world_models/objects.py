@@ -140,7 +140,7 @@ class ObjectDynamics(nn.Module):
 
 
 def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch.Tensor, movable: torch.Tensor,
-                  patch: int, background: torch.Tensor | None = None) -> torch.Tensor:
+                  patch: int, background: torch.Tensor | None = None, paste: bool = True) -> torch.Tensor:
     """The latent frame ``(B, 3p^2, h, w)`` with each movable object's pixels carried from its
     image position ``points`` ``(B, E, 2)`` to ``next_points`` (``movable``: the indices of the
     objects that can move; the zones and the bin cannot): the prior the denoiser corrects.
@@ -158,7 +158,9 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
     With a ``background`` image ``(3, H, W)`` (in the frames' [-1, 1] scale: what the scene shows
     where nothing stands, :func:`~worldsim.world_models.anchor.background_image`), the spots the
     objects leave are cleared to it (where no carried object lands), so the old pixels are not left
-    for the denoiser to erase: left there, they stay as a pale second copy of the cube."""
+    for the denoiser to erase: left there, they stay as a pale second copy of the cube. With
+    ``paste=False`` (and a background) only that clearing is done: an object that has not moved
+    keeps its pixels, one that has is left for the denoiser to draw where it goes."""
     points, next_points = points.index_select(1, movable), next_points.index_select(1, movable)
     frames = F.pixel_shuffle(latent, patch)
     b, c, h, w = frames.shape
@@ -169,15 +171,17 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
 
     alpha = coverage(next_points)
     alpha = alpha / alpha.sum(1, keepdim=True).clamp_min(1.0)  # objects that overlap share their pixels
+    base = frames
+    if background is not None:  # what the objects left, minus where one lands: the background shows
+        left = (coverage(points).sum(1).clamp(max=1.0) - alpha.sum(1)).clamp_min(0.0)[:, None]
+        base = frames + left * (background[None].to(frames) - frames)
+    if not paste:
+        return F.pixel_unshuffle(base, patch)
     source = pixels[None, None] - (next_points - points)[:, :, None, None]  # (B, E, h, w, 2)
     grid = torch.stack([source[..., 0] / w, source[..., 1] / h], dim=-1) * 2.0 - 1.0
     e = points.shape[1]
     carried = F.grid_sample(frames.repeat_interleave(e, dim=0), grid.flatten(0, 1), mode="bilinear",
                             padding_mode="border", align_corners=False).view(b, e, c, h, w)
-    base = frames
-    if background is not None:  # what the objects left, minus where one lands: the background shows
-        left = (coverage(points).sum(1).clamp(max=1.0) - alpha.sum(1)).clamp_min(0.0)[:, None]
-        base = frames + left * (background[None].to(frames) - frames)
     blended = base + (alpha[:, :, None] * (carried - base[:, None])).sum(1)
     return F.pixel_unshuffle(blended, patch)
 

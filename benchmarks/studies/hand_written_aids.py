@@ -15,7 +15,9 @@ This study takes them out one at a time, each where the model has a learned alte
 - ``carry``: the cubes' pixels carried from the frame drawn from to where the pathway puts them
   (:func:`worldsim.world_models.objects.carry_objects`); off (``[model.objects] carry = false``,
   which also turns off clearing their old spots and the starting arm, both edits of the carried
-  frame), the denoiser draws the moved cubes from the pathway's positions alone;
+  frame), the denoiser draws the moved cubes from the pathway's positions alone; ``paste`` keeps
+  the clearing but pastes nothing (``[model.objects] paste = false``): a cube at rest keeps its
+  pixels, a moved one is drawn by the denoiser over its cleared old spot;
 - ``rule``: the task's success rule as the judge, on the pathway's positions
   (:mod:`worldsim.world_models.outcome`); off (``[imagination] judge = "head"``, the same model),
   the success head the model learned from the success flags judges.
@@ -49,6 +51,7 @@ OFF: dict[str, tuple[str, Changes]] = {
     "gate": ("clear+arm+no-gate", {"objects": {"gate": False}}),
     "motion": ("clear+arm+learned-motion", {"proprio": {"commanded": False}}),
     "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False}}),
+    "paste": ("clear+arm+no-paste", {"objects": {"paste": False}}),
     "rule": ("clear+arm+head-judge", {"imagination": {"judge": "head"}}),
 }
 """Each aid: the variant without it (its folder name under ``--out``) and its changes to the
