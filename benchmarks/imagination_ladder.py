@@ -64,7 +64,7 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import clears_arm, plain_args, report
+from common import MODEL_AIDS, model_aids, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung, hand_written_aids
@@ -311,7 +311,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
                 "rl": {k: v for k, v in (run_result["rounds"][-1].get("rl") or {}).items()
                        if k in ("env_steps", "train_seconds", "update_epochs")}
                 | {"policy_updates": policy_updates(run_result)}} if run_result else {}),
-            **({"arm_cleared": clears_arm(Path(run_result["rounds"][0]["world_model"]))}
+            **(model_aids(Path(run_result["rounds"][0]["world_model"]))
                if run_result and run_result["rounds"][0].get("world_model") else {})}
     record["direct_rl_round_evals"] = {name: round_evals[name] for name in directs}
     write_json(out / f"seed_{seed}.json", record)
@@ -369,7 +369,8 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
             "aids": [*arm.rung.aids, *hand_written_aids(
                 pathway=arm.rung.trained_on_state, rule_judge=arm.rung.trained_on_state and arm.judge != "head",
                 dense_reward=arm.reward == "dense",
-                arm_cleared=any(r["arms"][arm.name].get("arm_cleared", False) for r in records))],
+                **{aid: any(r["arms"][arm.name].get(aid, unset) for r in records)
+                   for aid, unset in MODEL_AIDS.items()})],
             "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"], "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"],
             "p_vs_bc": vs_bc["p_pooled"], "per_seed_gain_vs_bc": vs_bc["per_seed"],
             "gain_vs_direct_rl": vs_direct["gain"], "gain_vs_direct_rl_ci": vs_direct["ci"],

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import tyro
-from common import clears_arm, noisy_expert, report
+from common import model_aids, noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
 @dataclass
@@ -356,7 +356,7 @@ def main(args: Args) -> None:
     report("policy_ranking", {
         "tasks": list(TASKS), "world_model": str(args.world_model), "rung": args.rung,
         "aids": [*RUNGS[args.rung].aids, *hand_written_aids(pathway=True, rule_judge=True, dense_reward=False,
-                                                            arm_cleared=clears_arm(args.world_model))],
+                                                            **model_aids(args.world_model))],
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
             "world_model_mixed": (f"world_model fine-tuned on another set's demonstrations and "
