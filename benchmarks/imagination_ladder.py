@@ -442,7 +442,10 @@ def main() -> None:
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
-                 "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate"}
+                 "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate",
+                 # a preset whose settings changed builds another model: another protocol
+                 "presets": {preset: PRESETS[preset] for preset in sorted({arm.preset for arm in arms})}}
+    protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
     kept = args.out / "protocol.json"
     if kept.exists():
         theirs = json.loads(kept.read_text())

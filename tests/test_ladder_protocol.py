@@ -53,3 +53,21 @@ def test_a_changed_protocol_is_refused_before_anything_runs(tmp_path, monkeypatc
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "was started with another protocol (" in error and "test_episodes" in error
     assert error.endswith("a changed protocol is a new run, with a new --out and a new --test-seed")
+
+
+def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
+    argv = ["imagination_ladder.py", "--out", str(tmp_path), "--seeds", "0", "--rewards", "transition"]
+    monkeypatch.setattr(sys, "argv", argv)
+    ran = []
+    monkeypatch.setattr(ladder, "run_seed", lambda *a: ran.append(a[-1]))
+    monkeypatch.setattr(ladder, "report", lambda *a: None)
+    ladder.main()  # the protocol written, with the preset's settings; the same arguments run again
+    kept = json.loads((tmp_path / "protocol.json").read_text())
+    assert kept["presets"]["tiny"]["objects"] == {"clear": True, "clear_arm": True, "paste": False}
+    ladder.main()
+    assert ran == [0, 0]
+    monkeypatch.setitem(ladder.PRESETS, "tiny", ladder.PRESETS["tiny"] | {"objects": {"clear": True}})
+    with pytest.raises(SystemExit):
+        ladder.main()  # the model the folder's runs were built with is not the one the preset builds now
+    assert "another protocol (presets)" in capsys.readouterr().err
+    assert ran == [0, 0]

@@ -219,7 +219,8 @@ class ObjectPathwayConfig:
     paste: bool = True
     """With ``carry``, each moving object's pixels are pasted where the pathway puts it; False
     (needs ``clear``) only clears the spots the objects leave, and the denoiser draws them where
-    they go, from the pathway's blob planes: nothing pasted by hand."""
+    they go, from the pathway's blob planes: nothing pasted by hand. False in the ``tiny`` preset;
+    True here only so that a model saved before the option existed loads as it was built."""
 
     def __post_init__(self) -> None:
         positive_ints(self, ("hidden",))
@@ -359,11 +360,12 @@ class WorldModelConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     # CPU: ~0.9M-parameter UNet at 16x16, one denoising step, with the gripper planes, each frame
-    # drawn from the first (anchor) with what moves taken out of it (the carried cubes' old spots and
-    # the starting arm cleared to the learned empty table) and training's noise levels centred where
-    # its one step samples.
+    # drawn from the first (anchor) with what moves taken out of it (the moved cubes' old spots and
+    # the starting arm cleared to the learned empty table, nothing pasted: the denoiser draws the
+    # cubes where the pathway puts them) and training's noise levels centred where its one step
+    # samples.
     "tiny": {"frames": {"backbone": "unet", "gripper_planes": True, "anchor": "first"},
-             "objects": {"clear": True, "clear_arm": True}, "diffusion": {"p_mean": 0.3, "p_std": 0.6}},
+             "objects": {"clear": True, "clear_arm": True, "paste": False}, "diffusion": {"p_mean": 0.3, "p_std": 0.6}},
     # GPU: tiny wider and deeper (drawn from the last frame), with three denoising steps (DIAMOND's count).
     "base": {"frames": {"backbone": "unet", "channels": (128, 256, 256), "layers_per_block": 2, "norm_groups": 32,
                         "cond_hidden": 512, "gripper_planes": True},
