@@ -562,7 +562,7 @@ def test_evaluation_and_commands_write_their_outputs(episodes, trained, tmp_path
     gripper = report["episode_start"]["gripper_cm"]
     assert len(gripper) == 4 and min(gripper) >= 0 and report["gripper_cm_at_horizon"] == gripper[-1]
     regions = report["regions"]["episode_start"]  # the data has state: the object's windows too
-    assert set(regions) == {"gripper", "gripper_start", "object", "object_start"}
+    assert set(regions) == {"gripper", "gripper_start", "object", "object_start", "other_cubes"}
     assert report["regions"]["half_width_px"] == 3  # a tenth of the 32-pixel frames
     for name, curves in regions.items():
         assert len(curves["psnr"]) == len(curves["psnr_copy_first"]) == 4, name
@@ -791,3 +791,10 @@ def test_region_psnr_scores_only_the_window_and_pools_the_replays_errors():
     left = centres["moved"].copy()
     left[:, 1] = np.nan  # a start window counts only once its thing has left it: not at step 1
     assert np.isnan(region_psnr_curves(run, {"left": left}, half=1)["left"]["psnr"][0])
+    # a region of several windows (the other cubes) pools their errors; a NaN window is left out
+    both = np.stack([centres["moved"], centres["corner"]], axis=2).copy()  # (2, 3, 2 windows, 2)
+    pooled = region_psnr_curves(run, {"cubes": both}, half=1)["cubes"]["psnr"]
+    window_mse = 10.0 ** 2 * 9 / (9 + 4)  # the moved window's 9 pixels off by 10, the corner's 4 exact
+    assert pooled[0] == round(10 * np.log10(255.0 ** 2 / window_mse), 3)
+    both[:, :, 1] = np.nan
+    assert region_psnr_curves(run, {"cubes": both}, half=1)["cubes"]["psnr"] == [ten, ten]

@@ -3,7 +3,8 @@
 - **image fidelity**: PSNR and SSIM per imagined step (scikit-image, on the 8-bit RGB frames),
   and PSNR in the regions the task is about (the gripper, the task's object) and where they
   started (where a ghost of the starting arm or a doubled cube would stay), each beside the
-  copied start frame's;
+  copied start frame's, and in the windows on the other cubes (a cube the pathway moves but the
+  frame does not draw vanishes there);
 - **outcome agreement**: does the imagined episode succeed exactly when the real one did
   (World-VLA-Loop's test)? Reported with the real episodes' base rate and the balanced
   accuracy, since on a set of mostly successes, always answering "success" scores high;
@@ -27,7 +28,7 @@ import numpy as np
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from worldsim.envs.observations import ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
+from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS, STATE_LAYOUT, entity_positions
 from worldsim.policies.base import Policy
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.latents import frames_to_latents
@@ -59,7 +60,7 @@ def gripper_error_curve(run: OpenLoop) -> np.ndarray:
                      for k in range(1, run.real.shape[1])])
 
 
-REGIONS = ("gripper", "gripper_start", "object", "object_start")
+REGIONS = ("gripper", "gripper_start", "object", "object_start", "other_cubes")
 REGION_FRACTION = 0.1  # a region's half-width as a fraction of the frame: 6 px of 64, a cube and its edge
 
 
@@ -73,20 +74,27 @@ def region_centres(run: OpenLoop, bank: EpisodeBank, episodes: np.ndarray, start
     """Where the frame's task-relevant regions are, ``(N, H + 1, 2)`` pixels (column, row), for
     replays ``run`` of bank episodes ``episodes`` from ``starts``: the real gripper (its TCP
     projected by the image camera) and where it started; with ``state``, the task's object and
-    where it started. A start region counts (its centre is not NaN) only at steps where the
+    where it started, and the other cubes, ``(N, H + 1, C, 2)``, a window each (the task's own
+    cube NaN). A start region counts (its centre is not NaN) only at steps where the
     thing has left it, its window of half-width ``half`` no longer overlapping the thing's own:
     whatever is drawn there beyond the table is a ghost of the starting arm or a second cube.
     The regions are located from the recorded episode: an evaluation aid, never seen while imagining."""
     centres = {"gripper": bank.camera.project(run.real_proprio[..., :3].astype(np.float64))}
+    others = None
     if bank.entity_pixels is not None:
         rows, entity = task_entity(bank, episodes, starts, run.real.shape[1])
         task_object = np.take_along_axis(bank.entity_pixels[rows], entity[..., None, None], axis=2)[:, :, 0]
         centres["object"] = task_object.astype(np.float64)
+        cubes = np.array([k for k, name in enumerate(ENTITIES) if name.endswith("_cube")])
+        others = bank.entity_pixels[rows][:, :, cubes].astype(np.float64)  # (N, H + 1, C, 2)
+        others[cubes[None, None] == entity[..., None]] = np.nan
     for name in list(centres):
         now = centres[name]
         start = np.broadcast_to(now[:, :1], now.shape).copy()
         start[np.abs(now - start).max(axis=-1) <= 2 * half] = np.nan  # the thing is still (partly) there
         centres[f"{name}_start"] = start
+    if others is not None:
+        centres["other_cubes"] = others
     return {name: centres[name] for name in REGIONS if name in centres}
 
 
@@ -94,19 +102,22 @@ def region_psnr_curves(run: OpenLoop, centres: dict[str, np.ndarray], half: int)
     """Per region of ``centres`` (:func:`region_centres`): the PSNR per step 1..H of the imagined
     frames and of the copied start frame (the trivial predictor) within the ``(2 half + 1)``-pixel
     square around the region's centre (clipped to the frame), from the squared error pooled over
-    the valid replays whose centre is not NaN at that step (NaN where no replay counts): a window
-    the copy repeats exactly adds zero error rather than a capped score. Whole-frame PSNR is
+    the valid replays whose centre is not NaN at that step (NaN where no replay counts), and over
+    a region's windows where it has several (centres ``(N, H + 1, C, 2)``): a window the copy
+    repeats exactly adds zero error rather than a capped score. Whole-frame PSNR is
     dominated by the static table; these are the pixels the task and the eye are on."""
     height, width = run.real.shape[2:4]
     real, imagined = run.real.astype(np.float64), run.imagined.astype(np.float64)
     curves = {}
-    for name, where in centres.items():
+    for name, centre in centres.items():
+        where = centre[:, :, None] if centre.ndim == 3 else centre  # (N, H + 1, windows, 2)
         squared: dict[str, list[float]] = {"psnr": [], "psnr_copy_first": []}
         for k in range(1, run.real.shape[1]):
             errors: dict[str, list[np.ndarray]] = {"psnr": [], "psnr_copy_first": []}
-            for i in np.flatnonzero(run.valid[:, k] & ~np.isnan(where[:, k]).any(axis=-1)):
-                col = int(np.clip(np.round(where[i, k, 0]), 0, width - 1))
-                row = int(np.clip(np.round(where[i, k, 1]), 0, height - 1))
+            counted = run.valid[:, k, None] & ~np.isnan(where[:, k]).any(axis=-1)  # (N, windows)
+            for i, j in zip(*np.nonzero(counted), strict=True):
+                col = int(np.clip(np.round(where[i, k, j, 0]), 0, width - 1))
+                row = int(np.clip(np.round(where[i, k, j, 1]), 0, height - 1))
                 box = (slice(max(row - half, 0), row + half + 1), slice(max(col - half, 0), col + half + 1))
                 truth = real[i, k][box]
                 errors["psnr"].append(((imagined[i, k][box] - truth) ** 2).ravel())

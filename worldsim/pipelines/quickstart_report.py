@@ -158,7 +158,8 @@ def rollouts_for_width(rollouts: int, width: float, target: float) -> int:
 
 
 REGION_NAMES = {"gripper": "the gripper", "gripper_start": "where the arm started (a ghost arm shows there)",
-                "object": "the task's object", "object_start": "where the object started (a doubled cube shows there)"}
+                "object": "the task's object", "object_start": "where the object started (a doubled cube shows there)",
+                "other_cubes": "the other cubes (one moved but not drawn vanishes there)"}
 
 
 def region_lines(regions: dict[str, dict[str, float]] | None) -> list[str]:
