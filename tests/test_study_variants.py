@@ -1,20 +1,38 @@
-"""The hand-written-aids study's variants (benchmarks/studies/hand_written_aids.py): each takes
-one aid off the anchor study's clear+arm model, and the judge's shares that model."""
+"""The hand-written-aids study's variants (benchmarks/studies/hand_written_aids.py): each toggles
+one aid of the ladder's `tiny` model, and the judge's and the reference's reuse that model."""
 
+import json
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # common.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
 import hand_written_aids as aids  # noqa: E402
-from anchor_clearing import VARIANTS  # noqa: E402
+from anchor_clearing import trained  # noqa: E402
+
+from worldsim.world_models.config import ObjectPathwayConfig, build_config  # noqa: E402
 
 
-def test_each_variant_turns_one_aid_off_the_clear_arm_model():
-    base = VARIANTS["clear+arm"]
-    assert aids.without("gate") == {"objects": base["objects"] | {"gate": False}}
-    assert aids.without("motion") == {"objects": base["objects"], "proprio": {"commanded": False}}
-    # without carried pixels there is no carried frame to clear either
-    assert aids.without("carry") == {"objects": {"clear": False, "clear_arm": False, "carry": False}}
-    judged = aids.without("rule")
-    assert judged.pop("imagination") == {"judge": "head"} and judged == base  # the same model, replayed otherwise
+def test_each_variant_toggles_one_aid_from_the_preset_and_builds():
+    tiny = build_config("tiny").objects
+    assert tiny is not None and not tiny.paste  # the aid the paste variant turns on is off in tiny
+    for aid, (name, changes) in aids.TOGGLED.items():
+        objects = changes.get("objects", {})
+        ObjectPathwayConfig(**{**vars(tiny), **objects})  # each variant's options are a model that builds
+        assert name and set(changes) <= {"objects", "proprio", "imagination"}, aid
+    assert aids.TOGGLED["paste"][1] == {"objects": {"paste": True}}
+    # without carried pixels there is no carried frame to clear, nor anything left unpasted
+    assert aids.TOGGLED["carry"][1]["objects"] == {"carry": False, "clear": False, "clear_arm": False, "paste": True}
+    assert aids.TOGGLED["rule"][1] == {"imagination": {"judge": "head"}}  # the same model, replayed otherwise
+
+
+def test_no_changes_is_the_ladder_model_itself_and_a_foreign_section_is_refused(tmp_path):
+    base = tmp_path / "wm"
+    assert trained(base, {}, tmp_path / "data.h5", tmp_path / "copy") == base  # nothing retrained
+    assert not (tmp_path / "copy").exists()
+    (base / "world_model").mkdir(parents=True)
+    (base / "config.json").write_text(json.dumps({"model": {}}))
+    with pytest.raises(ValueError, match="a variant changes \\[model.objects\\] or \\[model.proprio\\], not frames"):
+        trained(base, {"frames": {"anchor": "last"}}, tmp_path / "data.h5", tmp_path / "variant")

@@ -2,7 +2,8 @@
 
 While imagining on the ``pixels`` rung nothing comes from the simulator, but some of what the
 model does is written by hand rather than learned (:func:`worldsim.envs.imagination.hand_written_aids`).
-This study takes them out one at a time, each where the model has a learned alternative:
+This study toggles them one at a time against the ``tiny`` preset's model, each where the model
+has a learned alternative:
 
 - ``gate``: the contact gate (a cube moves only where the gripper's TCP passes within 8 cm of
   it, or where it already moves: :meth:`worldsim.world_models.objects.ObjectDynamics.contact_gate`),
@@ -15,25 +16,26 @@ This study takes them out one at a time, each where the model has a learned alte
 - ``carry``: the cubes' pixels carried from the frame drawn from to where the pathway puts them
   (:func:`worldsim.world_models.objects.carry_objects`); off (``[model.objects] carry = false``,
   which also turns off clearing their old spots and the starting arm, both edits of the carried
-  frame), the denoiser draws the moved cubes from the pathway's positions alone; ``paste`` keeps
-  the clearing but pastes nothing (``[model.objects] paste = false``): a cube at rest keeps its
-  pixels, a moved one is drawn by the denoiser over its cleared old spot;
+  frame), the denoiser draws the moved cubes from the pathway's positions alone;
+- ``paste``: the moved cubes' pixels pasted where the pathway puts them, off in ``tiny``
+  (``[model.objects] paste = false``: their old spots are cleared and the denoiser draws them);
+  the variant turns it on (``paste = true``);
 - ``rule``: the task's success rule as the judge, on the pathway's positions
   (:mod:`worldsim.world_models.outcome`); off (``[imagination] judge = "head"``, the same model),
   the success head the model learned from the success flags judges.
 
-For each seed of a finished imagination-ladder run (``--ladder``), the anchor study's
-``clear+arm`` model (the frames ``tiny`` draws today; reused from the same ``--out``) is trained
-again with the aid off (the judge needs no new model), everything else as the ladder trained it,
-and both are replayed on the
-same balanced held-out episodes of the BC policy (:func:`anchor_clearing.compare_variants`): the
+For each seed of a finished imagination-ladder run (``--ladder``) whose models are the preset's
+today, the ladder's ``pixels`` model (``tiny``) is trained again with the aid toggled (the judge
+needs no new model), everything else as the ladder trained it, and both are replayed on the same
+balanced held-out episodes of the BC policy (:func:`anchor_clearing.compare_variants`; the
+ladder's own model replayed again, as ``tiny``, so that both carry the same figures): the
 gripper's error 8 and 32 steps in, whole-frame and window PSNR, the pushed cube's error 16 steps
 after contact, outcome agreement and the action gap, per seed, and each seed's difference
-(``minus_clear+arm``). What it cannot show is an aid's worth to a policy trained in imagination:
+(``minus_tiny``). What it cannot show is an aid's worth to a policy trained in imagination:
 that is the ladder's protocol. Writes ``benchmarks/studies/results/hand_written_aids.json``.
 
-    python benchmarks/studies/hand_written_aids.py --ladder runs/ladder_controls --seeds 0 1 2 3 4 \
-        --out runs/anchor_clearing
+    python benchmarks/studies/hand_written_aids.py --ladder runs/ladder_nopaste --seeds 0 1 2 3 4 \
+        --out runs/hand_written_aids
 """
 
 from __future__ import annotations
@@ -44,42 +46,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # anchor_clearing.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
-from anchor_clearing import VARIANTS, Changes, compare_variants  # noqa: E402
+from anchor_clearing import Changes, compare_variants  # noqa: E402
 from common import STUDY_RESULTS, report  # noqa: E402
 
-OFF: dict[str, tuple[str, Changes]] = {
-    "gate": ("clear+arm+no-gate", {"objects": {"gate": False}}),
-    "motion": ("clear+arm+learned-motion", {"proprio": {"commanded": False}}),
-    "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False}}),
-    "paste": ("clear+arm+no-paste", {"objects": {"paste": False}}),
-    "rule": ("clear+arm+head-judge", {"imagination": {"judge": "head"}}),
+TOGGLED: dict[str, tuple[str, Changes]] = {
+    "gate": ("no-gate", {"objects": {"gate": False}}),
+    "motion": ("learned-motion", {"proprio": {"commanded": False}}),
+    # without carried pixels there is no carried frame to clear, and nothing left to draw unpasted
+    "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False, "paste": True}}),
+    "paste": ("pasted", {"objects": {"paste": True}}),
+    "rule": ("head-judge", {"imagination": {"judge": "head"}}),
 }
-"""Each aid: the variant without it (its folder name under ``--out``) and its changes to the
-``clear+arm`` model's options."""
-
-
-def without(aid: str) -> Changes:
-    """The ``clear+arm`` model's options with ``aid`` off."""
-    base, changes = VARIANTS["clear+arm"], OFF[aid][1]
-    return {section: base.get(section, {}) | changes.get(section, {}) for section in {*base, *changes}}
+"""Each aid: the variant with it toggled from the ``tiny`` preset's setting (its folder name under
+``--out``) and its changes to the ladder model's options."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"))
+    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_controls"),
+                        help="an imagination-ladder run whose pixels models the tiny preset of today built")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--aids", nargs="+", default=list(OFF), choices=list(OFF))
-    parser.add_argument("--out", type=Path, default=Path("runs/anchor_clearing"),
-                        help="the ladder model's variants (the anchor study's folder: its clear+arm models are reused)")
+    parser.add_argument("--aids", nargs="+", default=list(TOGGLED), choices=list(TOGGLED))
+    parser.add_argument("--out", type=Path, default=Path("runs/hand_written_aids"), help="the variants' models")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
     args = parser.parse_args()
 
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
-    variants = {"clear+arm": VARIANTS["clear+arm"]} | {OFF[aid][0]: without(aid) for aid in args.aids}
-    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="clear+arm")
-    report("hand_written_aids", metrics | {"aids": {aid: OFF[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
+    variants = {"tiny": {}} | {TOGGLED[aid][0]: TOGGLED[aid][1] for aid in args.aids}
+    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="tiny")
+    report("hand_written_aids", metrics | {"aids": {aid: TOGGLED[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
 
 
 if __name__ == "__main__":
