@@ -131,20 +131,16 @@ class GpuBusy:
         return round(sum(readings) / len(readings), 1) if readings else None
 
 
-MODEL_AIDS = {"arm_cleared": False, "gated": True, "commanded": True, "pasted": True}
-"""The options of :func:`worldsim.envs.imagination.hand_written_aids` a saved model decides, at the
-value a record from before they existed stands for."""
-
-
 def model_aids(world_model: str | Path) -> dict[str, bool]:
     """The hand-written aids the world model saved at ``world_model`` (its folder or ``train-wm``
     run) was built with, as :func:`~worldsim.envs.imagination.hand_written_aids`' keyword
-    arguments (:data:`MODEL_AIDS`): whether it clears the starting arm from the first frame, gates
-    cube motion by contact, moves the gripper by the servo formula and pastes the cubes' pixels."""
+    arguments: whether it clears the starting arm and the moved cubes' old spots from the first
+    frame, gates cube motion by contact, moves the gripper by the servo formula and pastes the
+    cubes' pixels."""
     from worldsim.world_models import WorldModel
 
     model = WorldModel.from_pretrained(world_model)
     objects = model.config.objects
     return {"arm_cleared": model.frames.arm_footprint is not None,
             "gated": objects is not None and objects.gate, "commanded": model.config.proprio.commanded,
-            "pasted": model.frames.paste}
+            "pasted": model.frames.paste, "cleared": objects is not None and objects.carry and objects.clear}

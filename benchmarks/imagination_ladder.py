@@ -64,7 +64,7 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import MODEL_AIDS, model_aids, plain_args, report
+from common import model_aids, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung, hand_written_aids
@@ -310,9 +310,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
                 "wall_clock_s": run_result["wall_clock_s"], "real_episodes": run_result["real_budget"],
                 "rl": {k: v for k, v in (run_result["rounds"][-1].get("rl") or {}).items()
                        if k in ("env_steps", "train_seconds", "update_epochs")}
-                | {"policy_updates": policy_updates(run_result)}} if run_result else {}),
-            **(model_aids(Path(run_result["rounds"][0]["world_model"]))
-               if run_result and run_result["rounds"][0].get("world_model") else {})}
+                | {"policy_updates": policy_updates(run_result)}} if run_result else {})}
     record["direct_rl_round_evals"] = {name: round_evals[name] for name in directs}
     write_json(out / f"seed_{seed}.json", record)
     return record
@@ -362,6 +360,9 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
         "tasks": {args.task: {"rungs": {}}}}
     rungs = metrics["tasks"][args.task]["rungs"]
     for arm in arms:
+        # the hand-written aids the arm's world models were built with, read from the saved models
+        built = [model_aids(Path(json.loads((args.out / f"{arm.name}_s{r['seed']}" / "results.json").read_text())
+                                 ["rounds"][0]["world_model"])) for r in records]
         vs_bc, vs_direct = gains(records, arm.name, "bc"), gains(records, arm.name, "direct-rl")
         figures: dict[str, Any] = {
             **successes(records, arm.name), "seeds": len(records), "reward": arm.reward, "placebo": arm.placebo,
@@ -369,8 +370,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
             "aids": [*arm.rung.aids, *hand_written_aids(
                 pathway=arm.rung.trained_on_state, rule_judge=arm.rung.trained_on_state and arm.judge != "head",
                 dense_reward=arm.reward == "dense",
-                **{aid: any(r["arms"][arm.name].get(aid, unset) for r in records)
-                   for aid, unset in MODEL_AIDS.items()})],
+                **{aid: any(seed[aid] for seed in built) for aid in built[0]})],
             "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"], "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"],
             "p_vs_bc": vs_bc["p_pooled"], "per_seed_gain_vs_bc": vs_bc["per_seed"],
             "gain_vs_direct_rl": vs_direct["gain"], "gain_vs_direct_rl_ci": vs_direct["ci"],
