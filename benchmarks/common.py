@@ -131,16 +131,13 @@ class GpuBusy:
         return round(sum(readings) / len(readings), 1) if readings else None
 
 
-def model_aids(world_model: str | Path) -> dict[str, bool]:
-    """The hand-written aids the world model saved at ``world_model`` (its folder or ``train-wm``
-    run) was built with, as :func:`~worldsim.envs.imagination.hand_written_aids`' keyword
-    arguments: whether it clears the starting arm and the moved cubes' old spots from the first
-    frame, gates cube motion by contact, moves the gripper by the servo formula and pastes the
-    cubes' pixels."""
+def aids_of(imagination: Any, world_models: list[str | Path]) -> list[str]:
+    """What imagining with ``imagination`` (an :class:`~worldsim.envs.imagination.ImaginationConfig`)
+    in the world models saved at ``world_models`` (folders or ``train-wm`` runs, one per seed) takes
+    from the simulator and from hand-written code, as each was built
+    (:func:`~worldsim.envs.imagination.imagination_aids`): every aid any of them took, in order."""
+    from worldsim.envs.imagination import imagination_aids
     from worldsim.world_models import WorldModel
 
-    model = WorldModel.from_pretrained(world_model)
-    objects = model.config.objects
-    return {"arm_cleared": model.frames.arm_footprint is not None,
-            "gated": objects is not None and objects.gate, "commanded": model.config.proprio.commanded,
-            "pasted": model.frames.paste, "cleared": objects is not None and objects.carry and objects.clear}
+    return list(dict.fromkeys(aid for path in world_models
+                              for aid in imagination_aids(imagination, WorldModel.from_pretrained(path))))

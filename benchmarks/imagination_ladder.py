@@ -64,10 +64,10 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import model_aids, plain_args, report
+from common import aids_of, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
-from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung, hand_written_aids
+from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
 from worldsim.evaluation.compare import READINGS, better_reading, over_seeds, paired_comparison
 from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted
@@ -360,17 +360,13 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
         "tasks": {args.task: {"rungs": {}}}}
     rungs = metrics["tasks"][args.task]["rungs"]
     for arm in arms:
-        # the hand-written aids the arm's world models were built with, read from the saved models
-        built = [model_aids(Path(json.loads((args.out / f"{arm.name}_s{r['seed']}" / "results.json").read_text())
-                                 ["rounds"][0]["world_model"])) for r in records]
+        models = [json.loads((args.out / f"{arm.name}_s{r['seed']}" / "results.json").read_text())
+                  ["rounds"][0]["world_model"] for r in records]
         vs_bc, vs_direct = gains(records, arm.name, "bc"), gains(records, arm.name, "direct-rl")
         figures: dict[str, Any] = {
             **successes(records, arm.name), "seeds": len(records), "reward": arm.reward, "placebo": arm.placebo,
             "real_episodes": records[0]["arms"][arm.name]["real_episodes"],
-            "aids": [*arm.rung.aids, *hand_written_aids(
-                pathway=arm.rung.trained_on_state, rule_judge=arm.rung.trained_on_state and arm.judge != "head",
-                dense_reward=arm.reward == "dense",
-                **{aid: any(seed[aid] for seed in built) for aid in built[0]})],
+            "aids": aids_of(arm.imagination, models),  # as the saved world models were built
             "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"], "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"],
             "p_vs_bc": vs_bc["p_pooled"], "per_seed_gain_vs_bc": vs_bc["per_seed"],
             "gain_vs_direct_rl": vs_direct["gain"], "gain_vs_direct_rl_ci": vs_direct["ci"],

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 import tyro
-from common import model_aids, noisy_expert, report
+from common import aids_of, noisy_expert, report
 
 TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
 @dataclass
@@ -322,7 +322,7 @@ def over_sets(draws: list[dict[str, np.ndarray]], rng: np.random.Generator) -> d
 
 
 def main(args: Args) -> None:
-    from worldsim.envs.imagination import RUNGS, hand_written_aids
+    from worldsim.envs.imagination import ImaginationConfig
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
@@ -355,8 +355,7 @@ def main(args: Args) -> None:
                               "margin_ci": intervals.get(f"{name}_margin")}
     report("policy_ranking", {
         "tasks": list(TASKS), "world_model": str(args.world_model), "rung": args.rung,
-        "aids": [*RUNGS[args.rung].aids, *hand_written_aids(pathway=True, rule_judge=True, dense_reward=False,
-                                                            **model_aids(args.world_model))],
+        "aids": aids_of(ImaginationConfig(rung=args.rung), [args.world_model]),
         "world_model_data": {
             "world_model": "expert demonstrations only (none of the ranked policies' episodes)",
             "world_model_mixed": (f"world_model fine-tuned on another set's demonstrations and "

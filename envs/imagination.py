@@ -52,6 +52,8 @@ class ImaginingModel(Protocol):
     objects: Any
     config: Any
 
+    def aid_flags(self) -> dict[str, bool]: ...
+
 
 class KeyframeFile(Protocol):
     """What a rung asks of keyframes (:class:`~worldsim.world_models.data.EpisodeBank`)."""
@@ -181,6 +183,17 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
         ("hand-written: the exact camera", pathway),
         ("hand-written: the task's success rule as the judge", rule_judge),
         ("hand-written: the task's dense reward shaping", dense_reward)) if taken)
+
+
+def imagination_aids(imagination: ImaginationConfig, model: ImaginingModel) -> tuple[str, ...]:
+    """Everything imagining with ``imagination`` in ``model`` takes from the simulator (its rung's
+    aids) and from hand-written code (:func:`hand_written_aids`, with the options the model was
+    built with): what a figure from such imagination must name."""
+    pathway = imagination.rung.trained_on_state and model.objects is not None
+    judge = imagination.judge or model.config.judge.outcome
+    return (*imagination.rung.aids, *hand_written_aids(
+        pathway=pathway, rule_judge=pathway and judge == "rule", dense_reward=imagination.reward_type == "dense",
+        **model.aid_flags()))
 
 
 def replay_rung(model: ImaginingModel, bank: KeyframeFile) -> Rung:

@@ -61,6 +61,11 @@ def test_report_states_the_paired_verdict_base_rates_and_links_every_media_file(
     copied["world_model"]["psnr_copy_first"] = [22.2, 21.2]
     assert "21.7 dB after 32 (the start frame copied, the trivial predictor: 22.2 / 21.2 dB);" in \
         write_report(tmp_path, copied).read_text()
+    assert "What it took besides what the model learned" not in text  # a summary without the aids
+    copied["aids"] = ["the simulator's state as training supervision", "hand-written: the exact camera"]
+    assert ("found the objects in the real start frames itself). What it took besides what the model learned: the "
+            "simulator's state as training supervision; hand-written: the exact camera. The side-by-side videos"
+            ) in write_report(tmp_path, copied).read_text()
     assert "in the windows on" not in text  # a summary without the regions says nothing of them
     copied["world_model"]["region_psnr_at_32"] = {"gripper": {"model": 15.1, "copy_first": 12.9},
                                                   "object_start": {"model": 14.8, "copy_first": 13.9}}

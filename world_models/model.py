@@ -292,6 +292,16 @@ class WorldModel(nn.Module):
     def device(self) -> torch.device:
         return self.scale.mean.device
 
+    def aid_flags(self) -> dict[str, bool]:
+        """The hand-written aids this model was built with, as
+        :func:`~worldsim.envs.imagination.hand_written_aids`' keyword arguments: whether it clears
+        the starting arm and the moved cubes' old spots from the first frame, gates cube motion by
+        contact, moves the gripper by the servo formula and pastes the cubes' pixels."""
+        objects = self.config.objects
+        return {"arm_cleared": self.frames.arm_footprint is not None,
+                "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
+                "pasted": self.frames.paste, "cleared": objects is not None and objects.carry and objects.clear}
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 

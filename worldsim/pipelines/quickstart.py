@@ -282,6 +282,9 @@ def _describe_fidelity(path: Path) -> str:
 def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: float, threads: int) -> dict[str, Any]:
     """The figures of every stage, read back from the files the stages wrote (``threads``: torch's
     CPU threads)."""
+    from worldsim.envs.imagination import imagination_aids
+    from worldsim.world_models import WorldModel
+
     out = config.out
     results = json.loads((out / "coevolve" / "results.json").read_text())
     state = json.loads((out / "coevolve" / "state.json").read_text())["stages"]
@@ -291,10 +294,12 @@ def summarize(config: QuickstartConfig, timings: dict[str, float], seconds: floa
     bc = json.loads((out / "bc" / "summary.json").read_text())
     wm = next(v for k, v in state.items() if "train world model" in k)
     rl = results["rounds"][-1].get("rl", {})
+    model = WorldModel.from_pretrained(results["rounds"][0]["world_model"])
     contact = fidelity["object_error_after_contact"]
     return {
         "task": config.task, "seed": config.seed, "torch_threads": threads, "demos": config.demos,
         "rung": config.imagination.rung.name,
+        "aids": list(imagination_aids(config.imagination, model)),
         "timings_s": timings,
         "wall_clock_s": round(seconds, 1),
         "budgets": {"bc": {"steps": bc["steps"], "asked": bc["steps_asked"], "stopped_by": bc["stopped_by"]},

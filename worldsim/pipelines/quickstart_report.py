@@ -184,10 +184,12 @@ def reading_lines(summary: dict[str, Any]) -> list[str]:
             "chosen on these same episodes): " + verdict(best["comparison"], "BC", "GRPO"), ""]
 
 
-def rung_line(rung: str) -> str:
-    """The report's sentence naming the rung GRPO imagined on (and the videos and fidelity show)."""
-    return (f"GRPO imagined on {Rung.from_json(rung).meaning} The side-by-side videos show the frames the policy "
-            "saw, and section 4 replays the world model on the same rung.")
+def rung_line(rung: str, aids: list[str] | None = None) -> str:
+    """The report's sentences naming the rung GRPO imagined on (and the videos and fidelity show)
+    and, where the summary lists them, the aids it took besides what the model learned."""
+    taken = f" What it took besides what the model learned: {'; '.join(aids)}." if aids else ""
+    return (f"GRPO imagined on {Rung.from_json(rung).meaning}{taken} The side-by-side videos show the frames the "
+            "policy saw, and section 4 replays the world model on the same rung.")
 
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
@@ -209,7 +211,7 @@ def write_report(out: Path, summary: dict[str, Any]) -> Path:
         f"{summary['bc_loss']['train']:.4f}, validation loss {summary['bc_loss']['val']:.4f} "
         "([curves](bc/curves.png)).", "",
         "## 3. RL in imagination: is the post-trained policy better?", "",
-        rung_line(summary["rung"]), "",
+        rung_line(summary["rung"], summary.get("aids")), "",
         f"Both policies ran the same {c['episodes']} real episodes "
         f"(episode k starts from the same state for both):", "",
         "| policy | real success | 95% CI |", "|---|---|---|",
