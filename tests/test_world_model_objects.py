@@ -1,8 +1,5 @@
 """The world model's object pathway (objects first, then the frame)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -355,23 +352,25 @@ def test_drawing_moved_objects_without_pasting_needs_the_clearing():
 def test_the_aids_named_are_the_ones_the_saved_model_was_built_with(tmp_path):
     """An unpasted model still clears the spots its moved cubes leave: hand-written image editing
     that its figures must name, where a pasting model's carried pixels stand for both."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # common.py
-    from common import model_aids
+    from worldsim.envs.imagination import ImaginationConfig, imagination_aids
 
-    from worldsim.envs.imagination import hand_written_aids
-
-    unpasted = WorldModel(small_config(objects={"hidden": 32, "clear": True, "paste": False},
-                                       judge={"outcome": "head"}))
-    aids = model_aids(unpasted.save_pretrained(tmp_path / "unpasted"))
-    assert aids == {"arm_cleared": False, "gated": True, "commanded": True, "pasted": False, "cleared": True}
-    named = hand_written_aids(pathway=True, rule_judge=False, dense_reward=False, **aids)
+    built = WorldModel(small_config(objects={"hidden": 32, "clear": True, "paste": False}, judge={"outcome": "head"}))
+    unpasted = WorldModel.from_pretrained(built.save_pretrained(tmp_path / "a"))
+    assert unpasted.aid_flags() == {"arm_cleared": False, "gated": True, "commanded": True, "pasted": False,
+                                    "cleared": True}
+    named = imagination_aids(ImaginationConfig(), unpasted)
+    assert named[0] == "the simulator's state as training supervision"  # the pixels rung's own
     assert not any("pixels carried" in aid for aid in named)
     assert "hand-written: the spots the moved cubes leave cleared to the empty table (learned from the frames)" in named
-    pasting = model_aids(WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"}))
-                         .save_pretrained(tmp_path / "pasting"))
-    assert pasting["pasted"] and not pasting["cleared"]
-    assert not any("cleared" in aid for aid in hand_written_aids(pathway=True, rule_judge=False, dense_reward=False,
-                                                                 **pasting))
+    assert "hand-written: the task's success rule as the judge" not in named  # the model's own judge: its head
+    assert "hand-written: the task's success rule as the judge" in imagination_aids(ImaginationConfig(judge="rule"),
+                                                                                   unpasted)
+    pasting = WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"}))
+    assert pasting.aid_flags()["pasted"] and not pasting.aid_flags()["cleared"]
+    dense = imagination_aids(ImaginationConfig(reward_type="dense"), pasting)
+    assert "hand-written: the cube's pixels carried from the start frame" in dense
+    assert not any("cleared" in aid for aid in dense)
+    assert dense[-1] == "hand-written: the task's dense reward shaping"
 
 
 def test_a_clearing_model_learns_its_background_in_training_and_saves_it(tmp_path):
