@@ -300,7 +300,8 @@ class WorldModel(nn.Module):
         objects = self.config.objects
         return {"arm_cleared": self.frames.arm_footprint is not None,
                 "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
-                "pasted": self.frames.paste, "cleared": objects is not None and objects.carry and objects.clear}
+                "pasted": self.frames.carry and self.frames.paste,
+                "cleared": objects is not None and objects.carry and objects.clear}
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
