@@ -369,6 +369,8 @@ def test_the_aids_named_are_the_ones_the_saved_model_was_built_with(tmp_path):
     assert pasting.aid_flags()["pasted"] and not pasting.aid_flags()["cleared"]
     uncarried = WorldModel(small_config(objects={"hidden": 32, "carry": False}, judge={"outcome": "head"}))
     assert not uncarried.aid_flags()["pasted"]  # nothing carried, so nothing pasted either
+    arm_only = WorldModel(small_config(objects={"hidden": 32, "clear_arm": True}, judge={"outcome": "head"}))
+    assert arm_only.aid_flags()["cleared"]  # its empty table clears the moved cubes' spots as well
     dense = imagination_aids(ImaginationConfig(reward_type="dense"), pasting)
     assert "hand-written: the cube's pixels carried from the start frame" in dense
     assert not any("cleared" in aid for aid in dense)

@@ -301,7 +301,7 @@ class WorldModel(nn.Module):
         return {"arm_cleared": self.frames.arm_footprint is not None,
                 "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
                 "pasted": self.frames.carry and self.frames.paste,
-                "cleared": objects is not None and objects.carry and objects.clear}
+                "cleared": self.frames.background is not None}  # carrying clears to it wherever there is one
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
