@@ -43,7 +43,8 @@ held-out episode and over full replays, beside physics' own agreement with the c
 1 mm off, and the BC policy's action gap on the rung's frames. ``aids`` lists what each arm takes
 from the simulator and from hand-written code.
 
-Writes ``benchmarks/results/imagination_ladder.json``: ``metrics.protocol``; ``metrics.bc`` and
+Writes ``benchmarks/results/imagination_ladder.json`` (another ``--task``:
+``imagination_ladder_<task>.json``): ``metrics.protocol``; ``metrics.bc`` and
 ``metrics.direct_rl``; under ``metrics.tasks.<task>.rungs.<arm>`` ``success``, ``seeds``,
 ``real_episodes``, ``reward``, ``aids``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (over seeds),
 ``gain_vs_bc_ci_pooled``, ``gain_vs_placebo`` and ``gain_vs_placebo_ci``, ``gain_vs_direct_rl`` and
@@ -79,6 +80,13 @@ SUCCESS_ONLY = ("transition", "sparse")
 """Rewards from the judge's verdict alone: the headline's."""
 RUN_ONLY = ("threads", "out", "only_seeds")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
+HEADLINE_TASK = "PushCube-v0"
+
+
+def result_name(task: str) -> str:
+    """The result file's name for ``task``: ``imagination_ladder`` for the headline task, each other
+    task's beside it (``imagination_ladder_<task>``), so that one task's run never overwrites another's."""
+    return "imagination_ladder" if task == HEADLINE_TASK else f"imagination_ladder_{task}"
 
 
 @dataclass(frozen=True)
@@ -395,7 +403,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default="PushCube-v0")
+    parser.add_argument("--task", default=HEADLINE_TASK)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--rungs", nargs="+", default=["pixels"],
                         help=f"rungs ({', '.join(RUNGS)}), each as RUNG[@PRESET][:JUDGE] (PRESET in "
@@ -451,14 +459,14 @@ def main() -> None:
                          "protocol is a new run, with a new --out and a new --test-seed")
     else:
         write_json(kept, protocol)
-        report("imagination_ladder", {"protocol": protocol, "status": "running: no test episode has run yet"}, args)
+        report(result_name(args.task), {"protocol": protocol, "status": "running: no test episode has run yet"}, args)
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
     files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
     if not all(f.exists() for f in files):
         print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
         return
-    report("imagination_ladder", gather(args, arms, protocol, [json.loads(f.read_text()) for f in files]), args)
+    report(result_name(args.task), gather(args, arms, protocol, [json.loads(f.read_text()) for f in files]), args)
 
 
 if __name__ == "__main__":
