@@ -85,7 +85,7 @@ def noisy_expert(task: str, noise: float, grasp_noise: float, epsilon: float = 0
     from worldsim.envs.tasks import get_task
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
 
-    grasping = get_task(task).family in ("pick_place", "stack")
+    grasping = get_task(task).grasping
     return ScriptedExpert(ScriptedExpertConfig(task, grasp_noise if grasping else noise,
                                                grasp_epsilon if grasping else epsilon, seed))
 

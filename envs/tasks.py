@@ -54,6 +54,12 @@ class TaskSpec:
     max_episode_steps: int = 100
 
     @property
+    def grasping(self) -> bool:
+        """Whether the task holds a cube in the gripper (pick-and-place, stack): its grasps are
+        precise, and displacement noise that a push recovers from makes most of them fail."""
+        return self.family in ("pick_place", "stack")
+
+    @property
     def instruction(self) -> str:
         if self.family == "reach":
             what = f"the {self.obj} cube" if self.obj else _GOAL_WORDS[str(self.goal)]

@@ -76,8 +76,10 @@ def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
 def test_each_task_writes_its_own_result(tmp_path, monkeypatch):
     written = []
     monkeypatch.setattr(ladder, "run_seed", lambda *a: None)
-    monkeypatch.setattr(ladder, "report", lambda name, metrics, args: written.append((name, metrics["protocol"]["task"])))
+    monkeypatch.setattr(ladder, "report",
+                        lambda name, metrics, args: written.append((name, metrics["protocol"]["task"])))
     for task in ("PushCube-v0", "PickPlaceCube-v0"):
         monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / task), "--task", task])
         ladder.main()  # the protocol is reported before any seed runs
-    assert written == [("imagination_ladder", "PushCube-v0"), ("imagination_ladder_PickPlaceCube-v0", "PickPlaceCube-v0")]
+    assert written == [("imagination_ladder", "PushCube-v0"),
+                       ("imagination_ladder_PickPlaceCube-v0", "PickPlaceCube-v0")]

@@ -230,3 +230,20 @@ def test_best_readings_pairs_each_policy_at_its_better_reading():
     assert best["readings"] == {"bc": "sampled", "final": "mean"}
     assert best["comparison"]["difference"] == -0.25 and best["comparison"]["before"]["success_rate"] == 0.75
     assert best["sampled_success"] == {"bc": 0.75, "final": 0.5}
+
+
+def test_grasping_demonstrations_take_the_smaller_noise(tmp_path, monkeypatch):
+    import worldsim.data.collect as collect
+    from worldsim.pipelines import quickstart
+
+    noises = {}
+
+    def record(tasks, make_policy, episodes, out, **kwargs):
+        noises[tasks[0]] = make_policy(tasks[0]).config.noise
+
+    monkeypatch.setattr(collect, "collect_episodes", record)
+    for task in ("PushCube-v0", "PickPlaceCube-v0", "StackCube-v0", "ReachCube-v0"):
+        quickstart.expert_demonstrations(task, 2, tmp_path / f"{task}.h5", seed=0, progress=False)
+    assert noises == {"PushCube-v0": quickstart.DEMO_NOISE, "PickPlaceCube-v0": quickstart.GRASP_DEMO_NOISE,
+                      "StackCube-v0": quickstart.GRASP_DEMO_NOISE, "ReachCube-v0": quickstart.DEMO_NOISE}
+    assert quickstart.GRASP_DEMO_NOISE < quickstart.DEMO_NOISE
