@@ -169,6 +169,25 @@ def fidelity(world_model: Path, heldout: Path, rung: Rung, out: Path, seed: int,
             "heldout": fid["held_out"]}
 
 
+OUTCOME_FIGURES = ("agreement_", "physics_full_")
+"""The figures of :func:`fidelity` that score the judge's verdicts against real outcomes."""
+
+
+def fidelity_means(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean over seeds of each of :func:`fidelity`'s figures. An outcome agreement is averaged
+    over the seeds whose held-out episodes hold both outcomes (``agreement_seeds`` of them): where
+    the policy never succeeded (or never failed) it only says how often the judge gives the one
+    answer, so it is left out (None when no seed has both)."""
+    both = [f for f in per_seed if f["heldout"]["successes"] and f["heldout"]["failures"]]
+
+    def mean(key: str) -> float | None:
+        values = [f[key] for f in (both if key.startswith(OUTCOME_FIGURES) else per_seed) if f[key] is not None]
+        return float(np.mean(values)) if values else None
+
+    return {k: mean(k) for k in per_seed[0] if k not in ("heldout", "judge")} | {
+        "judge": per_seed[0]["judge"], "agreement_seeds": len(both)}
+
+
 def row(rung: Rung, preset: str, judge: str | None = None) -> str:
     """A rung's name in the results: the rung, with ``@<preset>`` for a world model other than
     ``tiny`` and ``:<judge>`` for a judge other than the model's own."""
@@ -393,10 +412,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
         kept = [r["fidelity"][row(arm.rung, arm.preset, arm.judge)] for r in records
                 if row(arm.rung, arm.preset, arm.judge) in r["fidelity"]]
         if kept and arm.placebo is None and arm.reward == args.rewards[0]:  # the world model's, once
-            figures |= {k: float(np.mean([f[k] for f in kept if f[k] is not None]))
-                        if any(f[k] is not None for f in kept) else None
-                        for k in kept[0] if k not in ("heldout", "judge")}
-            figures["judge"] = kept[0]["judge"]
+            figures |= fidelity_means(kept)
         rungs[arm.name] = figures
     return metrics
 

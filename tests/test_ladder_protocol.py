@@ -83,3 +83,16 @@ def test_each_task_writes_its_own_result(tmp_path, monkeypatch):
         ladder.main()  # the protocol is reported before any seed runs
     assert written == [("imagination_ladder", "PushCube-v0"),
                        ("imagination_ladder_PickPlaceCube-v0", "PickPlaceCube-v0")]
+
+
+def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
+    def seed(psnr, agreement, successes):
+        return {"psnr_8": psnr, "agreement_full": agreement, "physics_full_1mm": agreement, "action_gap_8": None,
+                "judge": "rule", "heldout": {"successes": successes, "failures": 60 - successes}}
+
+    # a policy that never succeeded on its held-out episodes: the judge's "always failure" scores 100%
+    means = ladder.fidelity_means([seed(27.0, 1.0, 0), seed(28.0, 0.6, 12), seed(29.0, 0.5, 30)])
+    assert means["psnr_8"] == pytest.approx(28.0)  # frames: every seed
+    assert means["agreement_full"] == pytest.approx(0.55) and means["physics_full_1mm"] == pytest.approx(0.55)
+    assert means["agreement_seeds"] == 2 and means["action_gap_8"] is None and means["judge"] == "rule"
+    assert ladder.fidelity_means([seed(27.0, 1.0, 0)])["agreement_full"] is None
