@@ -43,9 +43,10 @@ held-out episode and over full replays, beside physics' own agreement with the c
 1 mm off, and the BC policy's action gap on the rung's frames. ``aids`` lists what each arm takes
 from the simulator and from hand-written code.
 
-Writes ``benchmarks/results/imagination_ladder.json`` (another ``--task``:
-``imagination_ladder_<task>.json``): ``metrics.protocol``; ``metrics.bc`` and
-``metrics.direct_rl``; under ``metrics.tasks.<task>.rungs.<arm>`` ``success``, ``seeds``,
+Writes ``benchmarks/results/imagination_ladder.json``, one entry per task under
+``metrics.tasks.<task>`` (a run replaces its own task's entry and keeps the others): ``protocol``
+(written before any test episode runs), ``bc``, ``direct_rl``, ``run`` (the arguments, commit and
+machine of the run that made the entry) and under ``rungs.<arm>`` ``success``, ``seeds``,
 ``real_episodes``, ``reward``, ``aids``, ``gain_vs_bc`` and ``gain_vs_bc_ci`` (over seeds),
 ``gain_vs_bc_ci_pooled``, ``gain_vs_placebo`` and ``gain_vs_placebo_ci``, ``gain_vs_direct_rl`` and
 ``gain_vs_direct_rl_ci`` (points), both readings' success, and the fidelity figures.
@@ -65,7 +66,7 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import aids_of, plain_args, report
+from common import RESULTS, aids_of, commit, machine, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
@@ -80,13 +81,16 @@ SUCCESS_ONLY = ("transition", "sparse")
 """Rewards from the judge's verdict alone: the headline's."""
 RUN_ONLY = ("threads", "out", "only_seeds")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
-HEADLINE_TASK = "PushCube-v0"
 
 
-def result_name(task: str) -> str:
-    """The result file's name for ``task``: ``imagination_ladder`` for the headline task, each other
-    task's beside it (``imagination_ladder_<task>``), so that one task's run never overwrites another's."""
-    return "imagination_ladder" if task == HEADLINE_TASK else f"imagination_ladder_{task}"
+def with_task(task: str, entry: dict[str, Any], args: argparse.Namespace, results: Path = RESULTS) -> dict[str, Any]:
+    """The result file's metrics with ``task``'s entry set to ``entry`` (its protocol and figures)
+    and the run that made it (``run``: arguments, commit, machine); every other task's entry is
+    kept as its own run left it, so that a PickPlaceCube run never overwrites PushCube's."""
+    kept = results / "imagination_ladder.json"
+    tasks = json.loads(kept.read_text())["metrics"].get("tasks", {}) if kept.exists() else {}
+    run = {"args": plain_args(args), "commit": commit(), "machine": machine()}
+    return {"tasks": {**tasks, task: entry | {"run": run}}}
 
 
 @dataclass(frozen=True)
@@ -369,7 +373,7 @@ def successes(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
 
 def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
            records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The result's metrics from every seed's record."""
+    """The task's entry in the result from every seed's record."""
     def direct_view(r: dict[str, Any]) -> dict[str, Any]:  # each seed's chosen learning rate as "direct-rl"
         return r | {"arms": r["arms"] | {"direct-rl": r["arms"][r["direct_rl"]]}}
 
@@ -384,8 +388,8 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
                       "update_epochs": records[0]["arms"]["direct-rl"]["rl"].get("update_epochs"),
                       "policy_updates": [r["arms"]["direct-rl"]["rl"]["policy_updates"] for r in records],
                       "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"]},
-        "tasks": {args.task: {"rungs": {}}}}
-    rungs = metrics["tasks"][args.task]["rungs"]
+        "rungs": {}}
+    rungs = metrics["rungs"]
     for arm in arms:
         models = [json.loads((args.out / f"{arm.name}_s{r['seed']}" / "results.json").read_text())
                   ["rounds"][0]["world_model"] for r in records]
@@ -419,7 +423,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", default=HEADLINE_TASK)
+    parser.add_argument("--task", default="PushCube-v0")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--rungs", nargs="+", default=["pixels"],
                         help=f"rungs ({', '.join(RUNGS)}), each as RUNG[@PRESET][:JUDGE] (PRESET in "
@@ -475,14 +479,16 @@ def main() -> None:
                          "protocol is a new run, with a new --out and a new --test-seed")
     else:
         write_json(kept, protocol)
-        report(result_name(args.task), {"protocol": protocol, "status": "running: no test episode has run yet"}, args)
+        running = {"protocol": protocol, "status": "running: no test episode has run yet"}
+        report("imagination_ladder", with_task(args.task, running, args), args)
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
     files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
     if not all(f.exists() for f in files):
         print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
         return
-    report(result_name(args.task), gather(args, arms, protocol, [json.loads(f.read_text()) for f in files]), args)
+    records = [json.loads(f.read_text()) for f in files]
+    report("imagination_ladder", with_task(args.task, gather(args, arms, protocol, records), args), args)
 
 
 if __name__ == "__main__":

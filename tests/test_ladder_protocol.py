@@ -73,16 +73,24 @@ def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
     assert ran == [0, 0]
 
 
-def test_each_task_writes_its_own_result(tmp_path, monkeypatch):
-    written = []
+def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
+    written = {}
+
+    def report(name, metrics, args):
+        written[name] = metrics
+        (tmp_path / f"{name}.json").write_text(json.dumps({"metrics": metrics}))
+
     monkeypatch.setattr(ladder, "run_seed", lambda *a: None)
-    monkeypatch.setattr(ladder, "report",
-                        lambda name, metrics, args: written.append((name, metrics["protocol"]["task"])))
+    monkeypatch.setattr(ladder, "report", report)
+    monkeypatch.setattr(ladder.with_task, "__defaults__", (tmp_path,))
     for task in ("PushCube-v0", "PickPlaceCube-v0"):
         monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / task), "--task", task])
-        ladder.main()  # the protocol is reported before any seed runs
-    assert written == [("imagination_ladder", "PushCube-v0"),
-                       ("imagination_ladder_PickPlaceCube-v0", "PickPlaceCube-v0")]
+        ladder.main()  # the protocol is written before any seed runs
+    tasks = written["imagination_ladder"]["tasks"]
+    assert sorted(tasks) == ["PickPlaceCube-v0", "PushCube-v0"]
+    for task, entry in tasks.items():
+        assert entry["protocol"]["task"] == task and entry["status"].startswith("running")
+        assert entry["run"]["args"]["task"] == task and entry["run"]["machine"]
 
 
 def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
