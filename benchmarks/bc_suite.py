@@ -18,6 +18,7 @@ from common import noisy_expert, report
 
 from worldsim.data.collect import collect_episodes
 from worldsim.envs.tasks import get_suite
+from worldsim.policies.expert import DEMO_NOISE, GRASP_DEMO_NOISE
 from worldsim.training.bc import BCConfig, train_bc
 
 
@@ -27,11 +28,10 @@ class Args:
     """Suite whose tasks (all of them) are collected and trained on."""
     episodes: int = 200
     """Expert episodes per task."""
-    noise: float = 0.3
+    noise: float = DEMO_NOISE
     """Gaussian displacement noise of the expert for reach and push."""
-    grasp_noise: float = 0.05
-    """The same for pick-and-place and stack: grasping is precise, and at 0.1 the expert already
-    fails three times in four (0.05 gives about 88% success)."""
+    grasp_noise: float = GRASP_DEMO_NOISE
+    """The same for pick-and-place and stack (about 88% success)."""
     steps: int = 4000
     """BC optimiser steps."""
     batch_size: int = 128

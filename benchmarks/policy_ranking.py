@@ -103,10 +103,11 @@ def recipes(args: Args) -> dict[str, dict[str, Any]]:
 
 def collect(path: Path, episodes: int, seed: int) -> None:
     from worldsim.data.collect import collect_episodes
+    from worldsim.policies.expert import DEMO_NOISE, GRASP_DEMO_NOISE
 
     if not path.exists():
-        collect_episodes(list(TASKS), lambda task: noisy_expert(task, 0.3, 0.05, seed=seed), episodes, path,
-                         seed=seed, progress=False)
+        collect_episodes(list(TASKS), lambda task: noisy_expert(task, DEMO_NOISE, GRASP_DEMO_NOISE, seed=seed),
+                         episodes, path, seed=seed, progress=False)
 
 
 def interval(draws: np.ndarray) -> list[float] | None:

@@ -235,6 +235,7 @@ def test_best_readings_pairs_each_policy_at_its_better_reading():
 def test_grasping_demonstrations_take_the_smaller_noise(tmp_path, monkeypatch):
     import worldsim.data.collect as collect
     from worldsim.pipelines import quickstart
+    from worldsim.policies.expert import DEMO_NOISE, GRASP_DEMO_NOISE
 
     noises = {}
 
@@ -244,6 +245,6 @@ def test_grasping_demonstrations_take_the_smaller_noise(tmp_path, monkeypatch):
     monkeypatch.setattr(collect, "collect_episodes", record)
     for task in ("PushCube-v0", "PickPlaceCube-v0", "StackCube-v0", "ReachCube-v0"):
         quickstart.expert_demonstrations(task, 2, tmp_path / f"{task}.h5", seed=0, progress=False)
-    assert noises == {"PushCube-v0": quickstart.DEMO_NOISE, "PickPlaceCube-v0": quickstart.GRASP_DEMO_NOISE,
-                      "StackCube-v0": quickstart.GRASP_DEMO_NOISE, "ReachCube-v0": quickstart.DEMO_NOISE}
-    assert quickstart.GRASP_DEMO_NOISE < quickstart.DEMO_NOISE
+    assert noises == {"PushCube-v0": DEMO_NOISE, "PickPlaceCube-v0": GRASP_DEMO_NOISE,
+                      "StackCube-v0": GRASP_DEMO_NOISE, "ReachCube-v0": DEMO_NOISE}
+    assert GRASP_DEMO_NOISE < DEMO_NOISE

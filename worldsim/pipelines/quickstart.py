@@ -249,22 +249,14 @@ def best_readings(results: dict[str, Any], readings: dict[str, Any], task: str) 
             "sampled_success": {name: r["success_rate"] for name, r in readings.items()}}
 
 
-DEMO_NOISE = 0.3
-"""The scripted expert's action noise in the quickstart's demonstrations, so that behaviour cloning
-also sees recoveries."""
-GRASP_DEMO_NOISE = 0.05
-"""The same for a grasping task (:attr:`~worldsim.envs.tasks.TaskSpec.grasping`): at ``DEMO_NOISE``
-PickPlaceCube's expert succeeds in 3 demonstrations of 300, too few to clone."""
-
-
 def expert_demonstrations(task: str, episodes: int, out: Path, seed: int, progress: bool = True) -> None:
     """The quickstart's demonstrations: ``episodes`` episodes (pixels + state) of ``task``'s
-    scripted expert with action noise ``DEMO_NOISE`` (``GRASP_DEMO_NOISE`` for a grasping task)."""
+    scripted expert with its demonstration noise (:func:`~worldsim.policies.expert.demonstration_noise`)."""
     from worldsim.data.collect import collect_episodes
-    from worldsim.envs.tasks import get_task
     from worldsim.policies import ScriptedExpert, ScriptedExpertConfig
+    from worldsim.policies.expert import demonstration_noise
 
-    noise = GRASP_DEMO_NOISE if get_task(task).grasping else DEMO_NOISE
+    noise = demonstration_noise(task)
     collect_episodes([task], lambda t: ScriptedExpert(ScriptedExpertConfig(t, noise=noise, seed=seed)), episodes,
                      out, num_envs=min(episodes, 25), seed=seed, obs_mode="pixels+state", progress=progress)
 
