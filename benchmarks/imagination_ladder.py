@@ -34,13 +34,15 @@ parallel processes); the result is written once every seed has been tested.
 **Figures.** Gains are over seeds (the mean of the seeds' paired differences, its 95% interval
 resampling the seeds, then each seed's episodes: :func:`~worldsim.evaluation.compare.over_seeds`),
 the pooled McNemar figure beside them. Each rung's world model is also measured on
-``--heldout-episodes`` new real episodes of the BC policy, balanced between successes and failures,
-replayed on that rung (:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32
-steps from episode starts, whole-frame and in the windows on the gripper, the task's object and
-where each started, each beside the copied start frame's; the task object's error 16 steps after
-contact, outcome agreement on balanced 8-step keyframe windows, on the last 8 steps of every
-held-out episode and over full replays, beside physics' own agreement with the cube 0.33 mm and
-1 mm off, and the BC policy's action gap on the rung's frames. ``aids`` lists what each arm takes
+``--heldout-episodes`` new real episodes of the BC policy read as BC is tested (the reading its
+round evaluations chose: a set read otherwise can hold no success, as PickPlaceCube's sampled BC
+episodes did), balanced between successes and failures, replayed on that rung
+(:func:`~worldsim.world_models.evaluate.evaluate_world_model`): PSNR 8 and 32 steps from episode
+starts, whole-frame and in the windows on the gripper, the task's object and where each started,
+each beside the copied start frame's; the task object's error 16 steps after contact, outcome
+agreement on balanced 8-step keyframe windows, on the last 8 steps of every held-out episode and
+over full replays, beside physics' own agreement with the cube 0.33 mm and 1 mm off, and the BC
+policy's action gap on the rung's frames. ``aids`` lists what each arm takes
 from the simulator and from hand-written code.
 
 Writes ``benchmarks/results/imagination_ladder.json``, one entry per task under
@@ -111,15 +113,18 @@ class Arm:
         return ImaginationConfig(rung=self.rung, judge=self.judge, reward_type=self.reward, placebo=self.placebo)
 
 
-def heldout_episodes(policy: Path, task: str, episodes: int, out: Path, seed: int) -> Path:
-    """``episodes`` new real episodes of ``policy`` (with state, for the fidelity figures)."""
+def heldout_episodes(policy: Path, task: str, episodes: int, base: Path, seed: int, reading: str) -> Path:
+    """``episodes`` new real episodes of ``policy`` read as ``reading`` (with state, for the
+    fidelity figures), kept in ``base / heldout_<reading>.h5``: the same episode starts for
+    either reading."""
     from worldsim.data.collect import collect_episodes
     from worldsim.policies import load_policy
 
+    out = base / f"heldout_{reading}.h5"
     if not out.exists():
         loaded = load_policy(policy).eval()
         collect_episodes([task], lambda t: loaded, episodes, out, num_envs=min(episodes, 30), seed=seed + 50_000,
-                         obs_mode="pixels+state", progress=False)
+                         obs_mode="pixels+state", deterministic=READINGS[reading], progress=False)
     return out
 
 
@@ -277,8 +282,8 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     """One seed: its BC base, the direct-RL grid, every arm, the readings' round evaluations and the
     test episodes (each kept in ``args.out``); the seed's record, also written to ``seed_<seed>.json``."""
     out = args.out
-    demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, out / f"base_s{seed}", args.threads)
-    heldout = heldout_episodes(bc, args.task, args.heldout_episodes, out / f"base_s{seed}" / "heldout.h5", seed)
+    base = out / f"base_s{seed}"
+    demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, base, args.threads)
 
     def config(name: str, **changes: Any) -> CoevolveConfig:
         folder = out / f"{name}_s{seed}"
@@ -298,6 +303,22 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
         name = f"direct-rl@{lr:g}"
         results[name] = run(config(name, mode="direct-rl", rl=RLRounds(
             env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, lr=lr)))
+
+    def round_eval(name: str, policy: Path) -> dict[str, float]:
+        """Both readings' success on the round evaluations' episodes: the mean action's from the
+        run, sampled here."""
+        run_row = results[next(iter(results))]["rounds"][0] if name == "bc" else last_accepted(results[name]["rounds"])
+        sampled = real_outcomes_of(policy, args.task, args.eval_episodes, seed + REAL_EVAL_SEED_OFFSET, "sampled",
+                                   out / "readings" / f"s{seed}" / f"{name}.json")
+        return {"mean": run_row["real"]["success_rate"], "sampled": float(np.mean(sampled))}
+
+    # the world models are replayed on BC's episodes as BC is tested (its reading, chosen on the
+    # round evaluations): a policy that succeeds only by its mean action leaves a sampled set
+    # without successes, where outcome agreement says nothing. The sampled set is always kept
+    # (the hand-written-aids study replays it).
+    heldout_reading = chosen(round_eval("bc", bc))
+    heldout = heldout_episodes(bc, args.task, args.heldout_episodes, base, seed, heldout_reading)
+    heldout_episodes(bc, args.task, args.heldout_episodes, base, seed, "sampled")
     fidelities: dict[str, dict[str, Any]] = {}
     for arm in arms:
         wm = WorldModelRounds(preset=arm.preset, steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
@@ -308,26 +329,23 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
             # one set of fidelity figures per world model and rung (what the rung's replays show)
             world_model = Path(results[arm.name]["rounds"][0]["world_model"])
             folder = out / f"{arm.name}_s{seed}"
-            figures = fidelity(world_model, heldout, arm.rung, folder / "fidelity", seed, judge=arm.judge, policy=bc)
+            figures = fidelity(world_model, heldout, arm.rung, folder / f"fidelity@{heldout_reading}", seed,
+                               judge=arm.judge, policy=bc)
             figures["wm_train_seconds"] = json.loads((world_model / "summary.json").read_text())["train_seconds"]
             if arm.rung is PIXELS and figures["judge"] == "rule":  # the learned head, judging the same replays
-                head = fidelity(world_model, heldout, arm.rung, folder / "fidelity_head", seed, judge="head")
+                head = fidelity(world_model, heldout, arm.rung, folder / f"fidelity_head@{heldout_reading}", seed,
+                                judge="head")
                 figures |= {f"{k}_head": head[k] for k in ("agreement_keyframe_8", "agreement_last_8",
                                                             "agreement_full")}
             fidelities[row(arm.rung, arm.preset, arm.judge)] = figures
 
-    # the readings, on the round evaluations' episodes: the mean action's from the run, sampled here
     policies = policies_of(results)
-    round_evals: dict[str, dict[str, float]] = {}
-    for name, policy in policies.items():
-        run_row = results[next(iter(results))]["rounds"][0] if name == "bc" else last_accepted(results[name]["rounds"])
-        sampled = real_outcomes_of(policy, args.task, args.eval_episodes, seed + REAL_EVAL_SEED_OFFSET, "sampled",
-                                   out / "readings" / f"s{seed}" / f"{name}.json")
-        round_evals[name] = {"mean": run_row["real"]["success_rate"], "sampled": float(np.mean(sampled))}
+    round_evals = {name: round_eval(name, policy) for name, policy in policies.items()}
     directs = [f"direct-rl@{lr:g}" for lr in args.direct_rl_lrs]
     direct = max(directs, key=lambda name: max(round_evals[name].values()))  # the first on a tie
     tested = ["bc", direct, *(arm.name for arm in arms)]
-    record: dict[str, Any] = {"seed": seed, "direct_rl": direct, "fidelity": fidelities, "arms": {}}
+    record: dict[str, Any] = {"seed": seed, "direct_rl": direct, "fidelity": fidelities,
+                              "heldout_reading": heldout_reading, "arms": {}}
     for name in tested:  # the test: once, after every arm's last round, both readings
         test_seed = args.test_seed + 1000 * seed
         outcomes = {reading: real_outcomes_of(policies[name], args.task, args.test_episodes, test_seed, reading,
@@ -343,6 +361,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
                        if k in ("env_steps", "train_seconds", "update_epochs")}
                 | {"policy_updates": policy_updates(run_result)}} if run_result else {})}
     record["direct_rl_round_evals"] = {name: round_evals[name] for name in directs}
+    record["direct_rl_updates"] = {name: policy_updates(results[name]) for name in directs}
     write_json(out / f"seed_{seed}.json", record)
     return record
 
@@ -387,6 +406,10 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
                       "lr": [float(r["direct_rl"].split("@")[1]) for r in records],
                       "update_epochs": records[0]["arms"]["direct-rl"]["rl"].get("update_epochs"),
                       "policy_updates": [r["arms"]["direct-rl"]["rl"]["policy_updates"] for r in records],
+                      # what the KL guard let each learning rate make, per seed: the grid's smallest
+                      # rate is the one most likely to make every planned update
+                      "policy_updates_by_lr": {name.split("@")[1]: [r["direct_rl_updates"][name] for r in records]
+                                               for name in records[0]["direct_rl_updates"]},
                       "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"]},
         "rungs": {}}
     rungs = metrics["rungs"]
@@ -416,7 +439,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
         kept = [r["fidelity"][row(arm.rung, arm.preset, arm.judge)] for r in records
                 if row(arm.rung, arm.preset, arm.judge) in r["fidelity"]]
         if kept and arm.placebo is None and arm.reward == args.rewards[0]:  # the world model's, once
-            figures |= fidelity_means(kept)
+            figures |= fidelity_means(kept) | {"heldout_readings": [r["heldout_reading"] for r in records]}
         rungs[arm.name] = figures
     return metrics
 
@@ -467,6 +490,7 @@ def main() -> None:
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
                  "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate",
+                 "heldout": "new episodes of the BC policy, read as its round evaluations chose",
                  # a preset whose settings changed builds another model: another protocol
                  "presets": {preset: PRESETS[preset] for preset in sorted({arm.preset for arm in arms})}}
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)

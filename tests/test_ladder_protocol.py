@@ -43,6 +43,24 @@ def test_the_reading_is_the_one_the_round_evaluations_rank_first():
     assert ladder.chosen({"mean": 0.4, "sampled": 0.4}) == "mean"  # a tie: the mean action
 
 
+def test_held_out_episodes_are_read_as_asked_and_collected_once(tmp_path, monkeypatch):
+    import worldsim.data.collect as collect
+    import worldsim.policies as policies
+
+    calls = []
+
+    def fake_collect(tasks, factory, episodes, out, **settings):
+        calls.append(settings["deterministic"])
+        Path(out).write_bytes(b"")
+
+    monkeypatch.setattr(collect, "collect_episodes", fake_collect)
+    monkeypatch.setattr(policies, "load_policy", lambda path: type("P", (), {"eval": lambda self: self})())
+    for reading in ("mean", "sampled", "mean"):  # the third call finds its file
+        path = ladder.heldout_episodes(tmp_path / "bc", "PushCube-v0", 60, tmp_path, 3, reading)
+        assert path == tmp_path / f"heldout_{reading}.h5"
+    assert calls == [True, False]  # the mean action is the deterministic reading
+
+
 def test_a_changed_protocol_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
     (tmp_path / "protocol.json").write_text(json.dumps({"task": "PushCube-v0", "test_episodes": 100}))
     monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path), "--test-episodes", "200"])

@@ -15,9 +15,10 @@ cube and a ghost of the arm. Two variants take them out (``[model.objects]``,
 For each seed of a finished imagination-ladder run (``--ladder``, made by
 ``benchmarks/imagination_ladder.py``), each variant is trained exactly as that seed's ``pixels``
 world model was (its ``config.json``: same round-0 data, steps, seed and threads; only the option
-differs) and replayed on the same held-out episodes as the ladder's fidelity figures
-(:func:`worldsim.world_models.evaluate_world_model`: balanced, 32 steps, the ``pixels`` rung, the
-BC policy's action gap, no physics ceiling). The base is the ladder's own model and figures.
+differs) and replayed on the held-out episodes of the BC policy the ladder keeps read with sampled
+actions (:func:`worldsim.world_models.evaluate_world_model`: balanced, 32 steps, the ``pixels``
+rung, the BC policy's action gap, no physics ceiling). The base is the ladder's own model and its
+replay of the same episodes.
 Per variant and seed: whole-frame PSNR, the windows on the gripper, the task's object and where
 each started (a ghost of the arm or a second cube shows there, once the thing has left), the
 object's error 16 steps after contact, outcome agreement and the action gap; the mean over seeds
@@ -119,14 +120,24 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
              for v, changes in variants.items()}
     per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in variants}}
     for seed in seeds:
+        # the BC policy's held-out episodes read with sampled actions, which the ladder keeps for
+        # every seed, and the ladder's replay of them (its own where BC is tested by sampled
+        # actions, else made here)
         arm_run = ladder / f"pixels_s{seed}"
-        base = json.loads((arm_run / "fidelity" / "fidelity.json").read_text())
-        if "region_psnr_at_8" not in base:
-            raise ValueError(f"{arm_run}/fidelity/fidelity.json has no region figures: regather the ladder first")
-        per_seed["base"][seed] = figures(base)
-        heldout, bc = ladder / f"base_s{seed}" / "heldout.h5", ladder / f"base_s{seed}" / "bc"
+        heldout, bc = ladder / f"base_s{seed}" / "heldout_sampled.h5", ladder / f"base_s{seed}" / "bc"
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
+        kept_base = arm_run / "fidelity@sampled" / "fidelity.json"
+        if not kept_base.exists():
+            kept_base = out / f"base_s{seed}" / "fidelity" / "fidelity.json"
+            if not kept_base.exists():
+                evaluate_world_model(arm_run / "round_0" / "wm", heldout, balance=both, curve_steps=32,
+                                     imagination=ImaginationConfig(rung="pixels"), policy=bc,
+                                     out=kept_base.parent, videos=2, seed=seed, progress=False)
+        base = json.loads(kept_base.read_text())
+        if "region_psnr_at_8" not in base:
+            raise ValueError(f"{kept_base} has no region figures: regather the ladder first")
+        per_seed["base"][seed] = figures(base)
         for variant, changes in variants.items():
             folder = out / f"{variant}_s{seed}"
             wm = trained(arm_run / "round_0" / "wm", model_of(changes), arm_run / "round_0" / "all.h5",

@@ -27,8 +27,9 @@ has a learned alternative:
 For each seed of a finished imagination-ladder run (``--ladder``) whose models are the preset's
 today, the ladder's ``pixels`` model (``tiny``) is trained again with the aid toggled (the judge
 needs no new model), everything else as the ladder trained it, and both are replayed on the same
-balanced held-out episodes of the BC policy (:func:`anchor_clearing.compare_variants`; the
-ladder's own model replayed again, as ``tiny``, so that both carry the same figures): the
+balanced held-out episodes of the BC policy read with sampled actions
+(:func:`anchor_clearing.compare_variants`; the ladder's own model replayed again, as ``tiny``, so
+that both carry the same figures): the
 gripper's error 8 and 32 steps in, whole-frame and window PSNR, the pushed cube's error 16 steps
 after contact, outcome agreement and the action gap, per seed, and each seed's difference
 (``minus_tiny``). What it cannot show is an aid's worth to a policy trained in imagination:
