@@ -76,18 +76,19 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     ``changes`` to its options, trained on ``data`` into ``out`` by ``worldsim train-wm`` with the
     base's own settings (reused when there). Every other option of the object pathway and the
     proprio dynamics is the base model's as it was built (an option it predates at the value that
-    loads it so), not the preset's today. No changes: the base model itself, as it was trained."""
+    loads it so), not the preset's today. No changes on the base's own data: the base model itself,
+    as it was trained."""
     from dataclasses import asdict
 
     from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
 
     if unknown := set(changes) - {"objects", "proprio"}:
         raise ValueError(f"a variant changes [model.objects] or [model.proprio], not {', '.join(sorted(unknown))}")
-    if not changes:
+    config = json.loads((base_run / "config.json").read_text())
+    if not changes and Path(config["data"]).resolve() == data.resolve():
         return base_run
     if (out / "world_model").exists():
         return out
-    config = json.loads((base_run / "config.json").read_text())
     built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
     for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
         config["model"][section] = asdict(defaults) | built[section] | changes.get(section, {})

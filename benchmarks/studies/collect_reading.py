@@ -1,0 +1,130 @@
+"""Does the world model imagine the policy's grasps once it has seen them?
+
+On PickPlaceCube the BC policy grasps only by its mean action (17.6% of test episodes; 1.0%
+sampled), but the imagination ladder collects each round's real episodes with sampled actions, so
+its round-0 world model learns from the demonstrations and from 1-4 of the policy's own
+successes a seed. Replayed on BC's episodes read by the mean action, that model's rule finds 7 of
+56 real successes. This study trains each seed's round-0 model again, exactly as the ladder did
+(:func:`anchor_clearing.trained`: its settings, seed and steps), on the same demonstrations and
+the same number of the BC policy's real episodes from the same starts, collected with the reading
+the ladder tests BC by (``--reading``, the mean action), and replays both models on the ladder's
+held-out episodes of that reading (:func:`imagination_ladder.fidelity`: balanced, 32 steps, the
+``pixels`` rung, the rule judging, physics' own agreement beside it). Per seed and for each model:
+the rule's recall and specificity over full replays, outcome agreement (full replays, last 8
+steps, 8-step keyframe windows), PSNR and the task cube's error after contact, and the
+difference (``minus_ladder``). It measures the world model only; what the change gives a policy
+is the ladder's to measure, on a new run. Writes
+``benchmarks/studies/results/collect_reading.json``.
+
+    python benchmarks/studies/collect_reading.py --ladder runs/ladder_pick --seeds 0 1 2 3 4 \\
+        --out runs/collect_reading
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # anchor_clearing.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+from anchor_clearing import trained  # noqa: E402
+from common import STUDY_RESULTS, report  # noqa: E402
+from imagination_ladder import fidelity  # noqa: E402
+
+from worldsim.envs.imagination import PIXELS  # noqa: E402
+from worldsim.evaluation.compare import READINGS  # noqa: E402
+
+FIGURES = ("recall", "specificity", "agreement_full", "agreement_last_8", "agreement_keyframe_8", "psnr_8",
+           "psnr_32", "object_error_cm_16", "physics_full_0.33mm")
+"""What the study reports per model and seed."""
+
+
+def collected(ladder: Path, seed: int, reading: str, out: Path) -> Path:
+    """The ladder's round-0 real episodes of ``seed`` collected again with ``reading``: the same
+    policy, starts (the round's seed), count and settings, merged after the same demonstrations."""
+    from worldsim.data.collect import collect_episodes
+    from worldsim.data.merge import merge_episode_files
+    from worldsim.data.reader import EpisodeReader
+    from worldsim.policies import load_policy
+
+    merged = out / "all.h5"
+    if merged.exists():
+        return merged
+    round0 = ladder / f"pixels_s{seed}" / "round_0"
+    with EpisodeReader(round0 / "data.h5") as reader:
+        info = reader.episode_info()
+    tasks = sorted({i.task for i in info})
+    policy = load_policy(ladder / f"base_s{seed}" / "bc" / "policy").eval()
+    episodes = len(info) // len(tasks)
+    out.mkdir(parents=True, exist_ok=True)
+    collect_episodes(tasks, lambda task: policy, episodes, out / "data.h5", num_envs=min(32, episodes), seed=seed,
+                     image_size=policy.env_kwargs().get("image_size", 64), obs_mode="pixels+state",
+                     deterministic=READINGS[reading], progress=False)
+    merge_episode_files([ladder / f"base_s{seed}" / "demos.h5", out / "data.h5"], merged)
+    return merged
+
+
+def read(fid: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The study's figures from :func:`imagination_ladder.fidelity`'s and the full replays' counts."""
+    full = json.loads((folder / "fidelity.json").read_text())["success_by_horizon"]["full"]
+    return {"recall": full["recall"], "specificity": full["specificity"],
+            "real_successes": full["true_positive"] + full["false_negative"],
+            "imagined_of_real_successes": full["true_positive"], "false_successes": full["false_positive"],
+            **{k: fid[k] for k in FIGURES if k in fid}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ladder", type=Path, default=Path("runs/ladder_pick"),
+                        help="a finished imagination-ladder run (its seeds' round-0 data and held-out sets)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--reading", choices=list(READINGS), default="mean",
+                        help="how the round's real episodes are collected again")
+    parser.add_argument("--out", type=Path, default=Path("runs/collect_reading"))
+    parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
+    args = parser.parse_args()
+
+    from worldsim.runtime.threads import use_torch_threads
+
+    use_torch_threads(args.threads)
+    rows: dict[str, dict[str, dict[str, Any]]] = {"ladder": {}, args.reading: {}}
+    for seed in args.seeds:
+        heldout = args.ladder / f"base_s{seed}" / f"heldout_{args.reading}.h5"
+        if not heldout.exists():
+            parser.error(f"{heldout} is missing: replay the ladder's models on its {args.reading} held-out set first")
+        base = args.ladder / f"pixels_s{seed}" / "round_0" / "wm"
+        folder = args.out / f"s{seed}"
+        model = trained(base, {}, collected(args.ladder, seed, args.reading, folder), folder / "wm")
+        bc = args.ladder / f"base_s{seed}" / "bc"
+        for name, (wm, at) in {"ladder": (base, args.ladder / f"pixels_s{seed}" / f"fidelity@{args.reading}"),
+                               args.reading: (model, folder / f"fidelity@{args.reading}")}.items():
+            rows[name][str(seed)] = read(fidelity(wm, heldout, PIXELS, at, seed, policy=bc), at)
+            print(f"seed {seed} {name}: {json.dumps(rows[name][str(seed)])}", file=sys.stderr)
+
+    def mean(values: list[Any]) -> float | None:
+        kept = [v for v in values if v is not None and not np.isnan(v)]
+        return round(float(np.mean(kept)), 4) if kept else None
+
+    keys = list(next(iter(rows["ladder"].values())))
+    metrics: dict[str, Any] = {"seeds": args.seeds, "reading": args.reading, "models": {}}
+    for name, per_seed in rows.items():
+        entry: dict[str, Any] = {"mean": {k: mean([r[k] for r in per_seed.values()]) for k in keys},
+                                 "totals": {k: int(sum(r[k] for r in per_seed.values()))
+                                            for k in ("real_successes", "imagined_of_real_successes",
+                                                      "false_successes")},
+                                 "per_seed": per_seed}
+        if name != "ladder":
+            entry["minus_ladder_per_seed"] = {
+                k: [None if r[k] is None or rows["ladder"][s][k] is None else round(r[k] - rows["ladder"][s][k], 4)
+                    for s, r in per_seed.items()] for k in keys}
+        metrics["models"][name] = entry
+    report("collect_reading", metrics, args, STUDY_RESULTS)
+
+
+if __name__ == "__main__":
+    main()
