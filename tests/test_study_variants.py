@@ -28,11 +28,11 @@ def test_each_variant_toggles_one_aid_from_the_preset_and_builds():
     assert aids.TOGGLED["rule"][1] == {"imagination": {"judge": "head"}}  # the same model, replayed otherwise
 
 
-def test_no_changes_is_the_ladder_model_itself_and_a_foreign_section_is_refused(tmp_path):
+def test_no_changes_on_its_own_data_is_the_ladder_model_itself_and_a_foreign_section_is_refused(tmp_path):
     base = tmp_path / "wm"
-    assert trained(base, {}, tmp_path / "data.h5", tmp_path / "copy") == base  # nothing retrained
-    assert not (tmp_path / "copy").exists()
     (base / "world_model").mkdir(parents=True)
-    (base / "config.json").write_text(json.dumps({"model": {}}))
+    (base / "config.json").write_text(json.dumps({"model": {}, "data": str(tmp_path / "data.h5")}))
+    assert trained(base, {}, tmp_path / "data.h5", tmp_path / "copy") == base  # its own data: nothing retrained
+    assert not (tmp_path / "copy").exists()
     with pytest.raises(ValueError, match="a variant changes \\[model.objects\\] or \\[model.proprio\\], not frames"):
         trained(base, {"frames": {"anchor": "last"}}, tmp_path / "data.h5", tmp_path / "variant")
