@@ -12,9 +12,11 @@ held-out episodes of that reading (:func:`imagination_ladder.fidelity`: balanced
 ``pixels`` rung, the rule judging, physics' own agreement beside it). Per seed and for each model:
 the rule's recall and specificity over full replays, outcome agreement (full replays, last 8
 steps, 8-step keyframe windows), PSNR and the task cube's error after contact, and the
-difference (``minus_ladder``). It measures the world model only; what the change gives a policy
-is the ladder's to measure, on a new run. Writes
-``benchmarks/studies/results/collect_reading.json``.
+difference (``minus_ladder``). Both models are also replayed on the ladder's held-out episodes read
+with sampled actions (``on_sampled``: PSNR, the cube's error, BC's action gap), the actions RL
+explores with in imagination, where a model that saw fewer varied actions could lose. It measures
+the world model only; what the change gives a policy is the ladder's to measure, on a new run.
+Writes ``benchmarks/studies/results/collect_reading.json``.
 
     python benchmarks/studies/collect_reading.py --ladder runs/ladder_pick --seeds 0 1 2 3 4 \\
         --out runs/collect_reading
@@ -42,6 +44,8 @@ from worldsim.evaluation.compare import READINGS  # noqa: E402
 FIGURES = ("recall", "specificity", "agreement_full", "agreement_last_8", "agreement_keyframe_8", "psnr_8",
            "psnr_32", "object_error_cm_16", "physics_full_0.33mm")
 """What the study reports per model and seed."""
+ON_SAMPLED = ("psnr_8", "psnr_32", "object_error_cm_16", "action_gap_8", "action_gap_32")
+"""What it reports of the replays of the sampled held-out episodes."""
 
 
 def collected(ladder: Path, seed: int, reading: str, out: Path) -> Path:
@@ -101,9 +105,14 @@ def main() -> None:
         folder = args.out / f"s{seed}"
         model = trained(base, {}, collected(args.ladder, seed, args.reading, folder), folder / "wm")
         bc = args.ladder / f"base_s{seed}" / "bc"
-        for name, (wm, at) in {"ladder": (base, args.ladder / f"pixels_s{seed}" / f"fidelity@{args.reading}"),
-                               args.reading: (model, folder / f"fidelity@{args.reading}")}.items():
+        models = {"ladder": (base, args.ladder / f"pixels_s{seed}"), args.reading: (model, folder)}
+        for name, (wm, home) in models.items():
+            at = home / f"fidelity@{args.reading}"
             rows[name][str(seed)] = read(fidelity(wm, heldout, PIXELS, at, seed, policy=bc), at)
+            if args.reading != "sampled":
+                sampled = fidelity(wm, args.ladder / f"base_s{seed}" / "heldout_sampled.h5", PIXELS,
+                                   home / "fidelity@sampled", seed, policy=bc)
+                rows[name][str(seed)] |= {f"on_sampled_{k}": sampled[k] for k in ON_SAMPLED}
             print(f"seed {seed} {name}: {json.dumps(rows[name][str(seed)])}", file=sys.stderr)
 
     def mean(values: list[Any]) -> float | None:
