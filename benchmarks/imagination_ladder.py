@@ -314,11 +314,9 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
 
     # the world models are replayed on BC's episodes as BC is tested (its reading, chosen on the
     # round evaluations): a policy that succeeds only by its mean action leaves a sampled set
-    # without successes, where outcome agreement says nothing. The sampled set is always kept
-    # (the hand-written-aids study replays it).
+    # without successes, where outcome agreement says nothing
     heldout_reading = chosen(round_eval("bc", bc))
     heldout = heldout_episodes(bc, args.task, args.heldout_episodes, base, seed, heldout_reading)
-    heldout_episodes(bc, args.task, args.heldout_episodes, base, seed, "sampled")
     fidelities: dict[str, dict[str, Any]] = {}
     for arm in arms:
         wm = WorldModelRounds(preset=arm.preset, steps=steps[arm.preset], refine_steps=args.wm_refine_steps)

@@ -15,10 +15,11 @@ cube and a ghost of the arm. Two variants take them out (``[model.objects]``,
 For each seed of a finished imagination-ladder run (``--ladder``, made by
 ``benchmarks/imagination_ladder.py``), each variant is trained exactly as that seed's ``pixels``
 world model was (its ``config.json``: same round-0 data, steps, seed and threads; only the option
-differs) and replayed on the held-out episodes of the BC policy the ladder keeps read with sampled
-actions (:func:`worldsim.world_models.evaluate_world_model`: balanced, 32 steps, the ``pixels``
-rung, the BC policy's action gap, no physics ceiling). The base is the ladder's own model and its
-replay of the same episodes.
+differs) and replayed on the BC policy's held-out episodes read with sampled actions (the ladder's
+own set where BC is tested so, else collected from the same starts:
+:func:`imagination_ladder.heldout_episodes`; :func:`worldsim.world_models.evaluate_world_model`:
+balanced, 32 steps, the ``pixels`` rung, the BC policy's action gap, no physics ceiling). The base
+is the ladder's own model and its replay of the same episodes.
 Per variant and seed: whole-frame PSNR, the windows on the gripper, the task's object and where
 each started (a ghost of the arm or a second cube shows there, once the thing has left), the
 object's error 16 steps after contact, outcome agreement and the action gap; the mean over seeds
@@ -42,6 +43,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common.py
 from common import STUDY_RESULTS, report  # noqa: E402
+from imagination_ladder import fidelity, heldout_episodes  # noqa: E402
+
+from worldsim.envs.imagination import PIXELS  # noqa: E402
 
 Changes = dict[str, dict[str, Any]]
 """A variant's changes to the ladder model's options, section of ``[model]`` (``objects``,
@@ -120,21 +124,19 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
     owner = {v: next(o for o, c in variants.items() if model_of(c) == model_of(changes))
              for v, changes in variants.items()}
     per_seed: dict[str, dict[int, dict[str, Any]]] = {"base": {}, **{v: {} for v in variants}}
+    protocol = json.loads((ladder / "protocol.json").read_text())
     for seed in seeds:
-        # the BC policy's held-out episodes read with sampled actions, which the ladder keeps for
-        # every seed, and the ladder's replay of them (its own where BC is tested by sampled
-        # actions, else made here)
-        arm_run = ladder / f"pixels_s{seed}"
-        heldout, bc = ladder / f"base_s{seed}" / "heldout_sampled.h5", ladder / f"base_s{seed}" / "bc"
+        # the BC policy's held-out episodes read with sampled actions (the ladder's own where BC is
+        # tested by sampled actions, else collected here from the same starts) and the ladder
+        # model's replay of them, kept beside the ladder's figures or under ``out``
+        arm_run, bc = ladder / f"pixels_s{seed}", ladder / f"base_s{seed}" / "bc"
+        heldout = heldout_episodes(bc, protocol["task"], protocol["heldout_episodes"], ladder / f"base_s{seed}",
+                                   seed, "sampled")
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
-        kept_base = arm_run / "fidelity@sampled" / "fidelity.json"
-        if not kept_base.exists():
-            kept_base = out / f"base_s{seed}" / "fidelity" / "fidelity.json"
-            if not kept_base.exists():
-                evaluate_world_model(arm_run / "round_0" / "wm", heldout, balance=both, curve_steps=32,
-                                     imagination=ImaginationConfig(rung="pixels"), policy=bc,
-                                     out=kept_base.parent, videos=2, seed=seed, progress=False)
+        home = arm_run if (arm_run / "fidelity@sampled").exists() else out / f"base_s{seed}"
+        fidelity(arm_run / "round_0" / "wm", heldout, PIXELS, home / "fidelity@sampled", seed, policy=bc)
+        kept_base = home / "fidelity@sampled" / "fidelity.json"
         base = json.loads(kept_base.read_text())
         if "region_psnr_at_8" not in base:
             raise ValueError(f"{kept_base} has no region figures: regather the ladder first")

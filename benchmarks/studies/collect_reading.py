@@ -49,27 +49,22 @@ ON_SAMPLED = ("psnr_8", "psnr_32", "object_error_cm_16", "action_gap_8", "action
 
 
 def collected(ladder: Path, seed: int, reading: str, out: Path) -> Path:
-    """The ladder's round-0 real episodes of ``seed`` collected again with ``reading``: the same
-    policy, starts (the round's seed), count and settings, merged after the same demonstrations."""
-    from worldsim.data.collect import collect_episodes
+    """The ladder's round-0 real episodes of ``seed`` collected again with ``reading``: the round's
+    own collection (:func:`~worldsim.pipelines.coevolve.collect_real`: the same policy, starts,
+    count and settings), merged after the same demonstrations."""
     from worldsim.data.merge import merge_episode_files
-    from worldsim.data.reader import EpisodeReader
-    from worldsim.policies import load_policy
+    from worldsim.pipelines.coevolve import CoevolveConfig, collect_real
 
     merged = out / "all.h5"
     if merged.exists():
         return merged
-    round0 = ladder / f"pixels_s{seed}" / "round_0"
-    with EpisodeReader(round0 / "data.h5") as reader:
-        info = reader.episode_info()
-    tasks = sorted({i.task for i in info})
-    policy = load_policy(ladder / f"base_s{seed}" / "bc" / "policy").eval()
-    episodes = len(info) // len(tasks)
+    ran = json.loads((ladder / f"pixels_s{seed}" / "state.json").read_text())["config"]
+    config = CoevolveConfig(base_policy=Path(ran["base_policy"]), task=ran["task"], suite=ran["suite"],
+                            real_episodes=ran["real_episodes"], seed=ran["seed"], progress=False,
+                            collect_deterministic=READINGS[reading])
     out.mkdir(parents=True, exist_ok=True)
-    collect_episodes(tasks, lambda task: policy, episodes, out / "data.h5", num_envs=min(32, episodes), seed=seed,
-                     image_size=policy.env_kwargs().get("image_size", 64), obs_mode="pixels+state",
-                     deterministic=READINGS[reading], progress=False)
-    merge_episode_files([ladder / f"base_s{seed}" / "demos.h5", out / "data.h5"], merged)
+    collect_real(config, config.base_policy, out / "data.h5", config.seed)
+    merge_episode_files([Path(ran["demonstrations"]), out / "data.h5"], merged)
     return merged
 
 
