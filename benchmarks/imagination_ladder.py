@@ -21,7 +21,10 @@ budget (``--real-episodes`` x ``--rounds``):
 
 **Readings.** Every policy, BC included, is read with its mean action and with sampled actions.
 Each seed's arm takes the reading its round evaluations (``--eval-episodes`` real episodes, seed
-``seed + 10000``) rank first, never the test; every gain is against BC's chosen reading.
+``seed + 10000``) rank first, never the test; every gain is against BC's chosen reading. The
+co-evolution arms' real episodes are collected with sampled actions (what RL explores with) or,
+with ``--collect tested``, read as BC is tested, so that the world model sees the outcomes the
+tested policy reaches (PickPlaceCube's BC grasps by its mean action, almost never sampled).
 
 **Protocol first, test once.** The protocol (every argument that shapes a figure) is written to
 ``<out>/protocol.json`` and to the result file before any test episode runs; a run whose arguments
@@ -317,12 +320,16 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     # without successes, where outcome agreement says nothing
     heldout_reading = chosen(round_eval("bc", bc))
     heldout = heldout_episodes(bc, args.task, args.heldout_episodes, base, seed, heldout_reading)
+    # sampled actions are what RL explores with; BC's tested reading shows the world model the
+    # outcomes the policy reaches when tested (PickPlaceCube's BC grasps by its mean action only)
+    collect = heldout_reading if args.collect == "tested" else "sampled"
     fidelities: dict[str, dict[str, Any]] = {}
     for arm in arms:
         wm = WorldModelRounds(preset=arm.preset, steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
         round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
         results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
-                                       videos=2 if arm.placebo is None else 0))
+                                       videos=2 if arm.placebo is None else 0,
+                                       collect_deterministic=READINGS[collect]))
         if arm.placebo is None and arm.reward == args.rewards[0]:
             # one set of fidelity figures per world model and rung (what the rung's replays show)
             world_model = Path(results[arm.name]["rounds"][0]["world_model"])
@@ -343,7 +350,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     direct = max(directs, key=lambda name: max(round_evals[name].values()))  # the first on a tie
     tested = ["bc", direct, *(arm.name for arm in arms)]
     record: dict[str, Any] = {"seed": seed, "direct_rl": direct, "fidelity": fidelities,
-                              "heldout_reading": heldout_reading, "arms": {}}
+                              "heldout_reading": heldout_reading, "collect_reading": collect, "arms": {}}
     for name in tested:  # the test: once, after every arm's last round, both readings
         test_seed = args.test_seed + 1000 * seed
         outcomes = {reading: real_outcomes_of(policies[name], args.task, args.test_episodes, test_seed, reading,
@@ -438,6 +445,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
                 if row(arm.rung, arm.preset, arm.judge) in r["fidelity"]]
         if kept and arm.placebo is None and arm.reward == args.rewards[0]:  # the world model's, once
             figures |= fidelity_means(kept) | {"heldout_readings": [r["heldout_reading"] for r in records]}
+        figures["collect_readings"] = [r.get("collect_reading", "sampled") for r in records]
         rungs[arm.name] = figures
     return metrics
 
@@ -468,6 +476,8 @@ def main() -> None:
     parser.add_argument("--test-seed", type=int, default=40_000,
                         help="the test episodes' seed (seed + 1000 x the run's seed); a new protocol takes a new one")
     parser.add_argument("--heldout-episodes", type=int, default=60, help="for the fidelity figures")
+    parser.add_argument("--collect", default="sampled", choices=["sampled", "tested"],
+                        help="the reading of the arms' real episodes: sampled actions, or the one BC is tested by")
     parser.add_argument("--only-seeds", type=int, nargs="+", default=None,
                         help="run these of --seeds only (parallel processes); the result waits for every seed")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
@@ -494,7 +504,7 @@ def main() -> None:
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
     kept = args.out / "protocol.json"
     if kept.exists():
-        theirs = json.loads(kept.read_text())
+        theirs = {"collect": "sampled"} | json.loads(kept.read_text())  # runs from before --collect: sampled
         changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
         if changed:
             parser.error(f"--out {args.out} was started with another protocol ({', '.join(changed)}): a changed "

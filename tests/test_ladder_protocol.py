@@ -91,6 +91,26 @@ def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
     assert ran == [0, 0]
 
 
+def test_a_folder_from_before_collect_was_collected_sampled(tmp_path, monkeypatch, capsys):
+    argv = ["imagination_ladder.py", "--out", str(tmp_path), "--seeds", "0", "--rewards", "transition"]
+    monkeypatch.setattr(sys, "argv", argv)
+    ran = []
+    monkeypatch.setattr(ladder, "run_seed", lambda *a: ran.append(a[-1]))
+    monkeypatch.setattr(ladder, "report", lambda *a: None)
+    ladder.main()
+    kept = json.loads((tmp_path / "protocol.json").read_text())
+    assert kept["collect"] == "sampled"
+    del kept["collect"]  # as written before the argument existed
+    (tmp_path / "protocol.json").write_text(json.dumps(kept))
+    ladder.main()  # the same protocol: such a folder's rounds collected with sampled actions
+    assert ran == [0, 0]
+    monkeypatch.setattr(sys, "argv", [*argv, "--collect", "tested"])
+    with pytest.raises(SystemExit):
+        ladder.main()
+    assert "another protocol (collect)" in capsys.readouterr().err
+    assert ran == [0, 0]
+
+
 def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
     written = {}
 
