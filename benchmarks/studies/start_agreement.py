@@ -7,16 +7,19 @@ imagined episodes' starts (its world model, keyframes file, keyframe share and h
 ``config.json``). The BC policy it started from (``policy`` in the config) and the trained policy
 (``FOLDER/s<seed>/policy``) each run from every start once in the world model and twice in physics
 (:func:`worldsim.evaluation.start_agreement.compare_from_starts`, actions sampled as RL samples
-them). Pooled over seeds, per run:
+them, or with ``--reading mean`` the mean action, as a policy is tested). Pooled over seeds, per
+run:
 
 - imagined and real success of BC and of the trained policy, with Wilson intervals;
 - the imagined gain (trained - BC in the world model) against the real gain from the same starts,
   paired tests: a model that RL can trust shows the gain physics shows;
 - start-by-start agreement of imagined and real outcomes beside the majority answer, and physics
-  run twice (the ceiling a stochastic policy leaves).
+  run twice (the ceiling a stochastic policy leaves; none by the mean action).
 
 Each comparison is kept as ``--out/<NAME>/s<seed>_<bc|trained>.json`` (with its video) and reused
-when there. Prints one JSON line last (``benchmarks/studies/results/start_agreement.json``).
+when there. Prints one JSON line last (``benchmarks/studies/results/<--name>.json``, by default
+``start_agreement.json``). A co-evolution run's rounds fit too: link each seed's
+``round_1/rl`` as ``FOLDER/s<seed>``.
 
     python benchmarks/studies/start_agreement.py --starts 200 round0_wm=runs/pilot_dense60k \\
         expert_1000_wm=runs/pilot_study_wm expert_1000_wm_rule=runs/pilot_study_wm_rule
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from worldsim.envs.imagination import ImaginationConfig
-from worldsim.evaluation.compare import paired_comparison
+from worldsim.evaluation.compare import READINGS, paired_comparison
 from worldsim.evaluation.start_agreement import compare_from_starts, rates
 from worldsim.policies import load_policy
 from worldsim.runtime.run_logging import write_json
@@ -46,8 +49,9 @@ from common import STUDY_RESULTS, report  # noqa: E402
 POLICIES = ("bc", "trained")
 
 
-def comparison(run: Path, which: str, starts: int, seed: int, out: Path) -> dict[str, Any]:
-    """The start-by-start comparison of run ``run``'s BC or trained policy, kept in ``out``."""
+def comparison(run: Path, which: str, starts: int, seed: int, out: Path, reading: str = "sampled") -> dict[str, Any]:
+    """The start-by-start comparison of run ``run``'s BC or trained policy read as ``reading``
+    (:data:`~worldsim.evaluation.compare.READINGS`), kept in ``out``."""
     path = out / f"{run.name}_{which}.json"
     if path.exists():
         return json.loads(path.read_text())
@@ -57,16 +61,19 @@ def comparison(run: Path, which: str, starts: int, seed: int, out: Path) -> dict
         raise SystemExit(f"{run} trained in physics: only runs in imagination have starts to check")
     policy = load_policy(config["policy"] if which == "bc" else run / "policy").eval()
     result = compare_from_starts(policy, config["task"], imagination, starts=starts, seed=seed,
-                                 out=out / f"{run.name}_{which}", videos=6 if which == "trained" else 0)
+                                 deterministic=READINGS[reading], out=out / f"{run.name}_{which}",
+                                 videos=6 if which == "trained" else 0)
     write_json(path, result)
     return result
 
 
 def pooled(results: list[dict[str, Any]]) -> dict[str, Any]:
     """:func:`~worldsim.evaluation.start_agreement.rates` over the starts of every seed, with the ceiling."""
-    imagined, real, repeat = (np.concatenate([r["per_start"][key] for r in results]).astype(bool)
-                              for key in ("imagined", "real", "real_repeat"))
-    return {**_rounded(rates(imagined, real)), "ceiling": _rounded(agreement(repeat, real)),
+    imagined, real = (np.concatenate([r["per_start"][key] for r in results]).astype(bool)
+                      for key in ("imagined", "real"))
+    repeats = [r["per_start"]["real_repeat"] for r in results]  # none when read by the mean action
+    ceiling = None if None in repeats else _rounded(agreement(np.concatenate(repeats).astype(bool), real))
+    return {**_rounded(rates(imagined, real)), "ceiling": ceiling,
             "imagined_per_seed": [round(r["imagined_success"], 3) for r in results],
             "real_per_seed": [round(r["real_success"], 3) for r in results]}
 
@@ -94,6 +101,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--starts", type=int, default=200, help="starts per seed")
     parser.add_argument("--out", type=Path, default=Path("runs/start_agreement"))
+    parser.add_argument("--reading", choices=list(READINGS), default="sampled",
+                        help="the policies' actions: sampled, as RL samples them, or the mean action")
+    parser.add_argument("--name", default="start_agreement",
+                        help="the result file's name (benchmarks/studies/results/NAME.json)")
     parser.add_argument("runs", nargs="+", help="NAME=FOLDER of train-rl runs in imagination, one subfolder per seed")
     args = parser.parse_args()
     use_torch_threads(2)
@@ -106,13 +117,14 @@ def main() -> None:
         for seed in args.seeds:
             for which in POLICIES:
                 results[which].append(comparison(Path(folder) / f"s{seed}", which, args.starts, seed,
-                                                 args.out / name))
+                                                 args.out / name, args.reading))
         config = json.loads((Path(folder) / f"s{args.seeds[0]}" / "config.json").read_text())
-        runs[name] = {"folder": folder, "world_model": config["world_model"],
+        runs[name] = {"folder": folder, "world_model": config["imagination"]["world_model"],
                       **{which: pooled(results[which]) for which in POLICIES},
                       "imagined_gain": gain(results, "imagined"), "real_gain": gain(results, "real")}
         print(name, json.dumps(runs[name]))
-    report("start_agreement", {"seeds": args.seeds, "starts_per_seed": args.starts, "runs": runs}, args, STUDY_RESULTS)
+    metrics = {"seeds": args.seeds, "reading": args.reading, "starts_per_seed": args.starts, "runs": runs}
+    report(args.name, metrics, args, STUDY_RESULTS)
 
 
 if __name__ == "__main__":
