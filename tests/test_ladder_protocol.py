@@ -73,12 +73,18 @@ def test_a_changed_protocol_is_refused_before_anything_runs(tmp_path, monkeypatc
     assert error.endswith("a changed protocol is a new run, with a new --out and a new --test-seed")
 
 
-def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
-    argv = ["imagination_ladder.py", "--out", str(tmp_path), "--seeds", "0", "--rewards", "transition"]
+def seeds_run(out, monkeypatch, *extra):
+    """The seeds ``ladder.main()`` runs from now on (nothing trained), with ``--out out`` and ``extra``."""
+    argv = ["imagination_ladder.py", "--out", str(out), "--seeds", "0", "--rewards", "transition", *extra]
     monkeypatch.setattr(sys, "argv", argv)
     ran = []
     monkeypatch.setattr(ladder, "run_seed", lambda *a: ran.append(a[-1]))
     monkeypatch.setattr(ladder, "report", lambda *a: None)
+    return ran
+
+
+def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
+    ran = seeds_run(tmp_path, monkeypatch)
     ladder.main()  # the protocol written, with the preset's settings; the same arguments run again
     kept = json.loads((tmp_path / "protocol.json").read_text())
     assert kept["presets"]["tiny"]["objects"] == {"clear": True, "clear_arm": True, "paste": False}
@@ -92,11 +98,7 @@ def test_a_changed_preset_is_a_changed_protocol(tmp_path, monkeypatch, capsys):
 
 
 def test_a_folder_from_before_collect_was_collected_sampled(tmp_path, monkeypatch, capsys):
-    argv = ["imagination_ladder.py", "--out", str(tmp_path), "--seeds", "0", "--rewards", "transition"]
-    monkeypatch.setattr(sys, "argv", argv)
-    ran = []
-    monkeypatch.setattr(ladder, "run_seed", lambda *a: ran.append(a[-1]))
-    monkeypatch.setattr(ladder, "report", lambda *a: None)
+    ran = seeds_run(tmp_path, monkeypatch)
     ladder.main()
     kept = json.loads((tmp_path / "protocol.json").read_text())
     assert kept["collect"] == "sampled"
@@ -104,11 +106,11 @@ def test_a_folder_from_before_collect_was_collected_sampled(tmp_path, monkeypatc
     (tmp_path / "protocol.json").write_text(json.dumps(kept))
     ladder.main()  # the same protocol: such a folder's rounds collected with sampled actions
     assert ran == [0, 0]
-    monkeypatch.setattr(sys, "argv", [*argv, "--collect", "tested"])
+    refused = seeds_run(tmp_path, monkeypatch, "--collect", "tested")
     with pytest.raises(SystemExit):
         ladder.main()
     assert "another protocol (collect)" in capsys.readouterr().err
-    assert ran == [0, 0]
+    assert ran == [0, 0] and refused == []
 
 
 def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
