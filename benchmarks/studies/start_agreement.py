@@ -7,8 +7,8 @@ imagined episodes' starts (its world model, keyframes file, keyframe share and h
 ``config.json``). The BC policy it started from (``policy`` in the config) and the trained policy
 (``FOLDER/s<seed>/policy``) each run from every start once in the world model and twice in physics
 (:func:`worldsim.evaluation.start_agreement.compare_from_starts`, actions sampled as RL samples
-them, or with ``--reading mean`` the mean action, as a policy is tested). Pooled over seeds, per
-run:
+them, or with ``--reading mean`` the mean action, as a policy is tested; ``--judge`` swaps the
+success judge the run imagined with). Pooled over seeds, per run:
 
 - imagined and real success of BC and of the trained policy, with Wilson intervals;
 - the imagined gain (trained - BC in the world model) against the real gain from the same starts,
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from worldsim.envs.imagination import ImaginationConfig
+from worldsim.envs.imagination import JUDGES, ImaginationConfig
 from worldsim.evaluation.compare import READINGS, paired_comparison
 from worldsim.evaluation.start_agreement import compare_from_starts, rates
 from worldsim.policies import load_policy
@@ -49,14 +49,18 @@ from common import STUDY_RESULTS, report  # noqa: E402
 POLICIES = ("bc", "trained")
 
 
-def comparison(run: Path, which: str, starts: int, seed: int, out: Path, reading: str = "sampled") -> dict[str, Any]:
+def comparison(run: Path, which: str, starts: int, seed: int, out: Path, reading: str = "sampled",
+               judge: str | None = None) -> dict[str, Any]:
     """The start-by-start comparison of run ``run``'s BC or trained policy read as ``reading``
-    (:data:`~worldsim.evaluation.compare.READINGS`), kept in ``out``."""
+    (:data:`~worldsim.evaluation.compare.READINGS`), its world model judging by ``judge`` (the
+    run's own when None), kept in ``out``."""
     path = out / f"{run.name}_{which}.json"
     if path.exists():
         return json.loads(path.read_text())
     config = json.loads((run / "config.json").read_text())
     imagination = ImaginationConfig(**{**config.get("imagination", {}), "device": "cpu"})  # as the run imagined
+    if judge is not None:
+        imagination = imagination.replace(judge=judge)
     if not imagination.imagined:
         raise SystemExit(f"{run} trained in physics: only runs in imagination have starts to check")
     policy = load_policy(config["policy"] if which == "bc" else run / "policy").eval()
@@ -103,6 +107,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/start_agreement"))
     parser.add_argument("--reading", choices=list(READINGS), default="sampled",
                         help="the policies' actions: sampled, as RL samples them, or the mean action")
+    parser.add_argument("--judge", choices=JUDGES, default=None,
+                        help="who says an imagined episode succeeded (default: as each run imagined)")
     parser.add_argument("--name", default="start_agreement",
                         help="the result file's name (benchmarks/studies/results/NAME.json)")
     parser.add_argument("runs", nargs="+", help="NAME=FOLDER of train-rl runs in imagination, one subfolder per seed")
@@ -117,13 +123,14 @@ def main() -> None:
         for seed in args.seeds:
             for which in POLICIES:
                 results[which].append(comparison(Path(folder) / f"s{seed}", which, args.starts, seed,
-                                                 args.out / name, args.reading))
+                                                 args.out / name, args.reading, args.judge))
         config = json.loads((Path(folder) / f"s{args.seeds[0]}" / "config.json").read_text())
         runs[name] = {"folder": folder, "world_model": config["imagination"]["world_model"],
                       **{which: pooled(results[which]) for which in POLICIES},
                       "imagined_gain": gain(results, "imagined"), "real_gain": gain(results, "real")}
         print(name, json.dumps(runs[name]))
-    metrics = {"seeds": args.seeds, "reading": args.reading, "starts_per_seed": args.starts, "runs": runs}
+    metrics = {"seeds": args.seeds, "reading": args.reading, "judge": args.judge, "starts_per_seed": args.starts,
+               "runs": runs}
     report(args.name, metrics, args, STUDY_RESULTS)
 
 
