@@ -21,7 +21,8 @@ starts (the ladder's GRPO draws: episode starts and keyframes of each model's ro
 40) in each model and in physics, read both ways: the success each model pays, the real
 successes it finds and the false ones (``closed_<reading>_*``). It measures the world model only;
 what the change gives a policy is the ladder's to measure, on a new run.
-Writes ``benchmarks/studies/results/collect_reading.json``.
+Writes ``benchmarks/studies/results/collect_reading.json`` (``collect_reading_<reading>.json`` for
+another ``--reading``).
 
     python benchmarks/studies/collect_reading.py --ladder runs/ladder_pick --seeds 0 1 2 3 4 \\
         --out runs/collect_reading
@@ -176,7 +177,8 @@ def main() -> None:
                 k: [None if r[k] is None or rows["ladder"][s][k] is None else round(r[k] - rows["ladder"][s][k], 4)
                     for s, r in per_seed.items()] for k in keys}
         metrics["models"][name] = entry
-    report("collect_reading", metrics, args, STUDY_RESULTS)
+    report("collect_reading" if args.reading == "mean" else f"collect_reading_{args.reading}", metrics, args,
+           STUDY_RESULTS)
 
 
 if __name__ == "__main__":
