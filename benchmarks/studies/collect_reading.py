@@ -44,7 +44,7 @@ from anchor_clearing import trained  # noqa: E402
 from common import STUDY_RESULTS, report  # noqa: E402
 from imagination_ladder import fidelity  # noqa: E402
 
-from worldsim.envs.imagination import PIXELS  # noqa: E402
+from worldsim.envs.imagination import PIXELS, ImaginationConfig  # noqa: E402
 from worldsim.evaluation.compare import READINGS  # noqa: E402
 from worldsim.runtime.run_logging import write_json  # noqa: E402
 
@@ -73,30 +73,29 @@ def collected(ladder: Path, seed: int, reading: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     parts = [(reading, ran["real_episodes"], ran["seed"])] if reading != "mixed" else [
         ("sampled", ran["real_episodes"] // 2, ran["seed"]), ("mean", ran["real_episodes"] // 2, ran["seed"] + 1)]
-    for name, episodes, start_seed in parts:
+    files = [out / "data.h5"] if len(parts) == 1 else [out / f"data_{name}.h5" for name, _, _ in parts]
+    for (name, episodes, start_seed), file in zip(parts, files, strict=True):
         config = CoevolveConfig(base_policy=Path(ran["base_policy"]), task=ran["task"], suite=ran["suite"],
                                 real_episodes=episodes, seed=ran["seed"], progress=False,
                                 collect_deterministic=READINGS[name])
-        collect_real(config, config.base_policy, out / f"data_{name}.h5", start_seed)
-    merge_episode_files([out / f"data_{name}.h5" for name, _, _ in parts], out / "data.h5")
+        collect_real(config, config.base_policy, file, start_seed)
+    if len(files) > 1:
+        merge_episode_files(files, out / "data.h5")
     merge_episode_files([Path(ran["demonstrations"]), out / "data.h5"], merged)
     return merged
 
 
-def closed_loop(world_model: Path, keyframes: Path, policy: Path, task: str, seed: int, reading: str,
+def closed_loop(imagination: ImaginationConfig, policy: Path, task: str, seed: int, reading: str,
                 out: Path) -> dict[str, Any]:
-    """BC run from ``CLOSED_LOOP_STARTS`` starts (episode starts and keyframes of ``keyframes``, as
-    the ladder's GRPO draws them) in ``world_model`` and in physics, read as ``reading``
+    """BC run from ``CLOSED_LOOP_STARTS`` starts (episode starts and keyframes, as GRPO draws them
+    in ``imagination``) in its world model and in physics, read as ``reading``
     (:func:`~worldsim.evaluation.start_agreement.compare_from_starts`); kept in ``out``."""
-    from worldsim.envs.imagination import ImaginationConfig
     from worldsim.evaluation.start_agreement import compare_from_starts
     from worldsim.policies import load_policy
 
     kept = out / "closed_loop.json"
     if kept.exists():
         return json.loads(kept.read_text())
-    imagination = ImaginationConfig(world_model=world_model, keyframes=keyframes, keyframe_ratio=0.5, horizon=40,
-                                    rung="pixels", reward_type="transition", device="cpu")
     result = compare_from_starts(load_policy(policy).eval(), task, imagination, starts=CLOSED_LOOP_STARTS,
                                  seed=seed, deterministic=READINGS[reading], videos=0, progress=False)
     a = result["agreement"]
@@ -145,13 +144,16 @@ def main() -> None:
         ladder_keyframes = args.ladder / f"pixels_s{seed}" / "round_0" / "data.h5"
         models = {"ladder": (base, args.ladder / f"pixels_s{seed}", ladder_keyframes),
                   args.reading: (model, folder, folder / "data.h5")}
-        task = json.loads((args.ladder / f"pixels_s{seed}" / "state.json").read_text())["config"]["task"]
+        # the imagination the ladder's GRPO ran in (its starts and horizon), with each model and its keyframes
+        rl = json.loads((args.ladder / f"pixels_s{seed}" / "round_1" / "rl" / "config.json").read_text())
+        ladder_imagination = ImaginationConfig(**{**rl["imagination"], "device": "cpu"})
         for name, (wm, home, keyframes) in models.items():
             at = home / f"fidelity@{judged}"
             rows[name][str(seed)] = read(fidelity(wm, heldout, PIXELS, at, seed, policy=bc), at)
             if args.closed_loop:
                 for reading in READINGS:
-                    figures = closed_loop(wm, keyframes, bc, task, seed, reading, home / f"closed_loop@{reading}")
+                    imagination = ladder_imagination.replace(world_model=wm, keyframes=keyframes)
+                    figures = closed_loop(imagination, bc, rl["task"], seed, reading, home / f"closed_loop@{reading}")
                     rows[name][str(seed)] |= {f"closed_{reading}_{k}": v for k, v in figures.items()}
             if judged != "sampled":
                 sampled = fidelity(wm, args.ladder / f"base_s{seed}" / "heldout_sampled.h5", PIXELS,
