@@ -13,6 +13,8 @@ from numbers import Number
 
 import mujoco
 import numpy as np
+from scipy.optimize import least_squares
+from scipy.spatial.transform import Rotation
 
 from worldsim.envs.xp import Array, constant, device, namespace
 
@@ -39,6 +41,38 @@ class PinholeCamera:
         cam = model.camera(name).id
         return cls(data.cam_xpos[cam].copy(), data.cam_xmat[cam].reshape(3, 3).copy(),
                    float(model.cam_fovy[cam]), height, width)
+
+    @classmethod
+    def fit(cls, points: np.ndarray, pixels: np.ndarray, height: int, width: int) -> PinholeCamera:
+        """The camera that sees world ``points`` ``(N, 3)`` at ``pixels`` ``(N, 2)`` in an image of
+        ``height`` x ``width``: its pose and field of view, the principal point at the image's
+        centre and square pixels, as the scene's cameras have. Started from the plane that
+        ``points`` span (Zhang's closed form for a homography with one unknown focal length), then
+        refined by robust least squares on the reprojection error (points on one plane suffice:
+        the homography has more freedom than the camera). ``ValueError`` for fewer than 6 points,
+        shapes that do not pair, or points the camera cannot be fitted to."""
+        points, pixels = np.asarray(points, np.float64), np.asarray(pixels, np.float64)
+        if points.ndim != 2 or points.shape[1] != 3 or pixels.shape != (len(points), 2):
+            raise ValueError(f"points {points.shape} and pixels {pixels.shape} must be (N, 3) and (N, 2)")
+        if len(points) < 6 or not (np.isfinite(points).all() and np.isfinite(pixels).all()):
+            raise ValueError(f"a camera is fitted to at least 6 finite correspondences; got {len(points)}")
+
+        def camera(x: np.ndarray) -> PinholeCamera:
+            return cls(x[:3], Rotation.from_rotvec(x[3:6]).as_matrix(), float(x[6]), height, width)
+
+        start = _plane_camera(points, pixels, height, width)
+        x0 = np.concatenate([start.position, Rotation.from_matrix(start.rotation).as_rotvec(), [start.fovy]])
+        # soft-L1 with a scale of half a pixel: sightings a hand or another cube spoiled count little
+        fit = least_squares(lambda x: (camera(x).project(points) - pixels).ravel(), x0, loss="soft_l1", f_scale=0.5,
+                            bounds=([-np.inf] * 6 + [1.0], [np.inf] * 6 + [179.0]))
+        fitted = camera(fit.x)
+        if not fit.success or (fitted.depth(points) <= 0).any():
+            raise ValueError(f"no camera fits these {len(points)} correspondences ({fit.message})")
+        return fitted
+
+    def depth(self, points: np.ndarray) -> np.ndarray:
+        """Distance ``(...)`` of world ``points`` ``(..., 3)`` in front of the camera along its axis."""
+        return -((np.asarray(points, np.float64) - self.position) @ self.rotation)[..., 2]
 
     @property
     def focal(self) -> float:
@@ -69,6 +103,50 @@ class PinholeCamera:
         position = constant(self.position, pixels)  # an array, not a float: torch.compile traces it whole
         t = (height - position[2]) / ray[..., 2]
         return position + t[..., None] * ray
+
+
+def _plane_camera(points: np.ndarray, pixels: np.ndarray, height: int, width: int) -> PinholeCamera:
+    """A first guess of the camera seeing ``points`` ``(N, 3)`` at ``pixels``: the homography from
+    their mean height's plane to the image, decomposed with the principal point at the centre and
+    one focal length (from the two constraints a plane puts on the rotation's first columns)."""
+    z0 = float(points[:, 2].mean())
+    scale_w, scale_p = _normaliser(points[:, :2]), _normaliser(pixels)
+    xy, uv = _apply(scale_w, points[:, :2]), _apply(scale_p, pixels)
+    ones, zeros = np.ones(len(xy)), np.zeros((len(xy), 3))
+    world = np.c_[xy, ones]  # each pair gives two rows of the direct linear transform's system
+    rows = np.concatenate([np.c_[world, zeros, -uv[:, :1] * world], np.c_[zeros, world, -uv[:, 1:] * world]])
+    homography = np.linalg.inv(scale_p) @ np.linalg.svd(rows)[2][-1].reshape(3, 3) @ scale_w
+    # image coordinates about the principal point, with y pointing up as in MuJoCo's camera frame
+    a = np.array([[1.0, 0, -width / 2], [0, -1.0, height / 2], [0, 0, 1]]) @ homography
+    a1, a2 = a[:, 0], a[:, 1]
+    # r1 . r2 = 0 and |r1| = |r2| for r_i = (a_i[:2] / f, -a_i[2]) (the camera looks down its -z)
+    terms = np.array([[a1[0] * a2[0] + a1[1] * a2[1], a1[2] * a2[2]],
+                      [a1[0] ** 2 + a1[1] ** 2 - a2[0] ** 2 - a2[1] ** 2, a1[2] ** 2 - a2[2] ** 2]])
+    weights = np.linalg.lstsq(terms[:, :1], -terms[:, 1], rcond=None)[0]  # 1 / f^2
+    focal = 1.0 / np.sqrt(weights[0]) if weights[0] > 0 else float(height)
+    g = a / np.array([[focal], [focal], [-1.0]])
+    g /= np.linalg.norm(g[:, 0])
+    if (g[:, 2] @ np.array([0, 0, 1.0])) > 0:  # the plane must lie in front: at negative camera z
+        g = -g
+    r1, r2 = g[:, 0], g[:, 1]
+    u, _, vt = np.linalg.svd(np.stack([r1, r2, np.cross(r1, r2)], axis=1))
+    world_to_camera = u @ vt  # rows: the camera's axes in the world frame
+    offset = g[:, 2] - world_to_camera[:, 2] * z0  # the world origin in camera coordinates
+    rotation = world_to_camera.T
+    fovy = float(np.degrees(2 * np.arctan((height / 2) / focal)))
+    return PinholeCamera(-rotation @ offset, rotation, fovy, height, width)
+
+
+def _normaliser(points: np.ndarray) -> np.ndarray:
+    """The similarity moving ``points`` ``(N, 2)`` to mean 0 and mean distance sqrt(2) (Hartley)."""
+    mean = points.mean(0)
+    spread = np.sqrt(2) / max(np.linalg.norm(points - mean, axis=1).mean(), 1e-12)
+    return np.array([[spread, 0, -spread * mean[0]], [0, spread, -spread * mean[1]], [0, 0, 1.0]])
+
+
+def _apply(transform: np.ndarray, points: np.ndarray) -> np.ndarray:
+    moved = np.c_[points, np.ones(len(points))] @ transform.T
+    return moved[:, :2] / moved[:, 2:]
 
 
 def _floating(array: Array) -> Array:

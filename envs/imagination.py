@@ -163,15 +163,17 @@ RUNGS: dict[str, Rung] = {rung.name: rung for rung in (ORACLE, SIM_SEEDED, PIXEL
 
 def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_cleared: bool = False,
                       gated: bool = True, commanded: bool = True, pasted: bool = True,
-                      cleared: bool = False) -> tuple[str, ...]:
+                      cleared: bool = False, camera: bool = False, fitted_camera: bool = False) -> tuple[str, ...]:
     """What imagination takes from hand-written code rather than from learning, on any rung: the
     gripper's commanded motion (unless the model learns the whole move: ``commanded``); with the
     object pathway (``pathway``) the contact gate (unless the model has it off: ``gated``), the
     cube's pixels carried from the start frame (unless the denoiser draws the moved cube:
-    ``pasted``) and the exact camera; the spots the moved cubes leave (``cleared``) and the
-    starting arm (``arm_cleared``) cleared from the first frame when the model clears them; the
-    task's success rule when it judges (``rule_judge``); the task's shaping with the dense reward
-    (``dense_reward``)."""
+    ``pasted``); the exact camera wherever the model places things in the frame through it (with
+    the pathway, and ``camera``: the gripper's planes or the arm's clearing without it), unless it
+    fitted its own to its frames (``fitted_camera``: then the cubes' colours it found them by); the
+    spots the moved cubes leave (``cleared``) and the starting arm (``arm_cleared``) cleared from the
+    first frame when the model clears them; the task's success rule when it judges (``rule_judge``);
+    the task's shaping with the dense reward (``dense_reward``)."""
     return tuple(aid for aid, taken in (
         ("hand-written: the gripper's commanded motion (plus a learned correction)", commanded),
         ("hand-written: the contact gate on cube motion", pathway and gated),
@@ -180,7 +182,8 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
          pathway and cleared),
         ("hand-written: the starting arm cleared from the first frame (its footprint and colour learned "
          "from the frames)", pathway and arm_cleared),
-        ("hand-written: the exact camera", pathway),
+        ("hand-written: the exact camera", (pathway or camera) and not fitted_camera),
+        ("hand-written: the cubes' colours from the scene (the camera fitted to the frames by them)", fitted_camera),
         ("hand-written: the task's success rule as the judge", rule_judge),
         ("hand-written: the task's dense reward shaping", dense_reward)) if taken)
 

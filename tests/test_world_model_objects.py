@@ -356,8 +356,8 @@ def test_the_aids_named_are_the_ones_the_saved_model_was_built_with(tmp_path):
 
     built = WorldModel(small_config(objects={"hidden": 32, "clear": True, "paste": False}, judge={"outcome": "head"}))
     unpasted = WorldModel.from_pretrained(built.save_pretrained(tmp_path / "a"))
-    assert unpasted.aid_flags() == {"arm_cleared": False, "gated": True, "commanded": True, "pasted": False,
-                                    "cleared": True}
+    assert unpasted.aid_flags() == {"camera": True, "fitted_camera": False, "arm_cleared": False, "gated": True,
+                                    "commanded": True, "pasted": False, "cleared": True}
     named = imagination_aids(ImaginationConfig(), unpasted)
     assert named[0] == "the simulator's state as training supervision"  # the pixels rung's own
     assert not any("pixels carried" in aid for aid in named)

@@ -314,6 +314,11 @@ class WorldModelConfig:
     """Who decides success."""
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
     """How the low-dimensional dynamics learn."""
+    camera: Literal["scene", "fitted"] = "scene"
+    """The camera the model places things in the frame with (:mod:`~worldsim.world_models.camera`):
+    the scene's calibrated one, or ``"fitted"``, fitted to the training frames (the cubes found
+    by colour, paired with the recorded state) and saved with the weights; fitting needs
+    ``state_supervision``."""
     state_supervision: bool = True
     """Trained with the data's simulator ``state`` as supervision (the object pathway's positions,
     the detector's keypoint and the goal-offset targets). False: frames, proprio, actions and
@@ -333,6 +338,11 @@ class WorldModelConfig:
         if self.judge.outcome == "rule" and self.objects is None:
             raise ValueError("outcome='rule' judges the objects' imagined positions, which only the object pathway "
                              "carries: give the object pathway or outcome='head'")
+        if self.camera not in ("scene", "fitted"):
+            raise ValueError(f"camera={self.camera!r}; allowed: 'scene', 'fitted'")
+        if not self.state_supervision and self.camera == "fitted":
+            raise ValueError("camera='fitted' pairs the cubes seen in the frames with the data's state: it needs "
+                             "state_supervision")
         if not self.state_supervision and self.objects is not None:
             raise ValueError("the object pathway learns from the data's state: a model without state_supervision has "
                              "none (objects=None)")
@@ -353,7 +363,7 @@ class WorldModelConfig:
     def without_state(self) -> WorldModelConfig:
         """This architecture as it learns from frames, proprio, actions and success flags alone: no
         object pathway, the success head judging, the frames drawn without the pathway's positions."""
-        return dataclasses.replace(self, state_supervision=False, objects=None,
+        return dataclasses.replace(self, state_supervision=False, objects=None, camera="scene",
                                    judge=dataclasses.replace(self.judge, outcome="head"),
                                    frames=self.frames.without_objects())
 

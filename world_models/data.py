@@ -111,6 +111,19 @@ class EpisodeBank:
     def __len__(self) -> int:
         return len(self.infos)
 
+    def use_camera(self, camera: PinholeCamera) -> None:
+        """Place the recorded objects in the image through ``camera`` (a world model's own,
+        :attr:`~worldsim.world_models.model.WorldModel.camera`) instead of the scene's."""
+        same = camera is self.camera or (np.array_equal(camera.position, self.camera.position)
+                                         and np.array_equal(camera.rotation, self.camera.rotation)
+                                         and camera.fovy == self.camera.fovy)
+        if same:
+            return
+        self.camera = camera
+        if self.state is not None:
+            self.entity_pixels = camera.project(entity_positions(self.state)).astype(np.float32)
+        self._tensors = {}
+
     def without_state(self) -> EpisodeBank:
         """This bank as if its file had no ``state`` (itself when it has none): the same
         episodes and arrays, the state and everything derived from it dropped."""

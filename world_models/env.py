@@ -337,6 +337,7 @@ def keyframe_bank(model: WorldModel, keyframes: str | Path | EpisodeReader | Epi
     bank = keyframes if isinstance(keyframes, EpisodeBank) else EpisodeBank(
         keyframes, tasks=[task], argument="keyframes", state=rung.seeded)
     bank, size = rung.keyframes(model, bank), model.config.image_size
+    bank.use_camera(model.camera)
     if bank.image_shape != (size, size, 3):
         raise ValueError(f"keyframes={str(bank.path)!r} holds {bank.image_shape} images; the world model imagines "
                          f"({size}, {size}, 3): record the keyframes with image_size={size}")

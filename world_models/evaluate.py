@@ -115,6 +115,7 @@ def held_out_bank(model: WorldModel, data: str | Path | EpisodeBank, *, episodes
     if bank.image_shape[0] != model.config.image_size:
         raise ValueError(f"data holds {bank.image_shape} images; the world model imagines "
                          f"{model.config.image_size}-pixel frames")
+    bank.use_camera(model.camera)
     success = np.array([bank.episode(j, "success").any() for j in range(len(bank))])
     if bank.state is not None:
         gap = STATE_LAYOUT["goal_minus_object"]

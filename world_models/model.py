@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import ENTITIES
 from worldsim.runtime.checkpoint import (
     PRETRAINED_CONFIG,
@@ -54,6 +55,7 @@ from worldsim.runtime.checkpoint import (
     load_pretrained_model,
     save_pretrained_model,
 )
+from worldsim.world_models.camera import camera_from_vector, camera_vector, fitted_camera
 from worldsim.world_models.config import WorldModelConfig, from_legacy
 from worldsim.world_models.data import image_camera
 from worldsim.world_models.frames import Conditions, FrameGenerator
@@ -99,7 +101,30 @@ class WorldModel(nn.Module):
         self.judge = Judge(config, rules)
         self.objects = ObjectDynamics(config) if config.objects is not None else None
         self.scale = ProprioScale()
+        # a fitted camera's pose and field of view (camera_vector): the scene's until learn_scene fits
+        # it to the training frames; saved with the weights
+        scene_camera = camera_vector(image_camera(config.image_size, config.image_size))
+        self.register_buffer("camera_pose", torch.from_numpy(scene_camera) if config.camera == "fitted" else None)
         self.register_load_state_dict_pre_hook(rename_legacy_keys)
+        self.register_load_state_dict_post_hook(lambda module, _keys: module.use_camera())
+
+    @property
+    def camera(self) -> PinholeCamera:
+        """The camera the model places things in the frame with (:mod:`~worldsim.world_models.camera`):
+        the scene's, or the one fitted to its training frames."""
+        size = self.config.image_size
+        if self.camera_pose is None:
+            return image_camera(size, size)
+        return camera_from_vector(self.camera_pose.cpu().numpy(), size)
+
+    def use_camera(self) -> None:
+        """Give :attr:`camera` to the parts that place things with it (the pathway, the rules, the frames)."""
+        camera = self.camera
+        self.frames.image_camera = camera
+        if self.objects is not None:
+            self.objects.camera = camera
+        if self.judge.rules is not None:
+            self.judge.rules.camera = camera
 
     # ------------------------------------------------------------------ pieces
     @property
@@ -109,11 +134,20 @@ class WorldModel(nn.Module):
     def set_normalization(self, mean: np.ndarray | torch.Tensor, std: np.ndarray | torch.Tensor) -> None:
         self.scale.set(mean, std)  # the dataset's proprio statistics, saved with the weights
 
-    def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray) -> None:
-        """The empty scene and the arm's footprint learned from uint8 training frames ``(N, H, W, 3)``,
-        their raw proprio ``(N, 4)`` and the rows of the episodes' first frames, saved with the
-        weights (:meth:`FrameGenerator.learn_scene`; only a model that clears what it carries keeps
-        them)."""
+    def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray,
+                    state: np.ndarray | None = None) -> None:
+        """The camera (with ``camera = "fitted"``, fitted to the cubes seen in uint8 training frames
+        ``(N, H, W, 3)`` where their recorded ``state`` puts them:
+        :func:`~worldsim.world_models.camera.fitted_camera`), then the empty scene and the arm's
+        footprint learned from the frames, their raw proprio ``(N, 4)`` and the rows of the
+        episodes' first frames (:meth:`FrameGenerator.learn_scene`; only a model that clears what it
+        carries keeps them), all saved with the weights."""
+        if self.camera_pose is not None:
+            if state is None:
+                raise ValueError("camera='fitted' is fitted to the training frames with their recorded state; "
+                                 "this data has none")
+            self.camera_pose.copy_(torch.from_numpy(camera_vector(fitted_camera(images, state, proprio))))
+            self.use_camera()
         self.frames.learn_scene(images, proprio, episode_starts)
 
     def task_index(self, task: str) -> int:
@@ -294,11 +328,15 @@ class WorldModel(nn.Module):
 
     def aid_flags(self) -> dict[str, bool]:
         """The hand-written aids this model was built with, as
-        :func:`~worldsim.envs.imagination.hand_written_aids`' keyword arguments: whether it clears
+        :func:`~worldsim.envs.imagination.hand_written_aids`' keyword arguments: whether it places
+        things through the scene's exact camera or one fitted to its frames, whether it clears
         the starting arm and the moved cubes' old spots from the first frame, gates cube motion by
         contact, moves the gripper by the servo formula and pastes the cubes' pixels."""
         objects = self.config.objects
-        return {"arm_cleared": self.frames.arm_footprint is not None,
+        placed = objects is not None or self.frames.arm_footprint is not None or \
+            getattr(self.config.frames, "gripper_planes", False)
+        return {"camera": placed and self.camera_pose is None, "fitted_camera": placed and self.camera_pose is not None,
+                "arm_cleared": self.frames.arm_footprint is not None,
                 "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
                 "pasted": self.frames.carry and self.frames.paste,
                 "cleared": self.frames.background is not None}  # carrying clears to it wherever there is one

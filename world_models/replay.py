@@ -67,6 +67,7 @@ def open_loop(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, starts
     (:mod:`~worldsim.world_models.scene_frames`) and no frame is denoised."""
     cfg, rung, sampling_steps = model.config, imagination.rung, imagination.sampling_steps
     outcome = model.judge.check(imagination.judge)
+    bank.use_camera(model.camera)  # the recorded objects placed in the image as the model places them
     rung.keyframes(model, bank)  # refuses what the rung cannot do, as the imagined env does
     imagination.check_placebo(model)
     scene = scene_frames(model, rung, min(batch_size, len(episodes)))
@@ -138,6 +139,7 @@ def pathway_replay(model: WorldModel, bank: EpisodeBank, episodes: np.ndarray, s
     imagines, this splits the object error between the pathway and the imagined arm (a
     closed-loop policy's recorded motion also reacts to where the real cube went)."""
     context = model.config.context
+    bank.use_camera(model.camera)
     points_out, heights_out = [], []
     for begin in range(0, len(episodes), batch_size):
         j, t0 = episodes[begin:begin + batch_size], starts[begin:begin + batch_size]

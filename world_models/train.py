@@ -233,7 +233,7 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
-    model.learn_scene(bank.images, bank.proprio, bank.obs_start)
+    model.learn_scene(bank.images, bank.proprio, bank.obs_start, bank.state)
     if config.init_from is not None:
         assert isinstance(model.frames, WanFrames)  # init_from is checked to start a video transformer
         loaded = model.frames.video.load_pretrained(config.init_from)
@@ -270,6 +270,9 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
 
     # 2. model
     model = build_model(config, train).to(device)
+    for bank in (train, val):  # the objects' targets placed in the image through the model's own camera
+        if bank is not None:
+            bank.use_camera(model.camera)
     if not model.config.state_supervision:  # nothing in training may read the data's state
         train, val = train.without_state(), None if val is None else val.without_state()
     # validation replays start the objects as training saw them: at the recorded state when it supervised

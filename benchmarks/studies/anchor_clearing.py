@@ -86,8 +86,9 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
 
     from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
 
-    if unknown := set(changes) - {"objects", "proprio"}:
-        raise ValueError(f"a variant changes [model.objects] or [model.proprio], not {', '.join(sorted(unknown))}")
+    if unknown := set(changes) - {"objects", "proprio", "camera"}:
+        raise ValueError(f"a variant changes [model.objects], [model.proprio] or [model] camera, not "
+                         f"{', '.join(sorted(unknown))}")
     config = json.loads((base_run / "config.json").read_text())
     if not changes and Path(config["data"]).resolve() == data.resolve():
         return base_run
@@ -96,6 +97,8 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
     for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
         config["model"][section] = asdict(defaults) | built[section] | changes.get(section, {})
+    if "camera" in changes:
+        config["model"]["camera"] = changes["camera"]
     config |= {"out": str(out), "data": str(data), "progress": False, "overwrite": True}
     config = {k: v for k, v in config.items() if v is not None}  # unset options stay at their defaults
     out.mkdir(parents=True, exist_ok=True)

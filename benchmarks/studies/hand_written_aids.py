@@ -20,6 +20,10 @@ has a learned alternative:
 - ``paste``: the moved cubes' pixels pasted where the pathway puts them, off in ``tiny``
   (``[model.objects] paste = false``: their old spots are cleared and the denoiser draws them);
   the variant turns it on (``paste = true``);
+- ``camera``: the scene's exact camera, through which the pathway's positions, the gripper's
+  planes and the arm's clearing are placed in the frame (:mod:`worldsim.world_models.camera`);
+  off (``camera = "fitted"``), the model fits its own to its training frames, the cubes found by
+  their colours and paired with the recorded state;
 - ``rule``: the task's success rule as the judge, on the pathway's positions
   (:mod:`worldsim.world_models.outcome`); off (``[imagination] judge = "head"``, the same model),
   the success head the model learned from the success flags judges.
@@ -57,6 +61,7 @@ TOGGLED: dict[str, tuple[str, Changes]] = {
     "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False, "paste": True}}),
     "paste": ("pasted", {"objects": {"paste": True}}),
     "rule": ("head-judge", {"imagination": {"judge": "head"}}),
+    "camera": ("fitted-camera", {"camera": "fitted"}),
 }
 """Each aid: the variant with it toggled from the ``tiny`` preset's setting (its folder name under
 ``--out``) and its changes to the ladder model's options."""
