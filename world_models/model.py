@@ -88,6 +88,7 @@ class WorldModel(nn.Module):
     :meth:`predict`."""
 
     config_class = WorldModelConfig  # what a saved model's config fields build (load_pretrained_model)
+    camera_pose: torch.Tensor | None
     upgrade_config = staticmethod(from_legacy)  # a model saved before its parts had configs of their own
 
     def __init__(self, config: WorldModelConfig) -> None:

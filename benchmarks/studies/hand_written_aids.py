@@ -82,7 +82,37 @@ def main() -> None:
     use_torch_threads(args.threads)
     variants = {"tiny": {}} | {TOGGLED[aid][0]: TOGGLED[aid][1] for aid in args.aids}
     metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="tiny")
+    if "camera" in args.aids:
+        metrics["camera_fit"] = {str(seed): camera_fit(args.out / f"{TOGGLED['camera'][0]}_s{seed}" / "wm",
+                                                       args.ladder / f"base_s{seed}" / "heldout_sampled.h5")
+                                 for seed in args.seeds}
     report("hand_written_aids", metrics | {"aids": {aid: TOGGLED[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
+
+
+def camera_fit(world_model: Path, episodes: Path) -> dict[str, float]:
+    """How far the camera ``world_model`` fitted to its frames is from the scene's: its pose and
+    field of view, and where each places the cubes and the gripper's TCP of held-out ``episodes``
+    (pixels apart, mean and largest)."""
+    import numpy as np
+    from scipy.spatial.transform import Rotation
+
+    from worldsim.envs.observations import entity_positions
+    from worldsim.envs.scene import CUBES
+    from worldsim.world_models import EpisodeBank, WorldModel
+    from worldsim.world_models.data import image_camera
+
+    fitted = WorldModel.from_pretrained(world_model).camera
+    scene, bank = image_camera(fitted.height, fitted.width), EpisodeBank(episodes)
+    cubes = entity_positions(bank.state)[:, :len(CUBES)].reshape(-1, 3)
+    tcp = bank.proprio[:, :3].astype(np.float64)
+    apart = {name: np.linalg.norm(fitted.project(p) - scene.project(p), axis=-1) for name, p in
+             (("cubes", cubes), ("tcp", tcp))}
+    return {"fovy": round(fitted.fovy, 3), "scene_fovy": scene.fovy,
+            "position_cm": round(100 * float(np.linalg.norm(fitted.position - scene.position)), 2),
+            "rotation_deg": round(float(np.degrees(Rotation.from_matrix(fitted.rotation.T @ scene.rotation)
+                                                   .magnitude())), 3),
+            **{f"{name}_px_{stat}": round(float(fn(d)), 3) for name, d in apart.items()
+               for stat, fn in (("mean", np.mean), ("max", np.max))}}
 
 
 if __name__ == "__main__":
