@@ -53,7 +53,8 @@ def test_the_cubes_are_found_where_the_scene_camera_sees_them(tmp_path):
     assert len(world) > 200 and np.allclose(world[:, 2], 0.02, atol=0.015)  # cubes on the table
     scene = image_camera(32, 32)
     assert np.median(np.linalg.norm(pixels - scene.project(world), axis=1)) < 0.3  # a 2.5 px cube's centroid
-    fitted = fitted_camera(bank.images, bank.state, bank.proprio)
+    fitted, fit = fitted_camera(bank.images, bank.state, bank.proprio)
+    assert fit.startswith(f"camera fitted to {len(world)} sightings of the cubes in {len(bank.images)} frames")
     cubes, tcp = entity_positions(bank.state)[:, :3].reshape(-1, 3), bank.proprio[:, :3].astype(np.float64)
     error = np.abs(fitted.project(cubes) - scene.project(cubes))
     assert np.median(error) < 0.15 and error.max() < 0.75
@@ -68,7 +69,7 @@ def test_a_fitted_camera_is_learned_with_the_scene_saved_and_named(push_episodes
     bank = EpisodeBank(push_episodes)
     model = WorldModel(small_config(camera="fitted", judge={"outcome": "rule"}))
     np.testing.assert_allclose(model.camera.rotation, image_camera(32, 32).rotation)  # the scene's until fitted
-    model.learn_scene(bank.images, bank.proprio, bank.obs_start, bank.state)
+    assert "sightings of the cubes" in model.learn_scene(bank.images, bank.proprio, bank.obs_start, bank.state)
     fitted = model.camera
     assert fitted.fovy != image_camera(32, 32).fovy
     assert model.objects.camera is model.rules.camera is model.frames.image_camera  # every part places alike

@@ -136,20 +136,23 @@ class WorldModel(nn.Module):
         self.scale.set(mean, std)  # the dataset's proprio statistics, saved with the weights
 
     def learn_scene(self, images: np.ndarray, proprio: np.ndarray, episode_starts: np.ndarray,
-                    state: np.ndarray | None = None) -> None:
+                    state: np.ndarray | None = None) -> str | None:
         """The camera (with ``camera = "fitted"``, fitted to the cubes seen in uint8 training frames
         ``(N, H, W, 3)`` where their recorded ``state`` puts them:
         :func:`~worldsim.world_models.camera.fitted_camera`), then the empty scene and the arm's
         footprint learned from the frames, their raw proprio ``(N, 4)`` and the rows of the
         episodes' first frames (:meth:`FrameGenerator.learn_scene`; only a model that clears what it
-        carries keeps them), all saved with the weights."""
+        carries keeps them), all saved with the weights. Returns how well a fitted camera fits, or None."""
+        fit = None
         if self.camera_pose is not None:
             if state is None:
                 raise ValueError("camera='fitted' is fitted to the training frames with their recorded state; "
                                  "this data has none")
-            self.camera_pose.copy_(torch.from_numpy(camera_vector(fitted_camera(images, state, proprio))))
+            camera, fit = fitted_camera(images, state, proprio)
+            self.camera_pose.copy_(torch.from_numpy(camera_vector(camera)))
             self.use_camera()
         self.frames.learn_scene(images, proprio, episode_starts)
+        return fit
 
     def task_index(self, task: str) -> int:
         """The id of ``task`` in the conditioning; ``ValueError`` listing the known tasks."""

@@ -233,7 +233,8 @@ def build_model(config: TrainWMConfig, bank: EpisodeBank) -> WorldModel:
                                            instructions=tuple(bank.instructions[t] for t in bank.tasks),
                                            image_size=size))
     model.set_normalization(bank.proprio.mean(axis=0), bank.proprio.std(axis=0))
-    model.learn_scene(bank.images, bank.proprio, bank.obs_start, bank.state)
+    if (camera := model.learn_scene(bank.images, bank.proprio, bank.obs_start, bank.state)) is not None:
+        print(f"train-wm: {camera}", file=sys.stderr)
     if config.init_from is not None:
         assert isinstance(model.frames, WanFrames)  # init_from is checked to start a video transformer
         loaded = model.frames.video.load_pretrained(config.init_from)
