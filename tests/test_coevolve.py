@@ -28,7 +28,9 @@ def base_policy(tmp_path_factory):
 def tiny(base_policy, out, **kwargs):
     return CoevolveConfig(**{**dict(
         base_policy=base_policy, task="PushCube-v0", real_episodes=2, rounds=2,
-        wm=WorldModelRounds(steps=2, refine_steps=2), rl=RLRounds(env_steps=1, num_envs=2, group_size=2),
+        # two episodes of an untrained policy show the cubes at too few places to fit a camera to
+        wm=WorldModelRounds(steps=2, refine_steps=2, model={"camera": "scene"}),
+        rl=RLRounds(env_steps=1, num_envs=2, group_size=2),
         eval_episodes=2, imagined_eval_episodes=2,
         imagination=ImaginationConfig(horizon=3), videos=1, out=out, device="cpu", progress=False), **kwargs})
 

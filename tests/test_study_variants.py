@@ -21,11 +21,13 @@ def test_each_variant_toggles_one_aid_from_the_preset_and_builds():
     for aid, (name, changes) in aids.TOGGLED.items():
         objects = changes.get("objects", {})
         ObjectPathwayConfig(**{**vars(tiny), **objects})  # each variant's options are a model that builds
-        assert name and set(changes) <= {"objects", "proprio", "imagination"}, aid
+        assert name and set(changes) <= {"objects", "proprio", "frames", "camera", "imagination"}, aid
     assert aids.TOGGLED["paste"][1] == {"objects": {"paste": True}}
     # without carried pixels there is no carried frame to clear, nor anything left unpasted
     assert aids.TOGGLED["carry"][1]["objects"] == {"carry": False, "clear": False, "clear_arm": False, "paste": True}
     assert aids.TOGGLED["rule"][1] == {"imagination": {"judge": "head"}}  # the same model, replayed otherwise
+    assert build_config("tiny").camera == "fitted" and aids.TOGGLED["camera"][1] == {"camera": "fitted"}
+    assert aids.TOGGLED["planes"][1] == {"frames": {"gripper_planes": False}}  # a state-free model's camera use
 
 
 def test_no_changes_on_its_own_data_is_the_ladder_model_itself_and_a_foreign_section_is_refused(tmp_path):
@@ -34,5 +36,6 @@ def test_no_changes_on_its_own_data_is_the_ladder_model_itself_and_a_foreign_sec
     (base / "config.json").write_text(json.dumps({"model": {}, "data": str(tmp_path / "data.h5")}))
     assert trained(base, {}, tmp_path / "data.h5", tmp_path / "copy") == base  # its own data: nothing retrained
     assert not (tmp_path / "copy").exists()
-    with pytest.raises(ValueError, match="a variant changes \\[model.objects\\] or \\[model.proprio\\], not frames"):
-        trained(base, {"frames": {"anchor": "last"}}, tmp_path / "data.h5", tmp_path / "variant")
+    with pytest.raises(ValueError, match=r"a variant changes \[model.objects\], \[model.proprio\], \[model.frames\] "
+                                         r"or \[model\] camera, not dynamics"):
+        trained(base, {"dynamics": {"horizon": 4}}, tmp_path / "data.h5", tmp_path / "variant")

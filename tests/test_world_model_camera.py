@@ -59,8 +59,11 @@ def test_the_cubes_are_found_where_the_scene_camera_sees_them(tmp_path):
     error = np.abs(fitted.project(cubes) - scene.project(cubes))
     assert np.median(error) < 0.15 and error.max() < 0.75
     assert np.abs(fitted.project(tcp) - scene.project(tcp)).max() < 1.25  # up to 15 cm above the cubes' plane
-    with pytest.raises(ValueError, match="camera='fitted' needs at least 50 sightings .* found 0"):
+    with pytest.raises(ValueError, match="camera='fitted' needs at least 50 sightings .* found 0 at 0"):
         fitted_camera(np.zeros_like(bank.images), bank.state, bank.proprio)
+    first = bank.index.episode_rows(0, "image")  # one episode: too few sightings of its three cubes
+    with pytest.raises(ValueError, match=r"at 6 places or more, .* found \d+ at \d+ \(train on more episodes"):
+        fitted_camera(bank.images[first], bank.state[first], bank.proprio[first])
 
 
 def test_a_fitted_camera_is_learned_with_the_scene_saved_and_named(push_episodes, tmp_path):

@@ -25,6 +25,7 @@ MIN_BRIGHTNESS = 60  # darker pixels (the arm, the shadowed sides) have no relia
 CLEAR_OF_GRIPPER_M = 0.1  # a cube counts only with the TCP this far away: the gripper hides part of it
 WHOLE_SHARE = (0.8, 1.2)  # ... and seen with 80-120% of its typical pixel count: whole, and alone
 MIN_SIGHTINGS = 50
+MIN_PLACES = 6  # distinct places (5 mm apart) the cubes must be seen at: fewer leave the camera undetermined
 FIT_FRAMES = 2000  # frames the camera is fitted on, evenly spread over the data (each gives up to one sighting a cube)
 
 
@@ -70,12 +71,15 @@ def cube_sightings(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -
 def fitted_camera(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -> tuple[PinholeCamera, str]:
     """The camera fitted to the cubes' sightings (:func:`cube_sightings`) in up to
     :data:`FIT_FRAMES` of uint8 ``images`` ``(N, H, W, 3)``, spread evenly over them, and a line
-    saying how well it fits. ``ValueError`` when fewer than :data:`MIN_SIGHTINGS` are found."""
+    saying how well it fits. ``ValueError`` when fewer than :data:`MIN_SIGHTINGS` are found or
+    they show the cubes at fewer than :data:`MIN_PLACES` places."""
     rows = np.unique(np.linspace(0, len(images) - 1, min(len(images), FIT_FRAMES)).round().astype(np.int64))
     world, pixels = cube_sightings(images[rows], state[rows], proprio[rows])
-    if len(world) < MIN_SIGHTINGS:
+    places = len(np.unique(np.round(world / 0.005).astype(np.int64), axis=0))
+    if len(world) < MIN_SIGHTINGS or places < MIN_PLACES:
         raise ValueError(f"camera='fitted' needs at least {MIN_SIGHTINGS} sightings of a whole cube clear of the "
-                         f"gripper in the training frames; found {len(world)}")
+                         f"gripper, at {MIN_PLACES} places or more, in the training frames; found {len(world)} at "
+                         f"{places} (train on more episodes, or with [model] camera = 'scene')")
     camera = PinholeCamera.fit(world, pixels, *images.shape[1:3])
     error = np.linalg.norm(camera.project(world) - pixels, axis=1)
     return camera, (f"camera fitted to {len(world)} sightings of the cubes in {len(rows)} frames: field of view "

@@ -45,13 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: com
 from common import STUDY_RESULTS, report  # noqa: E402
 from imagination_ladder import fidelity, heldout_episodes  # noqa: E402
 
-from worldsim.envs.imagination import PIXELS  # noqa: E402
+from worldsim.envs.imagination import RUNGS  # noqa: E402
 
-Changes = dict[str, dict[str, Any]]
+Changes = dict[str, Any]
 """A variant's changes to the ladder model's options, section of ``[model]`` (``objects``,
-``proprio``) -> option -> value, and to how it is replayed (``imagination``: the
-:class:`~worldsim.envs.imagination.ImaginationConfig` options, such as ``judge``). Variants with
-the same model options share one trained model."""
+``proprio``, ``frames``) -> option -> value or ``camera`` -> value, and to how it is replayed
+(``imagination``: the :class:`~worldsim.envs.imagination.ImaginationConfig` options, such as
+``judge``). Variants with the same model options share one trained model."""
 
 VARIANTS: dict[str, Changes] = {"clear": {"objects": {"clear": True}},
                                 "clear+arm": {"objects": {"clear": True, "clear_arm": True}}}
@@ -78,17 +78,17 @@ def figures(fid: dict[str, Any]) -> dict[str, Any]:
 def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     """The variant of the world model trained in ``base_run`` (a ``train-wm`` run folder) with
     ``changes`` to its options, trained on ``data`` into ``out`` by ``worldsim train-wm`` with the
-    base's own settings (reused when there). Every other option of the object pathway and the
-    proprio dynamics is the base model's as it was built (an option it predates at the value that
+    base's own settings (reused when there). Every other option of the object pathway, the
+    proprio dynamics and the camera is the base model's as it was built (an option it predates at the value that
     loads it so), not the preset's today. No changes on the base's own data: the base model itself,
     as it was trained."""
     from dataclasses import asdict
 
     from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
 
-    if unknown := set(changes) - {"objects", "proprio", "camera"}:
-        raise ValueError(f"a variant changes [model.objects], [model.proprio] or [model] camera, not "
-                         f"{', '.join(sorted(unknown))}")
+    if unknown := set(changes) - {"objects", "proprio", "frames", "camera"}:
+        raise ValueError(f"a variant changes [model.objects], [model.proprio], [model.frames] or [model] camera, "
+                         f"not {', '.join(sorted(unknown))}")
     config = json.loads((base_run / "config.json").read_text())
     if not changes and Path(config["data"]).resolve() == data.resolve():
         return base_run
@@ -96,9 +96,11 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
         return out
     built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
     for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
-        config["model"][section] = asdict(defaults) | built[section] | changes.get(section, {})
-    if "camera" in changes:
-        config["model"]["camera"] = changes["camera"]
+        # a model trained without state has no pathway: training builds it without one whatever this says
+        config["model"][section] = asdict(defaults) | (built[section] or {}) | changes.get(section, {})
+    config["model"]["camera"] = changes.get("camera", built.get("camera", "scene"))
+    if "frames" in changes:
+        config["model"]["frames"] = built["frames"] | changes["frames"]
     config |= {"out": str(out), "data": str(data), "progress": False, "overwrite": True}
     config = {k: v for k, v in config.items() if v is not None}  # unset options stay at their defaults
     out.mkdir(parents=True, exist_ok=True)
@@ -109,10 +111,11 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
 
 
 def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes], out: Path,
-                     reference: str = "base") -> dict[str, Any]:
+                     reference: str = "base", arm: str = "pixels") -> dict[str, Any]:
     """For each seed of the finished ladder run ``ladder``, each of ``variants`` (name: its
-    :data:`Changes`) trained as that seed's ``pixels`` model (:func:`trained`, under ``out``)
-    and replayed on its held-out episodes; the ladder's own model is the base. Returns, per
+    :data:`Changes`) trained as that seed's model of the ``arm`` rung (``pixels`` or ``video``:
+    :func:`trained`, under ``out``) and replayed on that rung on its held-out episodes; the ladder's
+    own model is the base. Returns, per
     variant, the mean over seeds of :func:`figures`, each seed's, and (for the others) each
     seed's difference from the ``reference`` (the base or a variant) and its mean
     (``minus_<reference>``, ``minus_<reference>_per_seed``)."""
@@ -132,13 +135,13 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
         # the BC policy's held-out episodes read with sampled actions (the ladder's own where BC is
         # tested by sampled actions, else collected here from the same starts) and the ladder
         # model's replay of them, kept beside the ladder's figures or under ``out``
-        arm_run, bc = ladder / f"pixels_s{seed}", ladder / f"base_s{seed}" / "bc"
+        arm_run, bc = ladder / f"{arm}_s{seed}", ladder / f"base_s{seed}" / "bc"
         heldout = heldout_episodes(bc, protocol["task"], protocol["heldout_episodes"], ladder / f"base_s{seed}",
                                    seed, "sampled")
         with EpisodeReader(heldout) as reader:
             both = {i.success for i in reader.episode_info()} == {True, False}
         home = arm_run if (arm_run / "fidelity@sampled").exists() else out / f"base_s{seed}"
-        fidelity(arm_run / "round_0" / "wm", heldout, PIXELS, home / "fidelity@sampled", seed, policy=bc)
+        fidelity(arm_run / "round_0" / "wm", heldout, RUNGS[arm], home / "fidelity@sampled", seed, policy=bc)
         kept_base = home / "fidelity@sampled" / "fidelity.json"
         base = json.loads(kept_base.read_text())
         if "region_psnr_at_8" not in base:
@@ -149,7 +152,7 @@ def compare_variants(ladder: Path, seeds: list[int], variants: dict[str, Changes
             wm = trained(arm_run / "round_0" / "wm", model_of(changes), arm_run / "round_0" / "all.h5",
                          out / f"{owner[variant]}_s{seed}" / "wm")
             kept = folder / "fidelity" / "fidelity.json"
-            replay = ImaginationConfig(rung="pixels", **changes.get("imagination", {}))
+            replay = ImaginationConfig(rung=arm, **changes.get("imagination", {}))
             fid = json.loads(kept.read_text()) if kept.exists() else evaluate_world_model(
                 wm, heldout, balance=both, curve_steps=32, imagination=replay, policy=bc,
                 out=folder / "fidelity", videos=2, seed=seed, progress=False, physics_ceiling=False)

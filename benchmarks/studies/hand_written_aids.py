@@ -24,6 +24,9 @@ has a learned alternative:
   planes and the arm's clearing are placed in the frame (:mod:`worldsim.world_models.camera`);
   off (``camera = "fitted"``), the model fits its own to its training frames, the cubes found by
   their colours and paired with the recorded state;
+- ``planes``: the gripper's planes (its TCP placed in the frame through the camera, a blob the
+  denoiser reads), the one use of the camera a model trained without state makes; off
+  (``[model.frames] gripper_planes = false``), the denoiser reads the proprio only as numbers;
 - ``rule``: the task's success rule as the judge, on the pathway's positions
   (:mod:`worldsim.world_models.outcome`); off (``[imagination] judge = "head"``, the same model),
   the success head the model learned from the success flags judges.
@@ -38,9 +41,14 @@ gripper's error 8 and 32 steps in, whole-frame and window PSNR, the pushed cube'
 after contact, outcome agreement and the action gap, per seed, and each seed's difference
 (``minus_tiny``). What it cannot show is an aid's worth to a policy trained in imagination:
 that is the ladder's protocol. Writes ``benchmarks/studies/results/hand_written_aids.json``.
+With ``--arm video`` the ladder's ``video`` models (trained without state, judged by their
+success head) are the base instead, replayed on the ``video`` rung, and the result is
+``hand_written_aids_video.json``.
 
     python benchmarks/studies/hand_written_aids.py --ladder runs/ladder_nopaste --seeds 0 1 2 3 4 \
         --out runs/hand_written_aids
+    python benchmarks/studies/hand_written_aids.py --ladder runs/ladder_video --arm video --aids planes \
+        --out runs/hand_written_aids_video
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ TOGGLED: dict[str, tuple[str, Changes]] = {
     "paste": ("pasted", {"objects": {"paste": True}}),
     "rule": ("head-judge", {"imagination": {"judge": "head"}}),
     "camera": ("fitted-camera", {"camera": "fitted"}),
+    "planes": ("no-gripper-planes", {"frames": {"gripper_planes": False}}),
 }
 """Each aid: the variant with it toggled from the ``tiny`` preset's setting (its folder name under
 ``--out``) and its changes to the ladder model's options."""
@@ -75,18 +84,24 @@ def main() -> None:
     parser.add_argument("--aids", nargs="+", default=list(TOGGLED), choices=list(TOGGLED))
     parser.add_argument("--out", type=Path, default=Path("runs/hand_written_aids"), help="the variants' models")
     parser.add_argument("--threads", type=int, default=1, help="for the evaluations (training takes the base's)")
+    parser.add_argument("--arm", choices=["pixels", "video"], default="pixels",
+                        help="the ladder's models the aids are toggled in")
     args = parser.parse_args()
+    if args.arm == "video" and (state_bound := [a for a in args.aids if a not in ("motion", "planes")]):
+        parser.error(f"--arm video: a model trained without state has no {', '.join(state_bound)} to toggle; "
+                     "allowed: motion, planes")
 
     from worldsim.runtime.threads import use_torch_threads
 
     use_torch_threads(args.threads)
     variants = {"tiny": {}} | {TOGGLED[aid][0]: TOGGLED[aid][1] for aid in args.aids}
-    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="tiny")
+    metrics = compare_variants(args.ladder, args.seeds, variants, args.out, reference="tiny", arm=args.arm)
     if "camera" in args.aids:
         metrics["camera_fit"] = {str(seed): camera_fit(args.out / f"{TOGGLED['camera'][0]}_s{seed}" / "wm",
                                                        args.ladder / f"base_s{seed}" / "heldout_sampled.h5")
                                  for seed in args.seeds}
-    report("hand_written_aids", metrics | {"aids": {aid: TOGGLED[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
+    name = "hand_written_aids" if args.arm == "pixels" else f"hand_written_aids_{args.arm}"
+    report(name, metrics | {"aids": {aid: TOGGLED[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
 
 
 def camera_fit(world_model: Path, episodes: Path) -> dict[str, float]:

@@ -7,7 +7,7 @@ since both parts have steps and a time budget."""
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -32,6 +32,9 @@ class WorldModelRounds:
 
     preset: WorldModelPreset = "tiny"
     """World-model preset (`worldsim train-wm --config`)."""
+    model: dict[str, Any] = field(default_factory=dict)
+    """Changes to the preset's architecture, as `worldsim train-wm`'s ``model`` takes them (a config
+    file's ``[wm.model]`` tables, e.g. ``camera = "scene"``)."""
     steps: int = 4000
     """Optimiser steps of the first world-model training."""
     refine_steps: int = 1500
@@ -55,7 +58,7 @@ class WorldModelRounds:
         steps = self.steps if init is None else self.refine_steps
         # a refinement keeps the model's own architecture (its state_supervision too): train-wm --init refuses another
         return TrainWMConfig(data=data, out=out, init=init, preset=self.preset,
-                             state_supervision=state_supervision or init is not None, steps=steps,
+                             model=self.model if init is None else {}, state_supervision=state_supervision or init is not None, steps=steps,
                              time_budget=self.time_budget, val_every=max(steps // 4, 1), video_every=steps,
                              checkpoint_every=steps, seed=seed, **run)
 
