@@ -96,8 +96,10 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
         return out
     built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
     for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
-        # a model trained without state has no pathway: training builds it without one whatever this says
-        config["model"][section] = asdict(defaults) | (built[section] or {}) | changes.get(section, {})
+        if built[section] is None:  # a model trained without state has no pathway
+            config["model"][section] = None
+            continue
+        config["model"][section] = asdict(defaults) | built[section] | changes.get(section, {})
     config["model"]["camera"] = changes.get("camera", built.get("camera", "scene"))
     if "frames" in changes:
         config["model"]["frames"] = built["frames"] | changes["frames"]

@@ -58,7 +58,8 @@ class WorldModelRounds:
         steps = self.steps if init is None else self.refine_steps
         # a refinement keeps the model's own architecture (its state_supervision too): train-wm --init refuses another
         return TrainWMConfig(data=data, out=out, init=init, preset=self.preset,
-                             model=self.model if init is None else {}, state_supervision=state_supervision or init is not None, steps=steps,
+                             model=self.model if init is None else {},
+                             state_supervision=state_supervision or init is not None, steps=steps,
                              time_budget=self.time_budget, val_every=max(steps // 4, 1), video_every=steps,
                              checkpoint_every=steps, seed=seed, **run)
 
