@@ -104,8 +104,8 @@ class WorldModel(nn.Module):
         self.scale = ProprioScale()
         # a fitted camera's pose and field of view (camera_vector): the scene's until learn_scene fits
         # it to the training frames; saved with the weights
-        scene_camera = camera_vector(image_camera(config.image_size, config.image_size))
-        self.register_buffer("camera_pose", torch.from_numpy(scene_camera) if config.camera == "fitted" else None)
+        self.register_buffer("camera_pose", torch.from_numpy(camera_vector(image_camera(
+            config.image_size, config.image_size))) if config.camera == "fitted" else None)
         self.register_load_state_dict_pre_hook(rename_legacy_keys)
         self.register_load_state_dict_post_hook(lambda module, _keys: module.use_camera())
 

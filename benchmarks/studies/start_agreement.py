@@ -16,8 +16,8 @@ success judge the run imagined with). Pooled over seeds, per run:
 - start-by-start agreement of imagined and real outcomes beside the majority answer, and physics
   run twice (the ceiling a stochastic policy leaves; none by the mean action).
 
-Each comparison is kept as ``--out/<NAME>/s<seed>_<bc|trained>.json`` (with its video) and reused
-when there. Prints one JSON line last (``benchmarks/studies/results/<--name>.json``, by default
+Each comparison is kept as ``--out/<NAME>/s<seed>_<bc|trained>[@mean][~<judge>].json`` (with its
+video) and reused when there. Prints one JSON line last (``benchmarks/studies/results/<--name>.json``, by default
 ``start_agreement.json``). A co-evolution run's rounds fit too: link each seed's
 ``round_1/rl`` as ``FOLDER/s<seed>``.
 
@@ -54,7 +54,10 @@ def comparison(run: Path, which: str, starts: int, seed: int, out: Path, reading
     """The start-by-start comparison of run ``run``'s BC or trained policy read as ``reading``
     (:data:`~worldsim.evaluation.compare.READINGS`), its world model judging by ``judge`` (the
     run's own when None), kept in ``out``."""
-    path = out / f"{run.name}_{which}.json"
+    # the settings are in the name, so that one --out never answers one reading or judge with another's
+    name = (f"{run.name}_{which}" + ("" if reading == "sampled" else f"@{reading}")
+            + ("" if judge is None else f"~{judge}"))
+    path = out / f"{name}.json"
     if path.exists():
         return json.loads(path.read_text())
     config = json.loads((run / "config.json").read_text())
@@ -65,7 +68,7 @@ def comparison(run: Path, which: str, starts: int, seed: int, out: Path, reading
         raise SystemExit(f"{run} trained in physics: only runs in imagination have starts to check")
     policy = load_policy(config["policy"] if which == "bc" else run / "policy").eval()
     result = compare_from_starts(policy, config["task"], imagination, starts=starts, seed=seed,
-                                 deterministic=READINGS[reading], out=out / f"{run.name}_{which}",
+                                 deterministic=READINGS[reading], out=out / name,
                                  videos=6 if which == "trained" else 0)
     write_json(path, result)
     return result
