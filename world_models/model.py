@@ -341,7 +341,7 @@ class WorldModel(nn.Module):
             getattr(self.config.frames, "gripper_planes", False)
         return {"camera": placed and self.camera_pose is None, "fitted_camera": placed and self.camera_pose is not None,
                 "arm_cleared": self.frames.arm_footprint is not None,
-                "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
+                "gated": objects is not None and objects.gate == "contact", "commanded": self.config.proprio.commanded,
                 "pasted": self.frames.carry and self.frames.paste,
                 "cleared": self.frames.background is not None}  # carrying clears to it wherever there is one
 

@@ -62,6 +62,12 @@ OBJECT_EXTENT = 1 / 16
 # still slide.
 CONTACT_REACH_M = 0.08
 MOVING_M = 0.0005
+# The learned gate (ObjectDynamics.gate_logits) reads each cube's own move over the last context
+# step in units of this (a tenth of a full-action step: cubes pushed along move a few of them)
+# and is trained on whether the cube moved more than MOVING_M on the step.
+GATE_MOVE_UNIT_M = 0.1 * ACTION_SCALE
+GATE_HIDDEN = 64
+GATE_FEATURES = 6 + 3 + 3 + 1 + 2 * PROPRIO_DIM
 RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
 
 
@@ -92,7 +98,10 @@ class ObjectDynamics(nn.Module):
         if config.objects is None:
             raise ValueError("this world model's config has no object pathway (objects=None)")
         width = config.objects.hidden
-        self.gated = config.objects.gate
+        self.gate = config.objects.gate
+        if self.gate == "learned":  # one small classifier shared by the cubes: does this one move now?
+            self.mover = nn.Sequential(nn.Linear(GATE_FEATURES, GATE_HIDDEN), nn.SiLU(),
+                                       nn.Linear(GATE_HIDDEN, GATE_HIDDEN), nn.SiLU(), nn.Linear(GATE_HIDDEN, 1))
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
@@ -102,17 +111,21 @@ class ObjectDynamics(nn.Module):
             last.bias.zero_()
 
     def forward(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor,
+                moves: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``proprio`` and ``next_proprio`` normalised; ``tcp`` ``(B, 2, 3)`` the gripper's TCP
-        (metres) before and after the step, for :meth:`contact_gate` and :meth:`relation_features`."""
+        (metres) before and after the step, for the gate and :meth:`relation_features`;
+        ``moves`` ``(B, E)``: which objects may move, given (training's true moves) rather than
+        decided by the gate (:meth:`may_move`)."""
         b = len(points)
         normalized = points / self.scale - 1.0
         features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
                     next_proprio, action, task, *self.relation_features(points, heights, tcp)]
         change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
-        if self.gated:
-            change = change * self.contact_gate(points, heights, tcp)[..., None]
+        if moves is None:
+            moves = self.may_move(points, heights, proprio, next_proprio, tcp)
+        if moves is not None:
+            change = change * moves[..., None]
         # outputs: tenths of half the image for positions, centimetres for heights
         moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
         return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
@@ -124,6 +137,34 @@ class ObjectDynamics(nn.Module):
         where = self.camera.unproject(points[:, -1:], heights[:, -1:])[:, 0]  # (B, E, 3) metres
         offsets = torch.cat([where - tcp[:, :1], where - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
         return [offsets.flatten(1), (tcp[:, 1] - tcp[:, 0]) / ACTION_SCALE]
+
+    def may_move(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                 next_proprio: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor | None:
+        """Which objects ``(B, E)`` (1 or 0) the gate lets move this step (the arguments as
+        :meth:`forward`'s): the hand-written :meth:`contact_gate`'s, the learned classifier's
+        (:meth:`gate_logits` above 0, a move more likely than not), or None with the gate off."""
+        if self.gate == "contact":
+            return self.contact_gate(points, heights, tcp)
+        if self.gate == "learned":
+            return (self.gate_logits(points, heights, proprio, next_proprio, tcp) > 0).to(points.dtype)
+        return None
+
+    def gate_logits(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
+                    next_proprio: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
+        """The learned gate's logits ``(B, E)`` that each object moves this step (``gate =
+        "learned"``), from what the hand-written gate reads, with nothing of its rule: the
+        object's offset from the TCP before and after the step, the TCP's move, the object's own
+        move over the last context step and its height, and the gripper's proprio now and next
+        (normalised, ``(B, C, 4)`` and ``(B, 4)``); trained in :func:`rollout_loss` on whether
+        the object moved more than :data:`MOVING_M` in the data."""
+        where = self.camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3) metres
+        entities = where.shape[2]
+        offsets = torch.cat([where[:, -1] - tcp[:, :1], where[:, -1] - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
+        reach = ((tcp[:, 1] - tcp[:, 0]) / ACTION_SCALE)[:, None].expand(-1, entities, -1)
+        own = (where[:, -1] - where[:, 0]) / GATE_MOVE_UNIT_M
+        gripper = torch.cat([proprio[:, -1], next_proprio], dim=-1)[:, None].expand(-1, entities, -1)
+        features = torch.cat([offsets, reach, own, heights[:, -1, :, None] / HEIGHT_UNIT / 10.0, gripper], dim=-1)
+        return self.mover(features)[..., 0]
 
     def contact_gate(self, points: torch.Tensor, heights: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
         """Which objects ``(B, E)`` may move this step: those whose centre the TCP's path
@@ -237,11 +278,51 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
     proprio, tcp = normalize(windows["proprio"]), windows["proprio"][..., :3]
     context = points.shape[1]
     valid, losses = windows["valid"], []
+    moved = true_moves(dynamics, windows) if dynamics.gate == "learned" else None
     for k in range(windows["actions"].shape[1]):
-        predicted, lifted = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
-                                     windows["actions"][:, k], task_one_hot, tcp[:, k + context - 1:k + context + 1])
-        losses.append(object_loss(predicted, windows["target"][:, k], image_size, lifted,
-                                  windows["target_heights"][:, k], valid[:, k]))
+        step = (proprio[:, k:k + context], proprio[:, k + context])
+        step_tcp = tcp[:, k + context - 1:k + context + 1]
+        # the learned gate is taught by the true moves, and the pathway learns each move where it happened
+        predicted, lifted = dynamics(points, heights, *step, windows["actions"][:, k], task_one_hot, step_tcp,
+                                     moves=None if moved is None else moved[:, k].to(points.dtype))
+        loss = object_loss(predicted, windows["target"][:, k], image_size, lifted, windows["target_heights"][:, k],
+                           valid[:, k])
+        if moved is not None:
+            logits = dynamics.gate_logits(points, heights, *step, step_tcp)
+            loss = loss + masked_mean(F.binary_cross_entropy_with_logits(
+                logits, moved[:, k].to(logits.dtype), reduction="none"), valid[:, k, None] & dynamics.movable)
+        losses.append(loss)
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
     return masked_mean(torch.stack(losses), valid.any(0))
+
+
+def true_moves(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Whether each object ``(B, H, E)`` moved more than :data:`MOVING_M` on each of the next
+    ``H`` steps of state ``windows`` (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`),
+    through the pathway's camera: what the learned gate learns."""
+    points = torch.cat([windows["points"][:, -1:], windows["target"]], dim=1)
+    heights = torch.cat([windows["heights"][:, -1:], windows["target_heights"]], dim=1)
+    where = dynamics.camera.unproject(points, heights)  # (B, H + 1, E, 3) metres
+    return (where[:, 1:] - where[:, :-1]).norm(dim=-1) > MOVING_M
+
+
+@torch.no_grad()
+def gate_agreement(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor],
+                   normalize: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, float]:
+    """How ``dynamics``' gate (:meth:`ObjectDynamics.may_move`) reads the first step of real
+    state ``windows``: the share of the cubes' real moves (:func:`true_moves`) it lets through
+    (``recall``: a move it stops, the cube cannot make) and the share of cubes at rest it leaves
+    free to move (``open_at_rest``: there the pathway alone must keep them still), over
+    ``moves`` moves and ``rests`` rests."""
+    points, heights, proprio = windows["points"], windows["heights"], normalize(windows["proprio"])
+    context = points.shape[1]
+    tcp = windows["proprio"][:, context - 1:context + 1, :3]
+    opened = dynamics.may_move(points, heights, proprio[:, :context], proprio[:, context], tcp)
+    moved = true_moves(dynamics, windows)[:, 0]
+    counted = windows["valid"][:, 0, None] & dynamics.movable
+    opened = torch.ones_like(moved) if opened is None else opened > 0
+    moves, rests = moved & counted, ~moved & counted
+    return {"moves": int(moves.sum()), "rests": int(rests.sum()),
+            "recall": float((opened & moves).sum() / moves.sum().clamp_min(1)),
+            "open_at_rest": float((opened & rests).sum() / rests.sum().clamp_min(1))}
