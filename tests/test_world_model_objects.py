@@ -144,7 +144,9 @@ def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
     noise = model.training_noise(b, torch.Generator().manual_seed(0))
     explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0),
                  torch._dynamo.explain(model.dynamics_losses)(w, torch.randn(w["points"].shape))]
-    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 2
+    learned = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
+    explained.append(torch._dynamo.explain(learned.dynamics_losses)(w, torch.randn(w["points"].shape)))
+    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 3
 
 
 def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():

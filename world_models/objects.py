@@ -67,6 +67,9 @@ MOVING_M = 0.0005
 # and is trained on whether the cube moved more than MOVING_M on the step.
 GATE_MOVE_UNIT_M = 0.1 * ACTION_SCALE
 GATE_HIDDEN = 64
+# Its loss weighs the data's moves up to count as much as its rests (a missed move freezes a
+# pushed cube; a gate left open at rest leaves the pathway to keep the cube still), by at most this.
+GATE_MAX_BALANCE = 20.0
 GATE_FEATURES = 6 + 3 + 3 + 1 + 2 * PROPRIO_DIM
 RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
 
@@ -155,8 +158,9 @@ class ObjectDynamics(nn.Module):
         "learned"``), from what the hand-written gate reads, with nothing of its rule: the
         object's offset from the TCP before and after the step, the TCP's move, the object's own
         move over the last context step and its height, and the gripper's proprio now and next
-        (normalised, ``(B, C, 4)`` and ``(B, 4)``); trained in :func:`rollout_loss` on whether
-        the object moved more than :data:`MOVING_M` in the data."""
+        (normalised, ``(B, C, 4)`` and ``(B, 4)``); trained in :func:`rollout_loss` on the
+        recorded states, on whether the object moved more than :data:`MOVING_M`, its moves
+        weighed to count as much as its rests (:data:`GATE_MAX_BALANCE`)."""
         where = self.camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3) metres
         entities = where.shape[2]
         offsets = torch.cat([where[:, -1] - tcp[:, :1], where[:, -1] - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
@@ -279,18 +283,24 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
     context = points.shape[1]
     valid, losses = windows["valid"], []
     moved = true_moves(dynamics, windows) if dynamics.gate == "learned" else None
+    if moved is not None:  # the learned gate reads the true states, its moves and rests counted alike
+        counted = valid[..., None] & dynamics.movable
+        balance = ((~moved & counted).sum() / (moved & counted).sum().clamp_min(1)).clamp(1.0, GATE_MAX_BALANCE)
+        true_points = torch.cat([windows["points"], windows["target"]], dim=1)
+        true_heights = torch.cat([windows["heights"], windows["target_heights"]], dim=1)
     for k in range(windows["actions"].shape[1]):
         step = (proprio[:, k:k + context], proprio[:, k + context])
         step_tcp = tcp[:, k + context - 1:k + context + 1]
-        # the learned gate is taught by the true moves, and the pathway learns each move where it happened
+        # the pathway learns each move where it happened; the learned gate, which moves happen
         predicted, lifted = dynamics(points, heights, *step, windows["actions"][:, k], task_one_hot, step_tcp,
                                      moves=None if moved is None else moved[:, k].to(points.dtype))
         loss = object_loss(predicted, windows["target"][:, k], image_size, lifted, windows["target_heights"][:, k],
                            valid[:, k])
         if moved is not None:
-            logits = dynamics.gate_logits(points, heights, *step, step_tcp)
+            logits = dynamics.gate_logits(true_points[:, k:k + context], true_heights[:, k:k + context], *step,
+                                          step_tcp)
             loss = loss + masked_mean(F.binary_cross_entropy_with_logits(
-                logits, moved[:, k].to(logits.dtype), reduction="none"), valid[:, k, None] & dynamics.movable)
+                logits, moved[:, k].to(logits.dtype), pos_weight=balance, reduction="none"), counted[:, k])
         losses.append(loss)
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
