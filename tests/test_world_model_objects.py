@@ -427,10 +427,12 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     summary = train_world_model(TrainWMConfig(
         data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
         video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False,
-        model={"dynamics": {"horizon": 5}}))
+        model={"dynamics": {"horizon": 5}, "objects": {"gate": "learned"}}))
     assert summary["steps"] == 4
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"train/objects"' in logged
+    # the learned gate's reading of the validation episodes' cube moves and rests
+    assert 0 <= summary["val/gate_recall"] <= 1 and 0 <= summary["val/gate_open_at_rest"] <= 1
     model = WorldModel.from_pretrained(tmp_path / "run")
     assert model.config.objects is not None and model.config.dynamics.horizon == 5
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
