@@ -60,7 +60,7 @@ class PinholeCamera:
         def camera(x: np.ndarray) -> PinholeCamera:
             return cls(x[:3], Rotation.from_rotvec(x[3:6]).as_matrix(), float(x[6]), height, width)
 
-        start = _plane_camera(points, pixels, height, width)
+        start = plane_camera(points, pixels, height, width)
         x0 = np.concatenate([start.position, Rotation.from_matrix(start.rotation).as_rotvec(), [start.fovy]])
         # soft-L1 with a scale of half a pixel: sightings a hand or another cube spoiled count little
         fit = least_squares(lambda x: (camera(x).project(points) - pixels).ravel(), x0, loss="soft_l1", f_scale=0.5,
@@ -105,10 +105,11 @@ class PinholeCamera:
         return position + t[..., None] * ray
 
 
-def _plane_camera(points: np.ndarray, pixels: np.ndarray, height: int, width: int) -> PinholeCamera:
-    """A first guess of the camera seeing ``points`` ``(N, 3)`` at ``pixels``: the homography from
-    their mean height's plane to the image, decomposed with the principal point at the centre and
-    one focal length (from the two constraints a plane puts on the rotation's first columns)."""
+def plane_camera(points: np.ndarray, pixels: np.ndarray, height: int, width: int) -> PinholeCamera:
+    """A first guess of the camera seeing ``points`` ``(N, 3)`` at ``pixels``, in closed form (no
+    iterations: cheap enough to try many pairings): the homography from their mean height's plane
+    to the image, decomposed with the principal point at the centre and one focal length (from
+    the two constraints a plane puts on the rotation's first columns)."""
     z0 = float(points[:, 2].mean())
     scale_w, scale_p = _normaliser(points[:, :2]), _normaliser(pixels)
     xy, uv = _apply(scale_w, points[:, :2]), _apply(scale_p, pixels)

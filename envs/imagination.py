@@ -170,7 +170,7 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
     cube's pixels carried from the start frame (unless the denoiser draws the moved cube:
     ``pasted``); the exact camera wherever the model places things in the frame through it (with
     the pathway, and ``camera``: the gripper's planes or the arm's clearing without it), unless it
-    fitted its own to its frames (``fitted_camera``: then the cubes' colours it found them by); the
+    fitted its own to its frames and state (``fitted_camera``: nothing hand-written); the
     spots the moved cubes leave (``cleared``) and the starting arm (``arm_cleared``) cleared from the
     first frame when the model clears them; the task's success rule when it judges (``rule_judge``);
     the task's shaping with the dense reward (``dense_reward``)."""
@@ -183,7 +183,6 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
         ("hand-written: the starting arm cleared from the first frame (its footprint and colour learned "
          "from the frames)", pathway and arm_cleared),
         ("hand-written: the exact camera", (pathway or camera) and not fitted_camera),
-        ("hand-written: the cubes' colours from the scene (the camera fitted to the frames by them)", fitted_camera),
         ("hand-written: the task's success rule as the judge", rule_judge),
         ("hand-written: the task's dense reward shaping", dense_reward)) if taken)
 

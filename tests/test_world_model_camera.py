@@ -10,7 +10,7 @@ from conftest import noisy_push_episodes, small_config
 from worldsim.envs.camera import PinholeCamera
 from worldsim.envs.observations import entity_positions
 from worldsim.world_models import WorldModel
-from worldsim.world_models.camera import cube_sightings, fitted_camera
+from worldsim.world_models.camera import cube_colours, cube_sightings, fitted_camera
 from worldsim.world_models.data import EpisodeBank, image_camera
 
 
@@ -47,23 +47,35 @@ def test_a_camera_fit_refuses_what_it_cannot_fit():
         PinholeCamera.fit(table_points(8), bad, 64, 64)
 
 
-def test_the_cubes_are_found_where_the_scene_camera_sees_them(tmp_path):
+def test_the_cubes_colours_are_learned_and_the_cubes_found_where_the_scene_camera_sees_them(tmp_path):
+    from worldsim.envs.scene import Scene
+
     bank = EpisodeBank(noisy_push_episodes(tmp_path / "push.h5", 16))  # 48 cube placements at 32x32
-    world, pixels = cube_sightings(bank.images, bank.state, bank.proprio)
+    colours = cube_colours(bank.images, bank.state, bank.proprio)
+    scene = Scene.load().model
+    for name, colour in colours.items():  # of the five colours the frames show, each cube's own
+        material = scene.geom_rgba[scene.geom(name).id][:3]
+        assert np.abs(colour - material / material.sum()).sum() < 0.01, name
+    assert sorted(colours) == ["green_cube", "red_cube", "yellow_cube"]
+    world, pixels = cube_sightings(bank.images, bank.state, bank.proprio, colours)
     assert len(world) > 200 and np.allclose(world[:, 2], 0.02, atol=0.015)  # cubes on the table
     scene = image_camera(32, 32)
     assert np.median(np.linalg.norm(pixels - scene.project(world), axis=1)) < 0.3  # a 2.5 px cube's centroid
     fitted, fit = fitted_camera(bank.images, bank.state, bank.proprio)
-    assert fit.startswith(f"camera fitted to {len(world)} sightings of the cubes in {len(bank.images)} frames")
+    assert fit.startswith(f"camera fitted to {len(world)} sightings of the cubes in {len(bank.images)} frames (found "
+                          "by their colours, learned from the frames: red, green, yellow)")
     cubes, tcp = entity_positions(bank.state)[:, :3].reshape(-1, 3), bank.proprio[:, :3].astype(np.float64)
     error = np.abs(fitted.project(cubes) - scene.project(cubes))
     assert np.median(error) < 0.15 and error.max() < 0.75
     assert np.abs(fitted.project(tcp) - scene.project(tcp)).max() < 1.25  # up to 15 cm above the cubes' plane
-    with pytest.raises(ValueError, match="camera='fitted' needs at least 50 sightings .* found 0 at 0"):
+    with pytest.raises(ValueError, match=r"no such colours for the 3 cubes among the 0 the frames show, at 6 places or "
+                                         r"more \(train on more episodes"):
         fitted_camera(np.zeros_like(bank.images), bank.state, bank.proprio)
-    first = bank.index.episode_rows(0, "image")  # one episode: too few sightings of its three cubes
-    with pytest.raises(ValueError, match=r"at 6 places or more, .* found \d+ at \d+ \(train on more episodes"):
+    first = bank.index.episode_rows(0, "image")  # one episode: its cubes told apart, too few sightings to fit
+    with pytest.raises(ValueError, match=r"needs at least 50 sightings .* found \d+ at \d+ \(train on more episodes"):
         fitted_camera(bank.images[first], bank.state[first], bank.proprio[first])
+    few = np.r_[tuple(bank.index.episode_rows(e, "image") for e in range(4))]  # one camera tells all three apart
+    assert sorted(cube_colours(bank.images[few], bank.state[few], bank.proprio[few])) == sorted(colours)
 
 
 def test_a_fitted_camera_is_learned_with_the_scene_saved_and_named(push_episodes, tmp_path):
@@ -82,8 +94,7 @@ def test_a_fitted_camera_is_learned_with_the_scene_saved_and_named(push_episodes
     np.testing.assert_allclose(loaded.objects.camera.position, fitted.position)
     assert loaded.rules.camera.fovy == fitted.fovy
     named = imagination_aids(ImaginationConfig(), loaded)
-    assert "hand-written: the exact camera" not in named
-    assert "hand-written: the cubes' colours from the scene (the camera fitted to the frames by them)" in named
+    assert not any("camera" in aid or "colour" in aid for aid in named)  # frames and state alone
     with pytest.raises(ValueError, match="recorded state; this data has none"):
         model.learn_scene(bank.images, bank.proprio, bank.obs_start)
     with torch.no_grad():  # a model of the scene's camera keeps no pose to load
