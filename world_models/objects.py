@@ -171,7 +171,8 @@ class ObjectDynamics(nn.Module):
         object's offset from the TCP before and after the step, the TCP's move, the object's own
         move over the last context step and its height, and the gripper's proprio now and next
         (normalised, ``(B, C, 4)`` and ``(B, 4)``); trained in :func:`rollout_loss` on the
-        recorded states, on whether the object moved more than :data:`MOVING_M`, its moves
+        recorded states and on the pathway's own rolled-out ones (where it reads them when
+        imagining), on whether the object moved more than :data:`MOVING_M`, its moves
         weighed to count as much as its rests (:data:`GATE_MAX_BALANCE`)."""
         where = self.camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3) metres
         entities = where.shape[2]
@@ -311,11 +312,11 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
                                      moves=opened)
         loss = object_loss(predicted, windows["target"][:, k], image_size, lifted, windows["target_heights"][:, k],
                            valid[:, k])
-        if moved is not None:
-            logits = dynamics.gate_logits(true_points[:, k:k + context], true_heights[:, k:k + context], *step,
-                                          step_tcp)
-            loss = loss + masked_mean(F.binary_cross_entropy_with_logits(
-                logits, moved[:, k].to(logits.dtype), pos_weight=balance, reduction="none"), counted[:, k])
+        if moved is not None:  # on the recorded states and on its own rolled-out ones (as when imagining)
+            for where, lifts in ((true_points[:, k:k + context], true_heights[:, k:k + context]), (points, heights)):
+                logits = dynamics.gate_logits(where, lifts, *step, step_tcp)
+                loss = loss + masked_mean(F.binary_cross_entropy_with_logits(
+                    logits, moved[:, k].to(logits.dtype), pos_weight=balance, reduction="none"), counted[:, k])
         losses.append(loss)
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
