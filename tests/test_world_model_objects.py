@@ -597,6 +597,17 @@ def test_a_learned_gate_is_saved_named_and_read_from_models_saved_with_a_flag(tm
 
     from worldsim.world_models.config import from_legacy
 
+    torch.manual_seed(3)
+    contact = WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"}))
+    torch.manual_seed(3)
+    learned = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
+    shared = contact.state_dict()  # the gate's classifier is drawn aside: every other weight starts alike
+    assert all(torch.equal(value, shared[name]) for name, value in learned.state_dict().items()
+               if not name.startswith("objects.mover."))
+    rest, mover = learned.dynamics_clip_groups()  # ... and its gradients are clipped on their own
+    assert {id(p) for p in mover} == {id(p) for p in learned.objects.mover.parameters()}
+    assert len(rest) + len(mover) == len(learned.dynamics_parameters()) and len(contact.dynamics_clip_groups()) == 1
+
     built = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
     with torch.no_grad():
         built.objects.mover[-1].bias.fill_(0.25)

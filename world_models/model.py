@@ -192,6 +192,16 @@ class WorldModel(nn.Module):
         modules = [self.proprio] if self.objects is None else [self.proprio, self.objects]
         return [p for module in modules for p in module.parameters()]
 
+    def dynamics_clip_groups(self) -> list[list[nn.Parameter]]:
+        """:meth:`dynamics_parameters` in the groups whose gradients are clipped each on its own:
+        the learned gate's classifier apart from the rest, so that its loss does not shrink the
+        pathway's and the proprio's steps (with any other gate, one group)."""
+        mover = getattr(self.objects, "mover", None)
+        if mover is None:
+            return [self.dynamics_parameters()]
+        apart = {id(p) for p in mover.parameters()}
+        return [[p for p in self.dynamics_parameters() if id(p) not in apart], list(mover.parameters())]
+
     def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The low-dimensional dynamics' loss on state ``windows`` and its named (detached) terms:

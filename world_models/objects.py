@@ -108,8 +108,11 @@ class ObjectDynamics(nn.Module):
         width = config.objects.hidden
         self.gate = config.objects.gate
         if self.gate == "learned":  # one small classifier shared by the cubes: does this one move now?
-            self.mover = nn.Sequential(nn.Linear(GATE_FEATURES, GATE_HIDDEN), nn.SiLU(),
-                                       nn.Linear(GATE_HIDDEN, GATE_HIDDEN), nn.SiLU(), nn.Linear(GATE_HIDDEN, 1))
+            # drawn aside, so that every other weight starts as it would with any other gate: a
+            # model differs from its contact-gated twin by the gate alone
+            with torch.random.fork_rng(devices=[]):
+                self.mover = nn.Sequential(nn.Linear(GATE_FEATURES, GATE_HIDDEN), nn.SiLU(),
+                                           nn.Linear(GATE_HIDDEN, GATE_HIDDEN), nn.SiLU(), nn.Linear(GATE_HIDDEN, 1))
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"

@@ -52,7 +52,8 @@ def compare(data: Path) -> dict[str, Any]:
     learned = cube_colours(images, state, proprio)
     materials = material_colours(list(learned))
     scene = image_camera(*images.shape[1:3])
-    points = {"cubes": entity_positions(bank.state)[:, :3].reshape(-1, 3), "tcp": bank.proprio[:, :3].astype(np.float64)}
+    points = {"cubes": entity_positions(bank.state)[:, :3].reshape(-1, 3),
+              "tcp": bank.proprio[:, :3].astype(np.float64)}
     row: dict[str, Any] = {"colour_l1": {name: round(float(np.abs(learned[name] - materials[name]).sum()), 4)
                                          for name in learned}}
     for name, colours in (("learned", learned), ("materials", materials)):
