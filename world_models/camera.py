@@ -31,8 +31,8 @@ CLEAR_OF_GRIPPER_M = 0.1  # a cube counts only with the TCP this far away: the g
 WHOLE_SHARE = (0.8, 1.2)  # ... and seen with 80-120% of its typical pixel count: whole, and alone
 MIN_SIGHTINGS = 50
 MIN_PLACES = 6  # distinct places (5 mm apart) the cubes must be seen at: fewer leave the camera undetermined
-# A sighting is where a camera places it when within this share of the image's width (about a
-# pixel at 64 x 64, where another object's colour misses by 10 px or more).
+# A sighting is where a camera places it when within this share of the image's width (2 px at
+# 64 x 64, where another object's colour misses by 10 px or more).
 COLOUR_FIT_SHARE = 1 / 32
 FIT_FRAMES = 2000  # frames the camera is fitted on, evenly spread over the data (each gives up to one sighting a cube)
 
