@@ -39,20 +39,3 @@ def test_no_changes_on_its_own_data_is_the_ladder_model_itself_and_a_foreign_sec
     with pytest.raises(ValueError, match=r"a variant changes \[model.objects\], \[model.proprio\], \[model.frames\] "
                                          r"or \[model\] camera, not dynamics"):
         trained(base, {"dynamics": {"horizon": 4}}, tmp_path / "data.h5", tmp_path / "variant")
-
-
-def test_a_variant_of_a_model_saved_with_a_gate_flag_trains_with_the_gates_kind(tmp_path, monkeypatch):
-    import anchor_clearing
-
-    base = tmp_path / "wm"
-    (base / "world_model").mkdir(parents=True)
-    (base / "config.json").write_text(json.dumps({"model": {}, "data": str(tmp_path / "data.h5")}))
-    (base / "world_model" / "config.json").write_text(json.dumps(
-        {"config": {"frames": {}, "objects": {"hidden": 32, "gate": True}, "proprio": {"hidden": 16}}}))
-    monkeypatch.setattr(anchor_clearing.subprocess, "run", lambda *a, **k: None)  # train-wm itself not run
-    for changes, kind in (({}, "contact"), ({"objects": {"gate": "learned"}}, "learned")):
-        trained(base, changes, tmp_path / "other.h5", tmp_path / kind / "wm")
-        settings = json.loads((tmp_path / kind / "train_wm.json").read_text())
-        assert settings["model"]["objects"]["gate"] == kind and settings["model"]["objects"]["hidden"] == 32
-    assert aids.TOGGLED["learned_gate"][1] == {"objects": {"gate": "learned"}}
-    assert aids.TOGGLED["gate"][1] == {"objects": {"gate": "off"}}

@@ -93,8 +93,8 @@ def test_an_object_at_rest_moves_only_where_the_gripper_passes_near_it():
     sliding = points.clone()
     sliding[0, 0, red] -= torch.tensor([1.0, 0.0])  # a px (about a cm) further left on the step before
     assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02], sliding) == pytest.approx(1.6)  # already moving: slides on
-    dynamics.gate = "off"  # [model.objects] gate = "off": the learned pathway alone decides
-    assert ObjectDynamics(small_config(objects={"hidden": 32, "gate": "off"})).gate == "off"
+    dynamics.gated = False  # [model.objects] gate = false: the learned pathway alone decides
+    assert ObjectDynamics(small_config(objects={"hidden": 32, "gate": False})).gated is False
     assert step([0.3, 0.3, 0.02], [0.3, 0.27, 0.02]) == pytest.approx(1.6)  # 30 cm away, it moves all the same
 
 
@@ -144,9 +144,7 @@ def test_the_training_losses_trace_as_one_graph_each_for_torch_compile():
     noise = model.training_noise(b, torch.Generator().manual_seed(0))
     explained = [torch._dynamo.explain(model.frame_loss)(b, noise, 1.0),
                  torch._dynamo.explain(model.dynamics_losses)(w, torch.randn(w["points"].shape))]
-    learned = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
-    explained.append(torch._dynamo.explain(learned.dynamics_losses)(w, torch.randn(w["points"].shape)))
-    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 3
+    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0)] * 2
 
 
 def test_the_dynamics_learn_from_their_own_loss_and_the_frame_from_the_true_state():
@@ -427,12 +425,10 @@ def test_train_wm_with_the_pathway_and_imagine_with_it(tmp_path):
     summary = train_world_model(TrainWMConfig(
         data=data, out=tmp_path / "run", steps=4, batch_size=4, val_fraction=0.25, val_every=4, val_horizon=2,
         video_every=0, checkpoint_every=4, torch_threads=1, device="cpu", progress=False,
-        model={"dynamics": {"horizon": 5}, "objects": {"gate": "learned"}}))
+        model={"dynamics": {"horizon": 5}}))
     assert summary["steps"] == 4
     logged = (tmp_path / "run" / "metrics.jsonl").read_text()
     assert '"train/objects"' in logged
-    # the learned gate's reading of the validation episodes' cube moves and rests
-    assert 0 <= summary["val/gate_recall"] <= 1 and 0 <= summary["val/gate_open_at_rest"] <= 1
     model = WorldModel.from_pretrained(tmp_path / "run")
     assert model.config.objects is not None and model.config.dynamics.horizon == 5
     env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=2, world_model=tmp_path / "run", keyframes=data,
@@ -541,85 +537,3 @@ def test_a_frame_drawn_from_the_first_frame_reads_no_context_frame():
     carried = drawn[0][12:20, 11:17]  # carried from the first frame (the spot it left is the denoiser's to fill)
     red = np.argwhere((carried[..., 0] > 150) & (carried[..., 1] < 50))
     assert len(red) and red[:, 1].mean() + 11.5 == pytest.approx(10.0 + 3.2, abs=0.3)
-
-
-def gate_windows(dynamics: ObjectDynamics, b: int, seed: int) -> dict[str, torch.Tensor]:
-    """``b`` one-step state windows (context 2) on the table where the gripper's TCP moves 1-3 cm
-    and every cube it ends within 5 cm of is pushed 1 cm along x; the rest stay put."""
-    g = torch.Generator().manual_seed(seed)
-    cubes = torch.cat([torch.rand(b, E, 2, generator=g) * 0.3 - 0.15, torch.full((b, E, 1), 0.02)], dim=-1)
-    tcp = torch.cat([torch.rand(b, 2, generator=g) * 0.3 - 0.15, torch.rand(b, 1, generator=g) * 0.1 + 0.02], -1)
-    step = torch.nn.functional.normalize(torch.randn(b, 3, generator=g), dim=-1) * (0.01 + 0.02 * torch.rand(b, 1))
-    after = tcp + step
-    cubes[:, :2] = after[:, None] + torch.randn(b, 2, 3, generator=g) * 0.03  # two cubes near the gripper
-    cubes[..., 2] = 0.02
-    pushed = ((cubes - after[:, None]).norm(dim=-1) < 0.05) & dynamics.movable
-    nxt = cubes + pushed[..., None] * torch.tensor([0.01, 0.0, 0.0])
-    proprio = torch.cat([torch.stack([tcp, tcp, after], 1), torch.zeros(b, 3, 1)], dim=-1)
-    return {"points": dynamics.camera.project(cubes)[:, None].repeat(1, 2, 1, 1).float(),
-            "heights": cubes[:, None, :, 2].repeat(1, 2, 1), "target": dynamics.camera.project(nxt)[:, None].float(),
-            "target_heights": nxt[:, None, :, 2], "proprio": proprio, "actions": torch.zeros(b, 1, 4),
-            "valid": torch.ones(b, 1, dtype=torch.bool), "task": torch.zeros(b, dtype=torch.long)}
-
-
-def test_the_learned_gate_learns_from_the_data_which_cubes_move():
-    """``gate = "learned"``: a classifier trained on whether each cube moved (no rule of reach)
-    learns, from windows where only the cubes the gripper ends near are pushed, to let those
-    through and keep the others shut; it alone decides what the pathway may move."""
-    from worldsim.world_models.objects import gate_agreement, rollout_loss, true_moves
-
-    dynamics = ObjectDynamics(small_config(objects={"hidden": 32, "gate": "learned"}))
-    train, held_out = gate_windows(dynamics, 512, 0), gate_windows(dynamics, 512, 1)
-    assert true_moves(dynamics, held_out)[:, 0].sum() > 100  # pushes enough to learn from, most cubes at rest
-    untrained = gate_agreement(dynamics, held_out, lambda p: p)
-    optimiser = torch.optim.Adam(dynamics.mover.parameters(), lr=1e-2)
-    for _ in range(150):
-        optimiser.zero_grad()
-        rollout_loss(dynamics, train, lambda p: p, torch.ones(512, 1), 32).backward()
-        optimiser.step()
-    learned = gate_agreement(dynamics, held_out, lambda p: p)
-    assert learned["moves"] == untrained["moves"] > 100 and learned["rests"] > 3 * learned["moves"]
-    assert learned["recall"] > 0.9 and learned["open_at_rest"] < 0.05
-    with torch.no_grad():  # what it says is what moves: shut, the pathway's push is stopped
-        dynamics.net[-1].bias[0] = 1.0
-        dynamics.mover[-1].bias.fill_(-1e4)
-        args = (held_out["points"], held_out["heights"], held_out["proprio"][:, :2], held_out["proprio"][:, 2],
-                held_out["actions"][:, 0], torch.ones(512, 1), held_out["proprio"][:, 1:, :3])
-        assert torch.equal(dynamics(*args)[0], held_out["points"][:, -1])
-        dynamics.mover[-1].bias.fill_(1e4)
-        assert not torch.equal(dynamics(*args)[0], held_out["points"][:, -1])
-    contact = ObjectDynamics(small_config(objects={"hidden": 32}))
-    assert gate_agreement(contact, held_out, lambda p: p)["recall"] == 1.0  # 5 cm is within the 8 cm reach
-
-
-def test_a_learned_gate_is_saved_named_and_read_from_models_saved_with_a_flag(tmp_path):
-    import json
-
-    from worldsim.world_models.config import from_legacy
-
-    torch.manual_seed(3)
-    contact = WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"}))
-    torch.manual_seed(3)
-    learned = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
-    shared = contact.state_dict()  # the gate's classifier is drawn aside: every other weight starts alike
-    assert all(torch.equal(value, shared[name]) for name, value in learned.state_dict().items()
-               if not name.startswith("objects.mover."))
-    rest, mover = learned.dynamics_clip_groups()  # ... and its gradients are clipped on their own
-    assert {id(p) for p in mover} == {id(p) for p in learned.objects.mover.parameters()}
-    assert len(rest) + len(mover) == len(learned.dynamics_parameters()) and len(contact.dynamics_clip_groups()) == 1
-
-    built = WorldModel(small_config(objects={"hidden": 32, "gate": "learned"}, judge={"outcome": "head"}))
-    with torch.no_grad():
-        built.objects.mover[-1].bias.fill_(0.25)
-    loaded = WorldModel.from_pretrained(built.save_pretrained(tmp_path / "a"))
-    assert loaded.objects.gate == "learned" and float(loaded.objects.mover[-1].bias.detach()) == 0.25
-    assert loaded.aid_flags()["gated"] is False  # nothing hand-written decides which cubes move
-    saved = WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"})).save_pretrained(tmp_path / "b")
-    config = json.loads((saved / "config.json").read_text())
-    for flag, kind in ((True, "contact"), (False, "off")):  # a model saved before the learned gate
-        config["config"]["objects"]["gate"] = flag
-        (saved / "config.json").write_text(json.dumps(config))
-        assert WorldModel.from_pretrained(saved).objects.gate == kind
-        assert from_legacy(config["config"])["objects"]["gate"] == kind
-    with pytest.raises(ValueError, match="gate=True; allowed: contact, learned, off"):
-        small_config(objects={"gate": True})

@@ -196,14 +196,11 @@ class ObjectPathwayConfig:
     """The frame generator corrects its anchor frame with the moving objects' pixels already
     carried to where the pathway puts them (:func:`~worldsim.world_models.objects.carry_objects`),
     instead of the frame as it is."""
-    gate: Literal["contact", "learned", "off"] = "contact"
-    """Which cubes may move on a step. ``"contact"``: those past the hand-written contact gate
+    gate: bool = True
+    """Objects move only past the hand-written contact gate
     (:meth:`~worldsim.world_models.objects.ObjectDynamics.contact_gate`: the TCP's path within
-    reach of the cube, or the cube already moving). ``"learned"``: those a classifier trained on
-    whether each cube moved in the data says move
-    (:meth:`~worldsim.world_models.objects.ObjectDynamics.gate_logits`), nothing hand-written.
-    ``"off"``: the learned pathway alone decides. ``"contact"`` here so that a model saved before
-    the option existed loads as it was built (saved as ``true``; ``false`` reads as ``"off"``)."""
+    reach of the object, or the object already moving); False leaves which objects move to the
+    learned pathway alone."""
     clear: bool = False
     """With ``carry``, the spots the carried objects leave show the empty table (a background the
     model learns from its training frames, :func:`~worldsim.world_models.anchor.background_image`)
@@ -448,12 +445,8 @@ placed by :func:`from_legacy`)."""
 
 def from_legacy(flat: dict[str, Any]) -> dict[str, Any]:
     """A saved model's config fields as the nested tables :class:`WorldModelConfig` takes: as they
-    are when nested (a contact gate saved as a flag read as its kind), else (a model saved before
-    its parts had configs of their own) placed in them."""
+    are when nested, else (a model saved before its parts had configs of their own) placed in them."""
     if "frames" in flat:
-        objects = flat.get("objects")
-        if isinstance(objects, dict) and isinstance(objects.get("gate"), bool):  # before the learned gate
-            return flat | {"objects": objects | {"gate": "contact" if objects["gate"] else "off"}}
         return flat
     backbone = flat.get("backbone", "unet")
     known = {f.name for f in dataclasses.fields(BACKBONES[backbone])}

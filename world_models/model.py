@@ -192,16 +192,6 @@ class WorldModel(nn.Module):
         modules = [self.proprio] if self.objects is None else [self.proprio, self.objects]
         return [p for module in modules for p in module.parameters()]
 
-    def dynamics_clip_groups(self) -> list[list[nn.Parameter]]:
-        """:meth:`dynamics_parameters` in the groups whose gradients are clipped each on its own:
-        the learned gate's classifier apart from the rest, so that its loss does not shrink the
-        pathway's and the proprio's steps (with any other gate, one group)."""
-        mover = getattr(self.objects, "mover", None)
-        if mover is None:
-            return [self.dynamics_parameters()]
-        apart = {id(p) for p in mover.parameters()}
-        return [[p for p in self.dynamics_parameters() if id(p) not in apart], list(mover.parameters())]
-
     def dynamics_loss(self, windows: dict[str, torch.Tensor], generator: torch.Generator | None = None
                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The low-dimensional dynamics' loss on state ``windows`` and its named (detached) terms:
@@ -351,7 +341,7 @@ class WorldModel(nn.Module):
             getattr(self.config.frames, "gripper_planes", False)
         return {"camera": placed and self.camera_pose is None, "fitted_camera": placed and self.camera_pose is not None,
                 "arm_cleared": self.frames.arm_footprint is not None,
-                "gated": objects is not None and objects.gate == "contact", "commanded": self.config.proprio.commanded,
+                "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
                 "pasted": self.frames.carry and self.frames.paste,
                 "cleared": self.frames.background is not None}  # carrying clears to it wherever there is one
 

@@ -62,20 +62,6 @@ OBJECT_EXTENT = 1 / 16
 # still slide.
 CONTACT_REACH_M = 0.08
 MOVING_M = 0.0005
-# The learned gate (ObjectDynamics.gate_logits) reads each cube's own move over the last context
-# step in units of this (a tenth of a full-action step: cubes pushed along move a few of them)
-# and is trained on whether the cube moved more than MOVING_M on the step.
-GATE_MOVE_UNIT_M = 0.1 * ACTION_SCALE
-GATE_HIDDEN = 64
-# Its loss weighs the data's moves up to count as much as its rests (a missed move freezes a
-# pushed cube; a gate left open at rest leaves the pathway to keep the cube still), by at most this.
-GATE_MAX_BALANCE = 20.0
-# It opens where a move is at least this likely: a missed move stops a pushed cube for good (the
-# gripper goes on without it), an opening at rest is the pathway's to keep still, so the threshold
-# trades rests left open for moves let through (on the training data at 0.1: 98-100% of moves of
-# every size let through; at 0.5 the smallest moves lose a seventh).
-GATE_OPEN_PROBABILITY = 0.1
-GATE_FEATURES = 6 + 3 + 3 + 1 + 2 * PROPRIO_DIM
 RELATION_UNIT_M = 0.1  # the pathway reads objects' offsets from the TCP in tens of centimetres (the table is ~0.6 m)
 
 
@@ -106,13 +92,7 @@ class ObjectDynamics(nn.Module):
         if config.objects is None:
             raise ValueError("this world model's config has no object pathway (objects=None)")
         width = config.objects.hidden
-        self.gate = config.objects.gate
-        if self.gate == "learned":  # one small classifier shared by the cubes: does this one move now?
-            # drawn aside, so that every other weight starts as it would with any other gate: a
-            # model differs from its contact-gated twin by the gate alone
-            with torch.random.fork_rng(devices=[]):
-                self.mover = nn.Sequential(nn.Linear(GATE_FEATURES, GATE_HIDDEN), nn.SiLU(),
-                                           nn.Linear(GATE_HIDDEN, GATE_HIDDEN), nn.SiLU(), nn.Linear(GATE_HIDDEN, 1))
+        self.gated = config.objects.gate
         self.net = nn.Sequential(nn.Linear(inputs, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU(),
                                  nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 3 * self.entities))
         with torch.no_grad():  # start from "nothing moves"
@@ -122,21 +102,17 @@ class ObjectDynamics(nn.Module):
             last.bias.zero_()
 
     def forward(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor,
-                moves: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                next_proprio: torch.Tensor, action: torch.Tensor, task: torch.Tensor, tcp: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         """``proprio`` and ``next_proprio`` normalised; ``tcp`` ``(B, 2, 3)`` the gripper's TCP
-        (metres) before and after the step, for the gate and :meth:`relation_features`;
-        ``moves`` ``(B, E)``: which objects may move, given (training's true moves) rather than
-        decided by the gate (:meth:`may_move`)."""
+        (metres) before and after the step, for :meth:`contact_gate` and :meth:`relation_features`."""
         b = len(points)
         normalized = points / self.scale - 1.0
         features = [normalized.flatten(1), (heights / HEIGHT_UNIT / 10.0).flatten(1), proprio.flatten(1),
                     next_proprio, action, task, *self.relation_features(points, heights, tcp)]
         change = self.net(torch.cat(features, dim=1)).view(b, self.entities, 3) * self.movable[:, None]
-        if moves is None:
-            moves = self.may_move(points, heights, proprio, next_proprio, tcp)
-        if moves is not None:
-            change = change * moves[..., None]
+        if self.gated:
+            change = change * self.contact_gate(points, heights, tcp)[..., None]
         # outputs: tenths of half the image for positions, centimetres for heights
         moved = (points[:, -1] + change[..., :2] * self.scale * 0.1).clamp(*self.bounds)
         return moved, (heights[:, -1] + change[..., 2] * HEIGHT_UNIT).clamp(*HEIGHT_RANGE_M)
@@ -148,43 +124,6 @@ class ObjectDynamics(nn.Module):
         where = self.camera.unproject(points[:, -1:], heights[:, -1:])[:, 0]  # (B, E, 3) metres
         offsets = torch.cat([where - tcp[:, :1], where - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
         return [offsets.flatten(1), (tcp[:, 1] - tcp[:, 0]) / ACTION_SCALE]
-
-    def may_move(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                 next_proprio: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor | None:
-        """Which objects ``(B, E)`` (1 or 0) the gate lets move this step (the arguments as
-        :meth:`forward`'s): the hand-written :meth:`contact_gate`'s, the learned classifier's
-        (:meth:`gate_logits`, a move at least :data:`GATE_OPEN_PROBABILITY` likely), or None with
-        the gate off."""
-        if self.gate == "contact":
-            return self.contact_gate(points, heights, tcp)
-        if self.gate == "learned":
-            return self.learned_gate_opens(points, heights, proprio, next_proprio, tcp).to(points.dtype)
-        return None
-
-    def learned_gate_opens(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                           next_proprio: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
-        """Where the learned gate opens ``(B, E)`` (bool): a move at least
-        :data:`GATE_OPEN_PROBABILITY` likely (:meth:`gate_logits`)."""
-        return torch.sigmoid(self.gate_logits(points, heights, proprio, next_proprio, tcp)) >= GATE_OPEN_PROBABILITY
-
-    def gate_logits(self, points: torch.Tensor, heights: torch.Tensor, proprio: torch.Tensor,
-                    next_proprio: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
-        """The learned gate's logits ``(B, E)`` that each object moves this step (``gate =
-        "learned"``), from what the hand-written gate reads, with nothing of its rule: the
-        object's offset from the TCP before and after the step, the TCP's move, the object's own
-        move over the last context step and its height, and the gripper's proprio now and next
-        (normalised, ``(B, C, 4)`` and ``(B, 4)``); trained in :func:`rollout_loss` on the
-        recorded states and on the pathway's own rolled-out ones (where it reads them when
-        imagining), on whether the object moved more than :data:`MOVING_M`, its moves
-        weighed to count as much as its rests (:data:`GATE_MAX_BALANCE`)."""
-        where = self.camera.unproject(points[:, -2:], heights[:, -2:])  # (B, 2 or 1, E, 3) metres
-        entities = where.shape[2]
-        offsets = torch.cat([where[:, -1] - tcp[:, :1], where[:, -1] - tcp[:, 1:]], dim=-1) / RELATION_UNIT_M
-        reach = ((tcp[:, 1] - tcp[:, 0]) / ACTION_SCALE)[:, None].expand(-1, entities, -1)
-        own = (where[:, -1] - where[:, 0]) / GATE_MOVE_UNIT_M
-        gripper = torch.cat([proprio[:, -1], next_proprio], dim=-1)[:, None].expand(-1, entities, -1)
-        features = torch.cat([offsets, reach, own, heights[:, -1, :, None] / HEIGHT_UNIT / 10.0, gripper], dim=-1)
-        return self.mover(features)[..., 0]
 
     def contact_gate(self, points: torch.Tensor, heights: torch.Tensor, tcp: torch.Tensor) -> torch.Tensor:
         """Which objects ``(B, E)`` may move this step: those whose centre the TCP's path
@@ -298,60 +237,11 @@ def rollout_loss(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor], nor
     proprio, tcp = normalize(windows["proprio"]), windows["proprio"][..., :3]
     context = points.shape[1]
     valid, losses = windows["valid"], []
-    moved = true_moves(dynamics, windows) if dynamics.gate == "learned" else None
-    if moved is not None:  # the learned gate reads the true states, its moves and rests counted alike
-        counted = valid[..., None] & dynamics.movable
-        balance = ((~moved & counted).sum() / (moved & counted).sum().clamp_min(1)).clamp(1.0, GATE_MAX_BALANCE)
-        true_points = torch.cat([windows["points"], windows["target"]], dim=1)
-        true_heights = torch.cat([windows["heights"], windows["target_heights"]], dim=1)
     for k in range(windows["actions"].shape[1]):
-        step = (proprio[:, k:k + context], proprio[:, k + context])
-        step_tcp = tcp[:, k + context - 1:k + context + 1]
-        # the pathway learns every move that happened and every rest where its learned gate opens on
-        # its own rolled-out state (as when imagining: there it has to keep the cube still)
-        opened = None if moved is None else (
-            moved[:, k] | dynamics.learned_gate_opens(points, heights, *step, step_tcp).detach()).to(points.dtype)
-        predicted, lifted = dynamics(points, heights, *step, windows["actions"][:, k], task_one_hot, step_tcp,
-                                     moves=opened)
-        loss = object_loss(predicted, windows["target"][:, k], image_size, lifted, windows["target_heights"][:, k],
-                           valid[:, k])
-        if moved is not None:  # on the recorded states and on its own rolled-out ones (as when imagining)
-            for where, lifts in ((true_points[:, k:k + context], true_heights[:, k:k + context]), (points, heights)):
-                logits = dynamics.gate_logits(where, lifts, *step, step_tcp)
-                loss = loss + masked_mean(F.binary_cross_entropy_with_logits(
-                    logits, moved[:, k].to(logits.dtype), pos_weight=balance, reduction="none"), counted[:, k])
-        losses.append(loss)
+        predicted, lifted = dynamics(points, heights, proprio[:, k:k + context], proprio[:, k + context],
+                                     windows["actions"][:, k], task_one_hot, tcp[:, k + context - 1:k + context + 1])
+        losses.append(object_loss(predicted, windows["target"][:, k], image_size, lifted,
+                                  windows["target_heights"][:, k], valid[:, k]))
         points = torch.cat([points[:, 1:], predicted[:, None]], dim=1)
         heights = torch.cat([heights[:, 1:], lifted[:, None]], dim=1)
     return masked_mean(torch.stack(losses), valid.any(0))
-
-
-def true_moves(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Whether each object ``(B, H, E)`` moved more than :data:`MOVING_M` on each of the next
-    ``H`` steps of state ``windows`` (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`),
-    through the pathway's camera: what the learned gate learns."""
-    points = torch.cat([windows["points"][:, -1:], windows["target"]], dim=1)
-    heights = torch.cat([windows["heights"][:, -1:], windows["target_heights"]], dim=1)
-    where = dynamics.camera.unproject(points, heights)  # (B, H + 1, E, 3) metres
-    return (where[:, 1:] - where[:, :-1]).norm(dim=-1) > MOVING_M
-
-
-@torch.no_grad()
-def gate_agreement(dynamics: ObjectDynamics, windows: dict[str, torch.Tensor],
-                   normalize: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, float]:
-    """How ``dynamics``' gate (:meth:`ObjectDynamics.may_move`) reads the first step of real
-    state ``windows``: the share of the cubes' real moves (:func:`true_moves`) it lets through
-    (``recall``: a move it stops, the cube cannot make) and the share of cubes at rest it leaves
-    free to move (``open_at_rest``: there the pathway alone must keep them still), over
-    ``moves`` moves and ``rests`` rests."""
-    points, heights, proprio = windows["points"], windows["heights"], normalize(windows["proprio"])
-    context = points.shape[1]
-    tcp = windows["proprio"][:, context - 1:context + 1, :3]
-    opened = dynamics.may_move(points, heights, proprio[:, :context], proprio[:, context], tcp)
-    moved = true_moves(dynamics, windows)[:, 0]
-    counted = windows["valid"][:, 0, None] & dynamics.movable
-    opened = torch.ones_like(moved) if opened is None else opened > 0
-    moves, rests = moved & counted, ~moved & counted
-    return {"moves": int(moves.sum()), "rests": int(rests.sum()),
-            "recall": float((opened & moves).sum() / moves.sum().clamp_min(1)),
-            "open_at_rest": float((opened & rests).sum() / rests.sum().clamp_min(1))}

@@ -62,7 +62,6 @@ from worldsim.runtime.validation import check_choice, check_int, check_number, c
 from worldsim.world_models.config import PRESETS, WorldModelConfig, build_config
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.model import MODEL_DIR, WorldModel
-from worldsim.world_models.objects import gate_agreement
 from worldsim.world_models.train_step import (
     StepGraph,
     copied,
@@ -315,24 +314,18 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
         assert val is not None and val_starts is not None  # called only when there are validation episodes
         model.eval()
         windows, noise = generators(config.seed + 1, device)
-        losses, dynamics_terms, gates = [], [], []
+        losses, dynamics_terms = [], []
         for _ in range(4):
             batch = draw(val, model, config.batch_size, config.success_fraction, task_ids, windows, device)
             losses.append(model.loss(batch, noise, config.success_weight)[0].item())
-            states = state_windows(val, model, task_ids, windows, device)
-            terms = model.dynamics_loss(states, noise)[1]
+            terms = model.dynamics_loss(state_windows(val, model, task_ids, windows, device), noise)[1]
             dynamics_terms.append({name: value.item() for name, value in terms.items()})
-            if model.objects is not None and model.objects.gate == "learned" and "points" in states:
-                gates.append(gate_agreement(model.objects, states, model.scale.normalize))
         replay = open_loop(model, val, np.arange(len(val_starts)), val_starts, config.val_horizon,
                            generator=torch.Generator(device).manual_seed(config.seed + 2), imagination=replaying)
         model.train()
         figures = {"val/loss": float(np.mean(losses)), f"val/psnr_{config.val_horizon}": float(psnr_curve(replay)[-1])}
         for name in dynamics_terms[0]:  # val/proprio and, with the pathway, val/objects
             figures[f"val/{name}"] = float(np.mean([terms[name] for terms in dynamics_terms]))
-        if gates:  # the learned gate: the share of real cube moves it lets through, of rests it opens on
-            for name in ("recall", "open_at_rest"):
-                figures[f"val/gate_{name}"] = float(np.mean([gate[name] for gate in gates]))
         return figures
 
     def sample_video() -> None:
@@ -394,9 +387,6 @@ def train_world_model(config: TrainWMConfig) -> dict[str, Any]:
             summary.update(validate())
             psnr = summary[f"val/psnr_{config.val_horizon}"]
             result += f", validation loss {summary['val/loss']:.4f}, PSNR@{config.val_horizon} {psnr:.2f} dB"
-            if "val/gate_recall" in summary:
-                result += (f", learned gate: {summary['val/gate_recall']:.1%} of cube moves let through, "
-                           f"open on {summary['val/gate_open_at_rest']:.1%} of rests")
         if config.video_every:
             sample_video()
     return run.finish(summary, result)

@@ -80,15 +80,14 @@ def take_step(model: WorldModel, frame_optimizer: torch.optim.Optimizer, dynamic
     average_gradients(model, dist)
     logs = {"loss": loss.detach(), **terms, "grad_norm": torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)}
     frame_optimizer.step()
-    parameters, groups = model.dynamics_parameters(), model.dynamics_clip_groups()
+    parameters = model.dynamics_parameters()
     updates = []
     for windows, point_noise in draws["dynamics"]:
         loss, terms = model.dynamics_terms(windows, point_noise)
         dynamics_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         average_gradients(parameters, dist)
-        for group in groups:
-            torch.nn.utils.clip_grad_norm_(group, 1.0)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         dynamics_optimizer.step()
         updates.append(terms)
     dynamics_optimizer.zero_grad(set_to_none=True)  # no stale gradients in the frame model's clipping and averaging

@@ -84,7 +84,7 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     as it was trained."""
     from dataclasses import asdict
 
-    from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig, from_legacy
+    from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
 
     if unknown := set(changes) - {"objects", "proprio", "frames", "camera"}:
         raise ValueError(f"a variant changes [model.objects], [model.proprio], [model.frames] or [model] camera, "
@@ -94,7 +94,7 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
         return base_run
     if (out / "world_model").exists():
         return out
-    built = from_legacy(json.loads((base_run / "world_model" / "config.json").read_text())["config"])
+    built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
     for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
         if built[section] is None:  # a model trained without state has no pathway
             config["model"][section] = None

@@ -8,11 +8,7 @@ has a learned alternative:
 - ``gate``: the contact gate (a cube moves only where the gripper's TCP passes within 8 cm of
   it, or where it already moves: :meth:`worldsim.world_models.objects.ObjectDynamics.contact_gate`),
   added because a pathway learned from expert pushes alone slid cubes a policy never reached; off
-  (``[model.objects] gate = "off"``), the learned pathway alone decides which cubes move;
-- ``learned_gate``: the same gate learned instead (``gate = "learned"``: a classifier trained on
-  whether each cube moved in the data, :meth:`~worldsim.world_models.objects.ObjectDynamics.gate_logits`);
-  beside the fidelity figures, ``gate`` holds how often each gate lets a held-out episode's real
-  cube moves through and how often it opens on a cube at rest (:func:`gate_figures`);
+  (``[model.objects] gate = false``), the learned pathway alone decides which cubes move;
 - ``motion``: the gripper's commanded motion (the position servos' formula, TCP + 0.03 x action
   clipped to the workspace and the finger gap from the action:
   :func:`worldsim.world_models.proprio.commanded_proprio`, plus a learned correction); off
@@ -67,8 +63,7 @@ from anchor_clearing import Changes, compare_variants  # noqa: E402
 from common import STUDY_RESULTS, report  # noqa: E402
 
 TOGGLED: dict[str, tuple[str, Changes]] = {
-    "gate": ("no-gate", {"objects": {"gate": "off"}}),
-    "learned_gate": ("learned-gate", {"objects": {"gate": "learned"}}),
+    "gate": ("no-gate", {"objects": {"gate": False}}),
     "motion": ("learned-motion", {"proprio": {"commanded": False}}),
     # without carried pixels there is no carried frame to clear, and nothing left to draw unpasted
     "carry": ("no-carry", {"objects": {"carry": False, "clear": False, "clear_arm": False, "paste": True}}),
@@ -105,38 +100,8 @@ def main() -> None:
         metrics["camera_fit"] = {str(seed): camera_fit(args.out / f"{TOGGLED['camera'][0]}_s{seed}" / "wm",
                                                        args.ladder / f"base_s{seed}" / "heldout_sampled.h5")
                                  for seed in args.seeds}
-    if "learned_gate" in args.aids:
-        metrics["gate"] = {str(seed): {
-            "contact": gate_figures(args.ladder / f"pixels_s{seed}" / "round_0" / "wm", args.ladder, seed),
-            "learned": gate_figures(args.out / f"{TOGGLED['learned_gate'][0]}_s{seed}" / "wm", args.ladder, seed)}
-            for seed in args.seeds}
     name = "hand_written_aids" if args.arm == "pixels" else f"hand_written_aids_{args.arm}"
     report(name, metrics | {"aids": {aid: TOGGLED[aid][0] for aid in args.aids}}, args, STUDY_RESULTS)
-
-
-GATE_WINDOWS = 20000
-"""Real steps drawn from the held-out episodes to read the gates on."""
-
-
-def gate_figures(world_model: Path, ladder: Path, seed: int) -> dict[str, float]:
-    """How the gate of ``world_model`` reads :data:`GATE_WINDOWS` steps drawn from the ladder
-    seed's held-out episodes (BC's, read with sampled actions): the share of real cube moves it
-    lets through and of cubes at rest it leaves free
-    (:func:`~worldsim.world_models.objects.gate_agreement`)."""
-    import torch
-
-    from worldsim.world_models import EpisodeBank, WorldModel
-    from worldsim.world_models.objects import gate_agreement
-
-    model = WorldModel.from_pretrained(world_model)
-    if model.objects is None:
-        raise ValueError(f"{world_model} has no object pathway, so no gate")
-    bank = EpisodeBank(ladder / f"base_s{seed}" / "heldout_sampled.h5")
-    bank.use_camera(model.camera)
-    windows = bank.state_windows(GATE_WINDOWS, model.config.context, 1, {t: model.task_index(t) for t in bank.tasks},
-                                 torch.Generator().manual_seed(seed))
-    return {k: round(v, 4) if isinstance(v, float) else v
-            for k, v in gate_agreement(model.objects, windows, model.scale.normalize).items()}
 
 
 def camera_fit(world_model: Path, episodes: Path) -> dict[str, float]:
