@@ -116,7 +116,7 @@ def plane_camera(points: np.ndarray, pixels: np.ndarray, height: int, width: int
     ones, zeros = np.ones(len(xy)), np.zeros((len(xy), 3))
     world = np.c_[xy, ones]  # each pair gives two rows of the direct linear transform's system
     rows = np.concatenate([np.c_[world, zeros, -uv[:, :1] * world], np.c_[zeros, world, -uv[:, 1:] * world]])
-    homography = np.linalg.inv(scale_p) @ np.linalg.svd(rows)[2][-1].reshape(3, 3) @ scale_w
+    homography = np.linalg.inv(scale_p) @ np.linalg.svd(rows, full_matrices=False)[2][-1].reshape(3, 3) @ scale_w
     # image coordinates about the principal point, with y pointing up as in MuJoCo's camera frame
     a = np.array([[1.0, 0, -width / 2], [0, -1.0, height / 2], [0, 0, 1]]) @ homography
     a1, a2 = a[:, 0], a[:, 1]

@@ -30,11 +30,17 @@ COLOUR_SHARE = 0.005  # a colour counts with at least this share of the coloured
 CLEAR_OF_GRIPPER_M = 0.1  # a cube counts only with the TCP this far away: the gripper hides part of it
 WHOLE_SHARE = (0.8, 1.2)  # ... and seen with 80-120% of its typical pixel count: whole, and alone
 MIN_SIGHTINGS = 50
-MIN_PLACES = 6  # distinct places (5 mm apart) the cubes must be seen at: fewer leave the camera undetermined
+MIN_PLACES = 6  # distinct places (PLACE_M apart) the cubes must be seen at: fewer leave the camera undetermined
+PLACE_M = 0.005
 # A sighting is where a camera places it when within this share of the image's width (2 px at
 # 64 x 64, where another object's colour misses by 10 px or more).
 COLOUR_FIT_SHARE = 1 / 32
 FIT_FRAMES = 2000  # frames the camera is fitted on, evenly spread over the data (each gives up to one sighting a cube)
+
+
+def places(world: np.ndarray) -> int:
+    """How many distinct places (cells of :data:`PLACE_M`) points ``(M, 3)`` metres lie at."""
+    return len(np.unique(np.round(world / PLACE_M).astype(np.int64), axis=0))
 
 
 def frame_colours(chroma: np.ndarray, bright: np.ndarray) -> np.ndarray:
@@ -91,6 +97,12 @@ def whole_and_clear(count: np.ndarray, centres: np.ndarray, proprio: np.ndarray)
 
 
 def cube_colours(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -> dict[str, np.ndarray]:
+    """Each cube's colour (chromaticity) learned from the frames: :func:`learned_sightings`' colours."""
+    return learned_sightings(images, state, proprio)[0]
+
+
+def learned_sightings(images: np.ndarray, state: np.ndarray, proprio: np.ndarray
+                      ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Each cube's colour (chromaticity), learned from uint8 ``images`` ``(N, H, W, 3)`` and the
     recorded ``state`` ``(N, STATE_DIM)``: of the frames' colours (:func:`frame_colours`), the
     share among the cubes under which one camera (:func:`~worldsim.envs.camera.plane_camera`, in
@@ -99,7 +111,9 @@ def cube_colours(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -> 
     :func:`whole_and_clear`) within :data:`COLOUR_FIT_SHARE` of the image's width: a colour that
     is not the cube's (a zone's, another cube's) is seen where the camera puts no cube. A cube
     whose colour is seen there on fewer than half its sightings is left out (the camera is fitted
-    on the others); ``ValueError`` when no share fits or the frames show fewer colours than cubes."""
+    on the others); ``ValueError`` when no share fits or the frames show fewer colours than cubes.
+    Also returns the sightings of the cubes so told, as :func:`cube_sightings` would find them
+    with those colours: ``(M, 3)`` metres and ``(M, 2)`` pixels."""
     from itertools import permutations
 
     chroma, bright = chromaticity(images)
@@ -113,24 +127,26 @@ def cube_colours(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -> 
             whole = whole_and_clear(count, centres, proprio)
             seen[i, name] = centres[whole], centroid[whole]
     limit = COLOUR_FIT_SHARE * images.shape[2]
-    best: tuple[int, dict[str, np.ndarray]] = (0, {})
+    best: tuple[int, dict[str, int]] = (0, {})  # the most sightings placed, and each kept cube's colour
     for share in permutations(range(len(colours)), len(cubes)):
         pairs = [seen[i, name] for i, name in zip(share, cubes, strict=True)]
         world, pixels = np.concatenate([w for w, _ in pairs]), np.concatenate([p for _, p in pairs])
-        if len(np.unique(np.round(world / 0.005), axis=0)) < MIN_PLACES:
+        if places(world) < MIN_PLACES:
             continue
         with np.errstate(all="ignore"):  # a share too degenerate to fit places nothing
             camera = plane_camera(world, pixels, *images.shape[1:3])
         placed = [np.linalg.norm(camera.project(w) - p, axis=1) <= limit for w, p in pairs]
         if (inliers := int(sum(k.sum() for k in placed))) > best[0]:
-            best = (inliers, {name: colours[i] for i, name, k in zip(share, cubes, placed, strict=True)
+            best = (inliers, {name: i for i, name, k in zip(share, cubes, placed, strict=True)
                               if len(k) and k.mean() >= 0.5})
     if not best[1]:
         raise ValueError(f"camera='fitted' finds the cubes by their colours, learned as those under which one camera "
                          f"places the cubes' recorded centres where the frames show them (within {limit:.1f} px); no "
                          f"such colours for the {len(cubes)} cubes among the {len(colours)} the frames show, at "
                          f"{MIN_PLACES} places or more (train on more episodes, or with [model] camera = 'scene')")
-    return best[1]
+    told = [seen[i, name] for name, i in best[1].items()]
+    return ({name: colours[i] for name, i in best[1].items()}, np.concatenate([w for w, _ in told]),
+            np.concatenate([p for _, p in told]))
 
 
 def cube_sightings(images: np.ndarray, state: np.ndarray, proprio: np.ndarray,
@@ -152,19 +168,18 @@ def cube_sightings(images: np.ndarray, state: np.ndarray, proprio: np.ndarray,
 
 
 def fitted_camera(images: np.ndarray, state: np.ndarray, proprio: np.ndarray) -> tuple[PinholeCamera, str]:
-    """The camera fitted to the cubes' sightings (:func:`cube_sightings`) in up to
+    """The camera fitted to the cubes' sightings (:func:`learned_sightings`) in up to
     :data:`FIT_FRAMES` of uint8 ``images`` ``(N, H, W, 3)``, spread evenly over them, and a line
     saying how well it fits. ``ValueError`` when fewer than :data:`MIN_SIGHTINGS` are found or
     they show the cubes at fewer than :data:`MIN_PLACES` places."""
     rows = np.unique(np.linspace(0, len(images) - 1, min(len(images), FIT_FRAMES)).round().astype(np.int64))
     images, state, proprio = images[rows], state[rows], proprio[rows]
-    colours = cube_colours(images, state, proprio)
-    world, pixels = cube_sightings(images, state, proprio, colours)
-    places = len(np.unique(np.round(world / 0.005).astype(np.int64), axis=0))
-    if len(world) < MIN_SIGHTINGS or places < MIN_PLACES:
+    colours, world, pixels = learned_sightings(images, state, proprio)
+    seen_at = places(world)
+    if len(world) < MIN_SIGHTINGS or seen_at < MIN_PLACES:
         raise ValueError(f"camera='fitted' needs at least {MIN_SIGHTINGS} sightings of a whole cube clear of the "
                          f"gripper, at {MIN_PLACES} places or more, in the training frames; found {len(world)} at "
-                         f"{places} (train on more episodes, or with [model] camera = 'scene')")
+                         f"{seen_at} (train on more episodes, or with [model] camera = 'scene')")
     camera = PinholeCamera.fit(world, pixels, *images.shape[1:3])
     error = np.linalg.norm(camera.project(world) - pixels, axis=1)
     named = ", ".join(name.removesuffix("_cube") for name in colours)
