@@ -163,7 +163,8 @@ RUNGS: dict[str, Rung] = {rung.name: rung for rung in (ORACLE, SIM_SEEDED, PIXEL
 
 def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_cleared: bool = False,
                       gated: bool = True, commanded: bool = True, pasted: bool = True,
-                      cleared: bool = False, camera: bool = False, fitted_camera: bool = False) -> tuple[str, ...]:
+                      cleared: bool = False, camera: bool = False, fitted_camera: bool = False,
+                      resting: bool = False) -> tuple[str, ...]:
     """What imagination takes from hand-written code rather than from learning, on any rung: the
     gripper's commanded motion (unless the model learns the whole move: ``commanded``); with the
     object pathway (``pathway``) the contact gate (unless the model has it off: ``gated``), the
@@ -172,8 +173,10 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
     the pathway, and ``camera``: the gripper's planes or the arm's clearing without it), unless it
     fitted its own to its frames and state (``fitted_camera``: nothing hand-written); the
     spots the moved cubes leave (``cleared``) and the starting arm (``arm_cleared``) cleared from the
-    first frame when the model clears them; the task's success rule when it judges (``rule_judge``);
-    the task's shaping with the dense reward (``dense_reward``)."""
+    first frame when the model clears them; the objects the model finds in real start frames taken
+    to rest on their planes (``resting``: a judge that reads no heights, on a rung that does not
+    seed the starts); the task's success rule when it judges (``rule_judge``); the task's shaping
+    with the dense reward (``dense_reward``)."""
     return tuple(aid for aid, taken in (
         ("hand-written: the gripper's commanded motion (plus a learned correction)", commanded),
         ("hand-written: the contact gate on cube motion", pathway and gated),
@@ -183,6 +186,7 @@ def hand_written_aids(pathway: bool, rule_judge: bool, dense_reward: bool, arm_c
         ("hand-written: the starting arm cleared from the first frame (its footprint and colour learned "
          "from the frames)", pathway and arm_cleared),
         ("hand-written: the exact camera", (pathway or camera) and not fitted_camera),
+        ("hand-written: the objects found in the start frames taken to rest on their planes", pathway and resting),
         ("hand-written: the task's success rule as the judge", rule_judge),
         ("hand-written: the task's dense reward shaping", dense_reward)) if taken)
 
@@ -193,9 +197,12 @@ def imagination_aids(imagination: ImaginationConfig, model: ImaginingModel) -> t
     built with): what a figure from such imagination must name."""
     pathway = imagination.rung.trained_on_state and model.objects is not None
     judge = imagination.judge or model.config.judge.outcome
+    flags = model.aid_flags()
+    # a seeded start has the recorded heights
+    flags["resting"] = flags.get("resting", False) and not imagination.rung.seeded
     return (*imagination.rung.aids, *hand_written_aids(
         pathway=pathway, rule_judge=pathway and judge == "rule", dense_reward=imagination.reward_type == "dense",
-        **model.aid_flags()))
+        **flags))
 
 
 def replay_rung(model: ImaginingModel, bank: KeyframeFile) -> Rung:

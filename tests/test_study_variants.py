@@ -36,6 +36,27 @@ def test_no_changes_on_its_own_data_is_the_ladder_model_itself_and_a_foreign_sec
     (base / "config.json").write_text(json.dumps({"model": {}, "data": str(tmp_path / "data.h5")}))
     assert trained(base, {}, tmp_path / "data.h5", tmp_path / "copy") == base  # its own data: nothing retrained
     assert not (tmp_path / "copy").exists()
-    with pytest.raises(ValueError, match=r"a variant changes \[model.objects\], \[model.proprio\], \[model.frames\] "
-                                         r"or \[model\] camera, not dynamics"):
+    with pytest.raises(ValueError, match=r"a variant changes \[model.objects\], \[model.proprio\], \[model.judge\], "
+                                         r"\[model.frames\] or \[model\] camera, not dynamics"):
         trained(base, {"dynamics": {"horizon": 4}}, tmp_path / "data.h5", tmp_path / "variant")
+
+
+def test_a_variant_keeps_the_base_models_built_options_and_changes_only_its_own(tmp_path, monkeypatch):
+    """The judge's options (``[model.judge] heights``) reach the variant's training as the other
+    sections' do: the base model's built values, the change on top, nothing from today's preset."""
+    import anchor_clearing
+
+    base = tmp_path / "wm"
+    (base / "world_model").mkdir(parents=True)
+    (base / "config.json").write_text(json.dumps({"model": {}, "data": str(tmp_path / "data.h5"), "steps": 800}))
+    built = {"objects": {"hidden": 64}, "proprio": {"hidden": 32}, "judge": {"outcome": "rule", "hidden": 16},
+             "camera": "scene"}
+    (base / "world_model" / "config.json").write_text(json.dumps({"config": built}))
+    ran = []
+    monkeypatch.setattr(anchor_clearing.subprocess, "run", lambda command, check: ran.append(command))
+    out = tmp_path / "variant" / "wm"
+    assert trained(base, {"judge": {"heights": True}}, tmp_path / "data.h5", out) == out
+    settings = json.loads((tmp_path / "variant" / "train_wm.json").read_text())
+    assert settings["model"]["judge"]["heights"] is True and settings["model"]["judge"]["hidden"] == 16
+    assert settings["model"]["objects"]["hidden"] == 64 and settings["model"]["proprio"]["sees_cubes"] is False
+    assert settings["steps"] == 800 and settings["out"] == str(out) and len(ran) == 1

@@ -199,6 +199,81 @@ def test_proprio_rollout_feeds_the_head_its_own_predictions():
     assert loss(w) < 1e-10
 
 
+def test_a_gripper_that_sees_the_cubes_reads_the_recorded_ones_in_training_and_the_pathways_imagining():
+    """``[model.proprio] sees_cubes``: the correction reads each cube's offset from the TCP (a cube
+    between the fingers stops them); in training the recorded cubes before each step, in imagination
+    where the pathway carries them; a model without the pathway has no cubes to read."""
+    from worldsim.world_models.imagined_step import Rollout
+    from worldsim.world_models.proprio import CUBES
+
+    with pytest.raises(ValueError, match="sees_cubes reads the cubes the object pathway carries"):
+        small_config(NO_PATHWAY, proprio={"sees_cubes": True})
+    model = WorldModel(pathway(carry=False, outcome="head", proprio={"sees_cubes": True}))
+    blind = WorldModel(pathway(carry=False, outcome="head"))
+    assert model.proprio.head[0].in_features == blind.proprio.head[0].in_features + 3 * len(CUBES) == \
+        blind.proprio.head[0].in_features + 9
+    w = windows()
+    seen = []
+    forward = model.proprio.forward
+
+    def spy(*args, **kwargs):
+        seen.append(args[4])
+        return forward(*args, **kwargs)
+
+    model.proprio.forward = spy
+    with torch.no_grad():  # past its "as commanded" start, so that the gradient reaches the inputs
+        model.proprio.head[-1].weight.normal_(0.0, 0.01, generator=torch.Generator().manual_seed(4))
+    dynamics, terms = model.dynamics_loss(w, torch.Generator().manual_seed(1))
+    before = torch.cat([w["points"][:, -1:], w["target"][:, :-1]], dim=1)[:, :, CUBES]
+    heights = torch.cat([w["heights"][:, -1:], w["target_heights"][:, :-1]], dim=1)[:, :, CUBES]
+    recorded = model.objects.camera.unproject(before, heights)
+    assert len(seen) == w["actions"].shape[1]
+    for k, cubes in enumerate(seen):  # step k reads the cubes as recorded before it, never noised
+        torch.testing.assert_close(cubes, recorded[:, k])
+    dynamics.backward()
+    assert model.proprio.head[0].weight.grad[:, -9:].abs().sum() > 0  # the cubes' columns learn
+    seen.clear()
+    b = 3
+    rollout = Rollout(torch.zeros(b, 2, 48, 8, 8), torch.zeros(b, 48, 8, 8), torch.full((b, 2, 4), 0.05),
+                      torch.rand(b, 2, len(ENTITIES), 2) * 32, torch.full((b, 2, len(ENTITIES)), 0.02))
+    model.step_dynamics(rollout, torch.zeros(b, 4), torch.zeros(b, dtype=torch.long))
+    torch.testing.assert_close(seen[0], model.objects.camera.unproject(rollout.points[:, -1, CUBES],
+                                                                       rollout.heights[:, -1, CUBES]))
+    with pytest.raises(ValueError, match="reads the cubes .sees_cubes.: pass their positions"):
+        forward(torch.zeros(b, 4), rollout.proprio, torch.zeros(b, 1), model.scale)
+
+
+def test_a_detector_that_reads_heights_starts_the_pathway_at_them_and_learns_them_from_the_state():
+    """``[model.judge] heights``: the success head's height MLP (on the keypoints and the proprio)
+    starts at "every object rests on its plane", learns from the recorded heights, and a start
+    found in frames takes its heights (a head without it: the resting heights, a named aid)."""
+    from worldsim.envs.imagination import ImaginationConfig, imagination_aids
+    from worldsim.envs.observations import ENTITY_HEIGHTS
+
+    model = WorldModel(small_config(objects={"hidden": 32, "carry": False}, judge={"outcome": "head", "heights": True}))
+    blind = WorldModel(pathway(carry=False, outcome="head"))
+    frames = torch.randint(0, 255, (2, 2, 32, 32, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(5))
+    resting = torch.tensor(ENTITY_HEIGHTS, dtype=torch.float32)
+    for m in (model, blind):
+        started = m.start(frames, frames[:, 0], torch.zeros(2, 2, 4))
+        torch.testing.assert_close(started.heights, resting.expand(2, 2, -1))  # at init both: resting
+    with torch.no_grad():  # the height MLP reads 5 cm above for every object
+        model.judge.success_head.height_mlp[-1].bias.fill_(5.0)
+    started = model.start(frames, frames[:, 0], torch.zeros(2, 2, 4))
+    torch.testing.assert_close(started.heights, (resting + 0.05).expand(2, 2, -1))
+    b = batch()
+    b["entity_heights"] = resting.expand(len(b["task"]), -1) + 0.03
+    model.zero_grad(set_to_none=True)
+    loss, terms = model.loss(b, torch.Generator().manual_seed(1))
+    loss.backward()
+    assert terms["height_error_cm"].item() == pytest.approx(2.0, abs=1e-4)  # read 5 cm up, recorded 3
+    assert model.judge.success_head.height_mlp[-1].weight.grad.abs().sum() > 0
+    assert "height_error_cm" not in blind.loss(b, torch.Generator().manual_seed(1))[1]
+    resting_aid = "hand-written: the objects found in the start frames taken to rest on their planes"
+    assert resting_aid not in imagination_aids(ImaginationConfig(), model)
+    assert resting_aid in imagination_aids(ImaginationConfig(), blind)
+
+
 def test_learned_gripper_motion_reads_no_formula_and_starts_where_the_gripper_is():
     """With ``[model.proprio] commanded = false`` the next proprio is the last one plus the MLP's
     change: at its zero start the gripper stays whatever the action, where the hand-written
@@ -357,12 +432,15 @@ def test_the_aids_named_are_the_ones_the_saved_model_was_built_with(tmp_path):
     built = WorldModel(small_config(objects={"hidden": 32, "clear": True, "paste": False}, judge={"outcome": "head"}))
     unpasted = WorldModel.from_pretrained(built.save_pretrained(tmp_path / "a"))
     assert unpasted.aid_flags() == {"camera": True, "fitted_camera": False, "arm_cleared": False, "gated": True,
-                                    "commanded": True, "pasted": False, "cleared": True}
+                                    "commanded": True, "pasted": False, "cleared": True, "resting": True}
     named = imagination_aids(ImaginationConfig(), unpasted)
     assert named[0] == "the simulator's state as training supervision"  # the pixels rung's own
     assert not any("pixels carried" in aid for aid in named)
     assert "hand-written: the spots the moved cubes leave cleared to the empty table (learned from the frames)" in named
     assert "hand-written: the task's success rule as the judge" not in named  # the model's own judge: its head
+    resting = "hand-written: the objects found in the start frames taken to rest on their planes"
+    assert resting in named  # the pixels rung finds its starts in the frames
+    assert resting not in imagination_aids(ImaginationConfig(rung="sim-seeded"), unpasted)  # seeded: recorded heights
     assert "hand-written: the task's success rule as the judge" in imagination_aids(ImaginationConfig(judge="rule"),
                                                                                    unpasted)
     pasting = WorldModel(small_config(objects={"hidden": 32}, judge={"outcome": "head"}))

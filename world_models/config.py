@@ -241,6 +241,11 @@ class ProprioConfig:
     :func:`~worldsim.world_models.proprio.commanded_proprio`) plus the learned correction; False
     learns the whole move from the action and the context proprio (the last proprio plus a
     learned change), nothing hand-written."""
+    sees_cubes: bool = False
+    """The correction also reads where each cube is from the TCP (the recorded cubes in training,
+    the object pathway's in imagination): a cube between the fingers stops them closing, one under
+    the gripper stops it descending. Blind to the cubes, the correction learns the average of a
+    grasp that holds and one that closes on nothing (needs the object pathway)."""
 
     def __post_init__(self) -> None:
         positive_ints(self, ("hidden",))
@@ -263,6 +268,10 @@ class JudgeConfig:
     """Width of the success head's keypoint-detector convolutions."""
     hidden: int = 128
     """Hidden width of the success head's MLP."""
+    heights: bool = False
+    """The success head also reads each object's height (an MLP on the detector's keypoints and
+    the proprio, trained on the recorded heights), for the objects found in real start frames;
+    False takes each to rest on its plane (hand-written: wrong for a cube held in the air)."""
 
     def __post_init__(self) -> None:
         check_choice("outcome", self.outcome, OUTCOMES)
@@ -344,6 +353,9 @@ class WorldModelConfig:
         if not self.state_supervision and self.camera == "fitted":
             raise ValueError("camera='fitted' pairs the cubes seen in the frames with the data's state: it needs "
                              "state_supervision")
+        if self.proprio.sees_cubes and self.objects is None:
+            raise ValueError("proprio.sees_cubes reads the cubes the object pathway carries: give the object pathway "
+                             "or sees_cubes=false")
         if not self.state_supervision and self.objects is not None:
             raise ValueError("the object pathway learns from the data's state: a model without state_supervision has "
                              "none (objects=None)")

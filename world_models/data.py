@@ -218,6 +218,7 @@ class EpisodeBank:
         if self.state is not None:
             batch["goal_offset"] = bank["goal_offset"][target]
             batch["entity_pixels"] = bank["entity_pixels"][target]
+            batch["entity_heights"] = bank["entity_heights"][target]
             batch["context_entity_pixels"] = bank["entity_pixels"][context_rows]
             batch["first_entity_pixels"] = bank["entity_pixels"][rows(self.obs_start[j])]
         return batch

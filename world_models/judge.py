@@ -53,11 +53,13 @@ class Judge(nn.Module):
         (latents ``(B, c, h, w)`` each), with the next normalised ``proprio`` ``(B, 4)``: binary
         cross-entropy of the success flag, plus, when the batch has ``goal_offset`` ``(B, 3)`` in
         metres, the squared error of its offset estimate in decimetres, and when it has
-        ``entity_pixels``, the detector's :func:`~worldsim.world_models.success_head.keypoint_loss`.
-        Also its named terms, detached."""
+        ``entity_pixels``, the detector's :func:`~worldsim.world_models.success_head.keypoint_loss`
+        (and with ``[model.judge] heights`` and ``entity_heights``, the height MLP's
+        :meth:`~worldsim.world_models.success_head.SuccessHead.height_loss`). Also its named terms,
+        detached."""
         labels = batch["success"].float().repeat(2)
-        logits, offsets, heatmaps, found = self.success_head.outputs(torch.cat([real, imagined]),
-                                                                     batch["task"].repeat(2), proprio.repeat(2, 1))
+        logits, offsets, heatmaps, found, heights = self.success_head.outputs(
+            torch.cat([real, imagined]), batch["task"].repeat(2), proprio.repeat(2, 1))
         success = F.binary_cross_entropy_with_logits(logits, labels)
         terms = {"success_bce": success.detach()}
         if "goal_offset" in batch:
@@ -68,6 +70,11 @@ class Judge(nn.Module):
             detector, distance = keypoint_loss(heatmaps, found, batch["entity_pixels"].repeat(2, 1, 1))
             terms["success_keypoints"], terms["keypoint_error_px"] = detector.detach(), distance
             success = success + detector
+            if self.success_head.height_mlp is not None and "entity_heights" in batch:
+                height, error = self.success_head.height_loss(heights, batch["entity_heights"].repeat(2, 1),
+                                                              batch["entity_pixels"].repeat(2, 1, 1))
+                terms["success_heights"], terms["height_error_cm"] = height.detach(), error
+                success = success + height
         with torch.no_grad():
             terms["success_acc"] = ((logits > 0) == labels.bool()).float().mean()
         return success, terms
@@ -93,3 +100,10 @@ class Judge(nn.Module):
     def locate(self, latent: torch.Tensor) -> torch.Tensor:
         """Every scene object's position (pixels, ``(B, E, 2)``) found in latent frames."""
         return self.success_head.locate(latent)
+
+    def find(self, latent: torch.Tensor, proprio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every scene object's position (pixels, ``(B, E, 2)``) and height (metres, ``(B, E)``)
+        found in latent frames with their normalised ``proprio`` ``(B, 4)``: the heights read by
+        the success head's height MLP with ``[model.judge] heights``, else each object's resting
+        height."""
+        return self.success_head.find(latent, proprio)[1:]

@@ -33,8 +33,8 @@ Training batches (:meth:`WorldModel.loss`) hold, for ``B`` windows: ``context`` 
 ``(B, C, 3p^2, h, w)`` (oldest first), ``first`` ``(B, 3p^2, h, w)``, ``proprio`` ``(B, C, 4)``
 raw, ``action`` ``(B, 4)``, ``task`` ``(B,)`` long, ``target`` ``(B, 3p^2, h, w)``,
 ``next_proprio`` ``(B, 4)`` and ``success`` ``(B,)`` of the target frame; where the data has
-``state``, ``goal_offset`` ``(B, 3)`` and ``entity_pixels`` ``(B, E, 2)`` of the target frame,
-``context_entity_pixels`` ``(B, C, E, 2)`` and ``first_entity_pixels`` ``(B, E, 2)``
+``state``, ``goal_offset`` ``(B, 3)``, ``entity_pixels`` ``(B, E, 2)`` and ``entity_heights``
+``(B, E)`` of the target frame, ``context_entity_pixels`` ``(B, C, E, 2)`` and ``first_entity_pixels`` ``(B, E, 2)``
 (:meth:`~worldsim.world_models.data.EpisodeBank.sample`).
 """
 
@@ -63,9 +63,9 @@ from worldsim.world_models.imagined_step import Prediction, Rollout
 from worldsim.world_models.judge import Judge
 from worldsim.world_models.latents import frames_to_latents
 from worldsim.world_models.layers import randn, task_one_hot
-from worldsim.world_models.objects import ObjectDynamics, resting_heights, rollout_loss
+from worldsim.world_models.objects import ObjectDynamics, rollout_loss
 from worldsim.world_models.outcome import TaskRules
-from worldsim.world_models.proprio import ProprioDynamics, ProprioScale
+from worldsim.world_models.proprio import CUBES, ProprioDynamics, ProprioScale
 
 CONFIG_FILE, WEIGHTS_FILE = PRETRAINED_CONFIG, PRETRAINED_WEIGHTS
 MODEL_TYPE = "worldsim-world-model"
@@ -220,7 +220,15 @@ class WorldModel(nn.Module):
         """The terms of :meth:`dynamics_loss` on ``windows``, the keypoint noise's draws given,
         not detached: for ``torch.compile``, tensors alone."""
         one_hot = task_one_hot(windows["task"], len(self.config.tasks))
-        terms = {"proprio": self.proprio.rollout_loss(windows, one_hot, self.scale)}
+        cubes = None
+        if self.proprio.sees_cubes:  # the recorded cubes before each step: the context's last, then the targets
+            if "points" not in windows or self.objects is None:
+                raise ValueError("proprio.sees_cubes learns from the cubes' recorded positions: the data needs the "
+                                 "'state' observation (collect with obs_mode='pixels+state')")
+            points = torch.cat([windows["points"][:, -1:], windows["target"][:, :-1]], dim=1)[:, :, CUBES]
+            heights = torch.cat([windows["heights"][:, -1:], windows["target_heights"][:, :-1]], dim=1)[:, :, CUBES]
+            cubes = self.objects.camera.unproject(points, heights)
+        terms = {"proprio": self.proprio.rollout_loss(windows, one_hot, self.scale, cubes)}
         if self.objects is not None:
             terms["objects"] = rollout_loss(self.objects, windows, self.scale.normalize, one_hot,
                                             self.config.image_size, point_noise)
@@ -236,7 +244,8 @@ class WorldModel(nn.Module):
         first frames' raw proprio ``(B, 4)`` (where the arm is carried from; None: left where it stands).
         The object pathway's states are the recorded ``objects`` (positions ``(B, C, E, 2)``
         pixels, heights ``(B, C, E)`` metres) when given, else the judge's keypoint detector finds
-        the objects in the frames and each is taken to rest on its plane."""
+        the objects in the frames (and reads their heights with ``[model.judge] heights``; else
+        each is taken to rest on its plane)."""
         device, patch = self.device, self.config.patch
         context = frames_to_latents(frames.to(device), patch)
         points = heights = None
@@ -244,8 +253,9 @@ class WorldModel(nn.Module):
             points, heights = objects[0].to(device).float(), objects[1].to(device).float()
         elif self.objects is not None:
             b, c = context.shape[:2]
-            points = self.judge.locate(context.flatten(0, 1)).view(b, c, -1, 2)
-            heights = resting_heights(points)
+            seen = self.scale.normalize(proprio.to(device).float()).flatten(0, 1)  # each context frame's own
+            points, heights = self.judge.find(context.flatten(0, 1), seen)
+            points, heights = points.view(b, c, -1, 2), heights.view(b, c, -1)
         first_latent = frames_to_latents(first.to(device), patch)
         first_points = None
         if self.objects is not None and self.frames.reads_first_positions:
@@ -280,10 +290,12 @@ class WorldModel(nn.Module):
         pathway, the objects' next positions and heights (None without it). ``objects_move=False``
         keeps the objects where they are (the object pathway switched off; the gripper still moves)."""
         proprio, one_hot = rollout.proprio, task_one_hot(task, len(self.config.tasks))
-        norm = self.proprio(action, proprio, one_hot, self.scale)
         if self.objects is None:
-            return norm, None, None
+            return self.proprio(action, proprio, one_hot, self.scale), None, None
         assert rollout.points is not None and rollout.heights is not None  # started with the pathway
+        cubes = (self.objects.camera.unproject(rollout.points[:, -1, CUBES], rollout.heights[:, -1, CUBES])
+                 if self.proprio.sees_cubes else None)
+        norm = self.proprio(action, proprio, one_hot, self.scale, cubes)
         if not objects_move:
             return norm, rollout.points[:, -1].clone(), rollout.heights[:, -1].clone()
         tcp = torch.stack([proprio[:, -1, :3], self.scale.raw(norm)[:, :3]], dim=1)
@@ -335,7 +347,8 @@ class WorldModel(nn.Module):
         :func:`~worldsim.envs.imagination.hand_written_aids`' keyword arguments: whether it places
         things through the scene's exact camera or one fitted to its frames, whether it clears
         the starting arm and the moved cubes' old spots from the first frame, gates cube motion by
-        contact, moves the gripper by the servo formula and pastes the cubes' pixels."""
+        contact, moves the gripper by the servo formula, pastes the cubes' pixels and takes the
+        objects it finds in real frames to rest on their planes (its judge reads no heights)."""
         objects = self.config.objects
         placed = objects is not None or self.frames.arm_footprint is not None or \
             getattr(self.config.frames, "gripper_planes", False)
@@ -343,7 +356,8 @@ class WorldModel(nn.Module):
                 "arm_cleared": self.frames.arm_footprint is not None,
                 "gated": objects is not None and objects.gate, "commanded": self.config.proprio.commanded,
                 "pasted": self.frames.carry and self.frames.paste,
-                "cleared": self.frames.background is not None}  # carrying clears to it wherever there is one
+                "cleared": self.frames.background is not None,  # carrying clears to it wherever there is one
+                "resting": not self.config.judge.heights}
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from worldsim.envs.observations import ENTITIES, ENTITY_HEIGHTS
+from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import ACTION_SCALE
 from worldsim.world_models.anchor import pixel_centres
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
@@ -184,12 +184,6 @@ def carry_objects(latent: torch.Tensor, points: torch.Tensor, next_points: torch
                             padding_mode="border", align_corners=False).view(b, e, c, h, w)
     blended = base + (alpha[:, :, None] * (carried - base[:, None])).sum(1)
     return F.pixel_unshuffle(blended, patch)
-
-
-def resting_heights(points: torch.Tensor) -> torch.Tensor:
-    """Heights ``points.shape[:-1]`` of objects taken to rest on their planes (cube centres at
-    half a cube, zones on the table, the bin's floor), for positions found in frames alone."""
-    return torch.as_tensor(ENTITY_HEIGHTS, dtype=points.dtype, device=points.device).expand(points.shape[:-1])
 
 
 def keypoint_planes(points: torch.Tensor, size: int, patch: int, sigma: float = PLANE_SIGMA) -> torch.Tensor:

@@ -8,9 +8,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from worldsim.envs.observations import ENTITIES
 from worldsim.envs.scene import commanded_gripper
 from worldsim.world_models.config import ACTION_DIM, PROPRIO_DIM, WorldModelConfig
 from worldsim.world_models.layers import masked_step_mean, mlp
+from worldsim.world_models.objects import RELATION_UNIT_M  # the pathway's unit for offsets from the TCP
+
+CUBES = [i for i, name in enumerate(ENTITIES) if name.endswith("_cube")]
+"""The scene entities a gripper can touch: the cubes (:data:`~worldsim.envs.observations.ENTITIES`)."""
 
 
 def commanded_proprio(proprio: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -51,12 +56,15 @@ class ProprioDynamics(nn.Module):
     whole change drifts. The MLP's last layer starts at zero ("the gripper goes where it is
     commanded"). With ``[model.proprio] commanded = false`` nothing is hand-written: the MLP
     predicts the change from the last proprio, from the action, the context proprio and the task
-    (starting at "the gripper stays")."""
+    (starting at "the gripper stays"). With ``[model.proprio] sees_cubes`` the MLP also reads each
+    cube's offset from the TCP, what stops the fingers and the arm."""
 
     def __init__(self, config: WorldModelConfig) -> None:
         super().__init__()
         self.commanded = config.proprio.commanded
-        inputs = ACTION_DIM + (config.context + self.commanded) * PROPRIO_DIM + len(config.tasks)
+        self.sees_cubes = config.proprio.sees_cubes
+        inputs = (ACTION_DIM + (config.context + self.commanded) * PROPRIO_DIM + len(config.tasks)
+                  + 3 * len(CUBES) * self.sees_cubes)
         self.head = mlp(inputs, config.proprio.hidden, PROPRIO_DIM)
         with torch.no_grad():
             last = self.head[-1]
@@ -64,29 +72,36 @@ class ProprioDynamics(nn.Module):
             last.weight.zero_()
             last.bias.zero_()
 
-    def forward(self, action: torch.Tensor, proprio: torch.Tensor, task_one_hot: torch.Tensor, scale: ProprioScale
-                ) -> torch.Tensor:
-        """The next normalised proprio ``(B, 4)`` from raw context ``proprio`` ``(B, C, 4)``."""
+    def forward(self, action: torch.Tensor, proprio: torch.Tensor, task_one_hot: torch.Tensor, scale: ProprioScale,
+                cubes: torch.Tensor | None = None) -> torch.Tensor:
+        """The next normalised proprio ``(B, 4)`` from raw context ``proprio`` ``(B, C, 4)`` and, when
+        the correction sees them, the cubes' world positions ``cubes`` ``(B, len(CUBES), 3)`` (metres)."""
         norm = scale.normalize(proprio)
+        seen = []
+        if self.sees_cubes:
+            if cubes is None:
+                raise ValueError("this proprio dynamics reads the cubes (sees_cubes): pass their positions")
+            seen = [((cubes - proprio[:, -1:, :3]) / RELATION_UNIT_M).flatten(1)]
         if not self.commanded:
-            return norm[:, -1] + self.head(torch.cat([action, norm.flatten(1), task_one_hot], dim=1))
+            return norm[:, -1] + self.head(torch.cat([action, norm.flatten(1), task_one_hot, *seen], dim=1))
         commanded = scale.normalize(commanded_proprio(proprio[:, -1], action))
-        features = [action, norm.flatten(1), commanded - norm[:, -1], task_one_hot]
+        features = [action, norm.flatten(1), commanded - norm[:, -1], task_one_hot, *seen]
         return commanded + self.head(torch.cat(features, dim=1))
 
-    def rollout_loss(self, windows: dict[str, torch.Tensor], task_one_hot: torch.Tensor, scale: ProprioScale
-                     ) -> torch.Tensor:
+    def rollout_loss(self, windows: dict[str, torch.Tensor], task_one_hot: torch.Tensor, scale: ProprioScale,
+                     cubes: torch.Tensor | None = None) -> torch.Tensor:
         """Mean squared error (normalised units) of the dynamics rolled out over the ``H`` steps of
         state ``windows`` (:meth:`~worldsim.world_models.data.EpisodeBank.state_windows`) on their
         own predictions, from the recorded context and with the recorded actions; steps past an
         episode's end are left out. Imagination feeds them their own predictions, so they learn to
-        keep their errors from compounding."""
+        keep their errors from compounding. ``cubes`` ``(B, H, len(CUBES), 3)``: the recorded cubes
+        before each step (metres), for a correction that sees them."""
         proprio, actions, valid = windows["proprio"], windows["actions"], windows["valid"]
         context = proprio.shape[1] - actions.shape[1]
         wanted = scale.normalize(proprio[:, context:])
         current, losses = proprio[:, :context], []
         for k in range(actions.shape[1]):
-            predicted = self(actions[:, k], current, task_one_hot, scale)
+            predicted = self(actions[:, k], current, task_one_hot, scale, None if cubes is None else cubes[:, k])
             losses.append(((predicted - wanted[:, k]) ** 2).mean(-1))
             current = torch.cat([current[:, 1:], scale.raw(predicted)[:, None]], dim=1)
         return masked_step_mean(torch.stack(losses, dim=1), valid)

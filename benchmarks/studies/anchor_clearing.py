@@ -79,23 +79,24 @@ def trained(base_run: Path, changes: Changes, data: Path, out: Path) -> Path:
     """The variant of the world model trained in ``base_run`` (a ``train-wm`` run folder) with
     ``changes`` to its options, trained on ``data`` into ``out`` by ``worldsim train-wm`` with the
     base's own settings (reused when there). Every other option of the object pathway, the
-    proprio dynamics and the camera is the base model's as it was built (an option it predates at the value that
-    loads it so), not the preset's today. No changes on the base's own data: the base model itself,
-    as it was trained."""
+    proprio dynamics, the judge and the camera is the base model's as it was built (an option it
+    predates at the value that loads it so), not the preset's today. No changes on the base's own
+    data: the base model itself, as it was trained."""
     from dataclasses import asdict
 
-    from worldsim.world_models.config import ObjectPathwayConfig, ProprioConfig
+    from worldsim.world_models.config import JudgeConfig, ObjectPathwayConfig, ProprioConfig
 
-    if unknown := set(changes) - {"objects", "proprio", "frames", "camera"}:
-        raise ValueError(f"a variant changes [model.objects], [model.proprio], [model.frames] or [model] camera, "
-                         f"not {', '.join(sorted(unknown))}")
+    if unknown := set(changes) - {"objects", "proprio", "judge", "frames", "camera"}:
+        raise ValueError(f"a variant changes [model.objects], [model.proprio], [model.judge], [model.frames] or "
+                         f"[model] camera, not {', '.join(sorted(unknown))}")
     config = json.loads((base_run / "config.json").read_text())
     if not changes and Path(config["data"]).resolve() == data.resolve():
         return base_run
     if (out / "world_model").exists():
         return out
     built = json.loads((base_run / "world_model" / "config.json").read_text())["config"]
-    for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig())):
+    for section, defaults in (("objects", ObjectPathwayConfig()), ("proprio", ProprioConfig()),
+                              ("judge", JudgeConfig())):
         if built[section] is None:  # a model trained without state has no pathway
             config["model"][section] = None
             continue
