@@ -48,6 +48,12 @@ over full replays, beside physics' own agreement with the cube 0.33 mm and 1 mm 
 policy's action gap on the rung's frames. ``aids`` lists what each arm takes
 from the simulator and from hand-written code.
 
+**Variants.** ``--wm-model TABLE.FIELD=VALUE ...`` changes every rung's world model as a config
+file's ``[model]`` tables would (e.g. ``judge.heights=true proprio.sees_cubes=true``: options no
+preset turns on). Such a run is part of its protocol and writes
+``benchmarks/studies/results/imagination_ladder_variants.json``, its entry keyed by the task and
+the changes, so that the standing result keeps the presets' own models.
+
 Writes ``benchmarks/results/imagination_ladder.json``, one entry per task under
 ``metrics.tasks.<task>`` (a run replaces its own task's entry and keeps the others): ``protocol``
 (written before any test episode runs), ``bc``, ``direct_rl``, ``run`` (the arguments, commit and
@@ -71,7 +77,7 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import RESULTS, aids_of, commit, machine, plain_args, report
+from common import RESULTS, STUDY_RESULTS, aids_of, commit, machine, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
@@ -80,19 +86,57 @@ from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelPreset, WorldModelRounds
 from worldsim.runtime.run_logging import write_json
-from worldsim.world_models.config import PRESETS
+from worldsim.world_models.config import PRESETS, build_config
 
 SUCCESS_ONLY = ("transition", "sparse")
 """Rewards from the judge's verdict alone: the headline's."""
 RUN_ONLY = ("threads", "out", "only_seeds")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
+try:
+    from tomllib import loads as toml_loads
+except ImportError:  # Python 3.10
+    from tomli import loads as toml_loads  # type: ignore[no-redef]
+VARIANTS = "imagination_ladder_variants"
+"""The study result a run with ``--wm-model`` changes writes to (the standing result keeps the presets' models)."""
 
 
-def with_task(task: str, entry: dict[str, Any], args: argparse.Namespace, results: Path = RESULTS) -> dict[str, Any]:
+def model_changes(entries: list[str]) -> dict[str, Any]:
+    """``--wm-model`` entries (``TABLE.FIELD=VALUE``, the value as TOML reads it) as the nested
+    tables a preset is changed by: ``judge.heights=true`` -> ``{"judge": {"heights": True}}``.
+    ``ValueError`` naming the entry that is not of that form."""
+    changes: dict[str, Any] = {}
+    for entry in entries:
+        key, _, value = entry.partition("=")
+        table, _, name = key.strip().rpartition(".")
+        try:
+            parsed = toml_loads(f"v = {value.strip()}")["v"] if value.strip() else None
+        except ValueError:  # TOML's decode error
+            parsed = None
+        if not table or not name or parsed is None:
+            raise ValueError(f"{entry!r}: give TABLE.FIELD=VALUE, the value as in a config file "
+                             "(e.g. judge.heights=true)")
+        node = changes
+        for part in table.split("."):
+            node = node.setdefault(part, {})
+        node[name] = parsed
+    return changes
+
+
+def result_entry(args: argparse.Namespace) -> tuple[str, str, Path]:
+    """Where a run's figures go: the result's name, the key of its entry under ``metrics.tasks``
+    and its folder. A run whose world models change a preset (``--wm-model``) writes the study
+    result, keyed by the task and the changes, so that the standing entry keeps the presets' models."""
+    if args.wm_model:
+        return VARIANTS, f"{args.task} {' '.join(sorted(args.wm_model))}", STUDY_RESULTS
+    return "imagination_ladder", args.task, RESULTS
+
+
+def with_task(task: str, entry: dict[str, Any], args: argparse.Namespace, results: Path = RESULTS,
+              name: str = "imagination_ladder") -> dict[str, Any]:
     """The result file's metrics with ``task``'s entry set to ``entry`` (its protocol and figures)
     and the run that made it (``run``: arguments, commit, machine); every other task's entry is
     kept as its own run left it, so that a PickPlaceCube run never overwrites PushCube's."""
-    kept = results / "imagination_ladder.json"
+    kept = results / f"{name}.json"
     tasks = json.loads(kept.read_text())["metrics"].get("tasks", {}) if kept.exists() else {}
     run = {"args": plain_args(args), "commit": commit(), "machine": machine()}
     return {"tasks": {**tasks, task: entry | {"run": run}}}
@@ -325,7 +369,8 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     collect = heldout_reading if args.collect == "tested" else "sampled"
     fidelities: dict[str, dict[str, Any]] = {}
     for arm in arms:
-        wm = WorldModelRounds(preset=arm.preset, steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
+        wm = WorldModelRounds(preset=arm.preset, model=model_changes(args.wm_model), steps=steps[arm.preset],
+                              refine_steps=args.wm_refine_steps)
         round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
         results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
                                        videos=2 if arm.placebo is None else 0,
@@ -466,6 +511,9 @@ def main() -> None:
     parser.add_argument("--wm-steps", nargs="+", default=["800"],
                         help="round 0's world-model steps: N for every preset, PRESET=N for one")
     parser.add_argument("--wm-refine-steps", type=int, default=800)
+    parser.add_argument("--wm-model", nargs="+", default=[], metavar="TABLE.FIELD=VALUE",
+                        help="changes to every rung's world model (e.g. judge.heights=true); the figures go to "
+                             f"benchmarks/studies/results/{VARIANTS}.json, keyed by the task and the changes")
     parser.add_argument("--rl-env-steps", type=int, default=12_800)
     parser.add_argument("--rl-num-envs", type=int, default=32)
     parser.add_argument("--rl-lr", type=float, default=3e-5, help="the imagination arms' learning rate")
@@ -492,9 +540,16 @@ def main() -> None:
                 steps[name] = int(value)
     except ValueError:
         parser.error(f"--wm-steps {' '.join(args.wm_steps)}: give N or PRESET=N")
+    try:
+        changes = model_changes(args.wm_model)
+        for preset in {arm.preset for arm in arms}:
+            build_config(preset, **changes)
+    except ValueError as error:
+        parser.error(f"--wm-model {' '.join(args.wm_model)}: {error}")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {' '.join(map(str, args.only_seeds))}: not all of them are in --seeds")
 
+    name, key, folder = result_entry(args)
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
                  "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate",
@@ -504,7 +559,8 @@ def main() -> None:
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
     kept = args.out / "protocol.json"
     if kept.exists():
-        theirs = {"collect": "sampled"} | json.loads(kept.read_text())  # runs from before --collect: sampled
+        # runs from before --collect / --wm-model: sampled, the presets' models
+        theirs = {"collect": "sampled", "wm_model": []} | json.loads(kept.read_text())
         changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
         if changed:
             parser.error(f"--out {args.out} was started with another protocol ({', '.join(changed)}): a changed "
@@ -512,7 +568,7 @@ def main() -> None:
     else:
         write_json(kept, protocol)
         running = {"protocol": protocol, "status": "running: no test episode has run yet"}
-        report("imagination_ladder", with_task(args.task, running, args), args)
+        report(name, with_task(key, running, args, folder, name), args, folder)
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
     files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
@@ -520,7 +576,7 @@ def main() -> None:
         print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
         return
     records = [json.loads(f.read_text()) for f in files]
-    report("imagination_ladder", with_task(args.task, gather(args, arms, protocol, records), args), args)
+    report(name, with_task(key, gather(args, arms, protocol, records), args, folder, name), args, folder)
 
 
 if __name__ == "__main__":

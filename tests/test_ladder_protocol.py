@@ -113,16 +113,23 @@ def test_a_folder_from_before_collect_was_collected_sampled(tmp_path, monkeypatc
     assert ran == [0, 0] and refused == []
 
 
-def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
+def written_results(tmp_path, monkeypatch):
+    """What ``ladder.main()`` reports, by result name, with both result folders in ``tmp_path``."""
     written = {}
 
-    def report(name, metrics, args):
+    def report(name, metrics, args, folder):
         written[name] = metrics
-        (tmp_path / f"{name}.json").write_text(json.dumps({"metrics": metrics}))
+        (folder / f"{name}.json").write_text(json.dumps({"metrics": metrics}))
 
     monkeypatch.setattr(ladder, "run_seed", lambda *a: None)
     monkeypatch.setattr(ladder, "report", report)
-    monkeypatch.setattr(ladder.with_task, "__defaults__", (tmp_path,))
+    monkeypatch.setattr(ladder, "RESULTS", tmp_path)
+    monkeypatch.setattr(ladder, "STUDY_RESULTS", tmp_path)
+    return written
+
+
+def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
+    written = written_results(tmp_path, monkeypatch)
     for task in ("PushCube-v0", "PickPlaceCube-v0"):
         monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / task), "--task", task])
         ladder.main()  # the protocol is written before any seed runs
@@ -131,6 +138,34 @@ def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
     for task, entry in tasks.items():
         assert entry["protocol"]["task"] == task and entry["status"].startswith("running")
         assert entry["run"]["args"]["task"] == task and entry["run"]["machine"]
+
+
+def test_model_changes_are_read_as_config_tables():
+    assert ladder.model_changes(["judge.heights=true", "proprio.sees_cubes = true", "frames.channels=[8, 16]"]) \
+        == {"judge": {"heights": True}, "proprio": {"sees_cubes": True}, "frames": {"channels": [8, 16]}}
+    for bad in ("heights=true", "judge.heights", "judge.heights=yes"):
+        with pytest.raises(ValueError, match="give TABLE.FIELD=VALUE"):
+            ladder.model_changes([bad])
+
+
+def test_a_run_with_model_changes_writes_the_variants_entry(tmp_path, monkeypatch, capsys):
+    written = written_results(tmp_path, monkeypatch)
+    changes = ["proprio.sees_cubes=true", "judge.heights=true"]
+    monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / "v"), "--task",
+                                      "PickPlaceCube-v0", "--wm-model", *changes])
+    ladder.main()
+    assert list(written) == [ladder.VARIANTS]  # the standing result is left as it was
+    entry = written[ladder.VARIANTS]["tasks"]["PickPlaceCube-v0 judge.heights=true proprio.sees_cubes=true"]
+    assert entry["protocol"]["wm_model"] == changes
+    # a field the model does not have, or a change its preset cannot take: refused before anything runs
+    for bad, message in ((["judge.height=true"], "unknown setting(s) height in [judge]"),
+                         (["objects=false"], "objects")):
+        monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / "w"), "--wm-model", *bad])
+        with pytest.raises(SystemExit):
+            ladder.main()
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert error.startswith("imagination_ladder.py: error: --wm-model ") and message in error
+    assert not (tmp_path / "w").exists()
 
 
 def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
