@@ -179,3 +179,39 @@ def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
     assert means["agreement_full"] == pytest.approx(0.55) and means["physics_full_1mm"] == pytest.approx(0.55)
     assert means["agreement_seeds"] == 2 and means["action_gap_8"] is None and means["judge"] == "rule"
     assert ladder.fidelity_means([seed(27.0, 1.0, 0)])["agreement_full"] is None
+
+
+def ladder_run(folder, seeds, arms, test_seed=90_000, wm_model=()):
+    """A tested ladder folder: its protocol and each seed's record (``arms``: name -> outcomes a seed)."""
+    folder.mkdir()
+    protocol = {"task": "PickPlaceCube-v0", "seeds": seeds, "test_seed": test_seed, "test_episodes": 4,
+                "wm_model": list(wm_model)}
+    (folder / "protocol.json").write_text(json.dumps(protocol))
+    for seed in seeds:
+        record = {"arms": {name: {"reading": "mean", "test": {"mean": outcomes[seed], "sampled": [False] * 4}}
+                           for name, outcomes in arms.items()}}
+        (folder / f"seed_{seed}.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_two_ladder_runs_are_compared_arm_by_arm_on_the_same_episodes(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
+    import ladder_pairs
+
+    bc = {0: [True, False, False, False], 1: [False, False, True, False]}
+    plain = ladder_run(tmp_path / "plain", [0, 1], {"bc": bc, "pixels": {0: [True, False, False, False],
+                                                                          1: [False, False, True, False]}})
+    options = ladder_run(tmp_path / "carry", [0, 1], {"bc": bc, "pixels": {0: [True, True, False, False],
+                                                                            1: [True, True, True, False]}},
+                         wm_model=["judge.heights=true"])
+    figures = ladder_pairs.compare(plain, options)
+    assert figures["wm_model"] == [[], ["judge.heights=true"]] and list(figures["arms"]) == ["pixels"]
+    pixels = figures["arms"]["pixels"]
+    assert pixels["per_seed"] == [25.0, 50.0] and pixels["gain"] == 37.5  # points, the second's over the first's
+    assert pixels["first"]["success"] == 0.25 and pixels["second"]["success"] == 0.625
+    other = ladder_run(tmp_path / "other", [0, 1], {"bc": bc, "pixels": bc}, test_seed=80_000)
+    with pytest.raises(ValueError, match="not on the same test episodes: test_seed differ"):
+        ladder_pairs.compare(plain, other)
+    rebased = ladder_run(tmp_path / "rebased", [0, 1], {"bc": {0: bc[1], 1: bc[0]}, "pixels": bc})
+    with pytest.raises(ValueError, match="seed 0: BC's test outcomes differ"):
+        ladder_pairs.compare(plain, rebased)
