@@ -30,6 +30,15 @@ PAIRED = ("task", "seeds", "test_seed", "test_episodes")
 """What two runs' protocols must share for their test episodes to be the same."""
 
 
+def direct_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A seed's record with its chosen direct-RL run as ``direct-rl`` (each seed picks its own
+    learning rate) and the grid's other runs left out."""
+    arms = {name: arm for name, arm in record["arms"].items() if not name.startswith("direct-rl@")}
+    if "direct_rl" in record:
+        arms["direct-rl"] = record["arms"][record["direct_rl"]]
+    return record | {"arms": arms}
+
+
 def paired_records(first: Path, second: Path) -> tuple[dict[str, Any], dict[str, Any], list[tuple[dict, dict]]]:
     """Both runs' protocols and their seed records, seed by seed; ``ValueError`` naming what
     keeps them from being paired."""
@@ -43,7 +52,7 @@ def paired_records(first: Path, second: Path) -> tuple[dict[str, Any], dict[str,
         missing = [str(f) for f in files if not f.exists()]
         if missing:
             raise ValueError(f"seed {seed} has not been tested in {', '.join(missing)}")
-        a, b = (json.loads(f.read_text()) for f in files)
+        a, b = (direct_view(json.loads(f.read_text())) for f in files)
         if a["arms"]["bc"]["test"] != b["arms"]["bc"]["test"]:
             raise ValueError(f"seed {seed}: BC's test outcomes differ between the runs (not the same base policy)")
         pairs.append((a, b))
