@@ -122,24 +122,25 @@ def model_changes(entries: list[str]) -> dict[str, Any]:
     return changes
 
 
-def result_entry(args: argparse.Namespace) -> tuple[str, str, Path]:
-    """Where a run's figures go: the result's name, the key of its entry under ``metrics.tasks``
-    and its folder. A run whose world models change a preset (``--wm-model``) writes the study
-    result, keyed by the task and the changes, so that the standing entry keeps the presets' models."""
+def publish(entry: dict[str, Any], args: argparse.Namespace) -> None:
+    """Report the run's task entry (its protocol and figures) with the run that made it (``run``:
+    arguments, commit, machine) under ``metrics.tasks``; every other entry of the result is kept as
+    its own run left it, so that a PickPlaceCube run never overwrites PushCube's. A run whose world
+    models change a preset (``--wm-model``) writes the study result instead, its entry keyed by the
+    task and the changes, so that the standing result keeps the presets' models."""
     if args.wm_model:
-        return VARIANTS, f"{args.task} {' '.join(sorted(args.wm_model))}", STUDY_RESULTS
-    return "imagination_ladder", args.task, RESULTS
-
-
-def with_task(task: str, entry: dict[str, Any], args: argparse.Namespace, results: Path = RESULTS,
-              name: str = "imagination_ladder") -> dict[str, Any]:
-    """The result file's metrics with ``task``'s entry set to ``entry`` (its protocol and figures)
-    and the run that made it (``run``: arguments, commit, machine); every other task's entry is
-    kept as its own run left it, so that a PickPlaceCube run never overwrites PushCube's."""
-    kept = results / f"{name}.json"
+        name, key, folder = VARIANTS, f"{args.task} {' '.join(sorted(args.wm_model))}", STUDY_RESULTS
+    else:
+        name, key, folder = "imagination_ladder", args.task, RESULTS
+    kept = folder / f"{name}.json"
     tasks = json.loads(kept.read_text())["metrics"].get("tasks", {}) if kept.exists() else {}
     run = {"args": plain_args(args), "commit": commit(), "machine": machine()}
-    return {"tasks": {**tasks, task: entry | {"run": run}}}
+    report(name, {"tasks": {**tasks, key: entry | {"run": run}}}, args, folder)
+
+
+def direct_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A seed's record with the direct-RL run whose learning rate it chose also as ``direct-rl``."""
+    return record | {"arms": record["arms"] | {"direct-rl": record["arms"][record["direct_rl"]]}}
 
 
 @dataclass(frozen=True)
@@ -368,8 +369,9 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     # outcomes the policy reaches when tested (PickPlaceCube's BC grasps by its mean action only)
     collect = heldout_reading if args.collect == "tested" else "sampled"
     fidelities: dict[str, dict[str, Any]] = {}
+    changes = model_changes(args.wm_model)
     for arm in arms:
-        wm = WorldModelRounds(preset=arm.preset, model=model_changes(args.wm_model), steps=steps[arm.preset],
+        wm = WorldModelRounds(preset=arm.preset, model=changes, steps=steps[arm.preset],
                               refine_steps=args.wm_refine_steps)
         round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
         results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
@@ -443,9 +445,6 @@ def successes(records: list[dict[str, Any]], name: str) -> dict[str, Any]:
 def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
            records: list[dict[str, Any]]) -> dict[str, Any]:
     """The task's entry in the result from every seed's record."""
-    def direct_view(r: dict[str, Any]) -> dict[str, Any]:  # each seed's chosen learning rate as "direct-rl"
-        return r | {"arms": r["arms"] | {"direct-rl": r["arms"][r["direct_rl"]]}}
-
     records = [direct_view(r) for r in records]
     vs_bc = gains(records, "direct-rl", "bc")
     metrics: dict[str, Any] = {
@@ -549,7 +548,6 @@ def main() -> None:
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {' '.join(map(str, args.only_seeds))}: not all of them are in --seeds")
 
-    name, key, folder = result_entry(args)
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
                  "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate",
@@ -568,7 +566,7 @@ def main() -> None:
     else:
         write_json(kept, protocol)
         running = {"protocol": protocol, "status": "running: no test episode has run yet"}
-        report(name, with_task(key, running, args, folder, name), args, folder)
+        publish(running, args)
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
     files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
@@ -576,7 +574,7 @@ def main() -> None:
         print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
         return
     records = [json.loads(f.read_text()) for f in files]
-    report(name, with_task(key, gather(args, arms, protocol, records), args, folder, name), args, folder)
+    publish(gather(args, arms, protocol, records), args)
 
 
 if __name__ == "__main__":

@@ -182,14 +182,16 @@ def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
 
 
 def ladder_run(folder, seeds, arms, test_seed=90_000, wm_model=()):
-    """A tested ladder folder: its protocol and each seed's record (``arms``: name -> outcomes a seed)."""
+    """A tested ladder folder: its protocol and each seed's record (``arms``: name -> outcomes a
+    seed; direct RL's chosen run succeeds where BC does)."""
     folder.mkdir()
     protocol = {"task": "PickPlaceCube-v0", "seeds": seeds, "test_seed": test_seed, "test_episodes": 4,
                 "wm_model": list(wm_model)}
     (folder / "protocol.json").write_text(json.dumps(protocol))
     for seed in seeds:
-        record = {"arms": {name: {"reading": "mean", "test": {"mean": outcomes[seed], "sampled": [False] * 4}}
-                           for name, outcomes in arms.items()}}
+        record = {"direct_rl": "direct-rl@3e-05",
+                  "arms": {name: {"reading": "mean", "test": {"mean": outcomes[seed], "sampled": [False] * 4}}
+                           for name, outcomes in (arms | {"direct-rl@3e-05": arms["bc"]}).items()}}
         (folder / f"seed_{seed}.json").write_text(json.dumps(record))
     return folder
 
@@ -205,7 +207,9 @@ def test_two_ladder_runs_are_compared_arm_by_arm_on_the_same_episodes(tmp_path):
                                                                             1: [True, True, True, False]}},
                          wm_model=["judge.heights=true"])
     figures = ladder_pairs.compare(plain, options)
-    assert figures["wm_model"] == [[], ["judge.heights=true"]] and list(figures["arms"]) == ["pixels"]
+    assert figures["wm_model"] == [[], ["judge.heights=true"]]
+    assert list(figures["arms"]) == ["pixels", "direct-rl"]  # the chosen direct-RL run, not the grid's
+    assert figures["arms"]["direct-rl"]["gain"] == 0.0
     pixels = figures["arms"]["pixels"]
     assert pixels["per_seed"] == [25.0, 50.0] and pixels["gain"] == 37.5  # points, the second's over the first's
     assert pixels["first"]["success"] == 0.25 and pixels["second"]["success"] == 0.625

@@ -24,19 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 from common import STUDY_RESULTS, report  # noqa: E402
-from imagination_ladder import gains, successes  # noqa: E402
+from imagination_ladder import direct_view, gains, successes  # noqa: E402
 
 PAIRED = ("task", "seeds", "test_seed", "test_episodes")
 """What two runs' protocols must share for their test episodes to be the same."""
-
-
-def direct_view(record: dict[str, Any]) -> dict[str, Any]:
-    """A seed's record with its chosen direct-RL run as ``direct-rl`` (each seed picks its own
-    learning rate) and the grid's other runs left out."""
-    arms = {name: arm for name, arm in record["arms"].items() if not name.startswith("direct-rl@")}
-    if "direct_rl" in record:
-        arms["direct-rl"] = record["arms"][record["direct_rl"]]
-    return record | {"arms": arms}
 
 
 def paired_records(first: Path, second: Path) -> tuple[dict[str, Any], dict[str, Any], list[tuple[dict, dict]]]:
@@ -62,7 +53,9 @@ def paired_records(first: Path, second: Path) -> tuple[dict[str, Any], dict[str,
 def compare(first: Path, second: Path) -> dict[str, Any]:
     """Every arm both runs have: its success in each and the second's gain over the first."""
     protocol_a, protocol_b, pairs = paired_records(first, second)
-    arms = [arm for arm in pairs[0][0]["arms"] if arm in pairs[0][1]["arms"] and arm != "bc"]
+    # each seed's chosen direct-RL run as direct-rl, not the grid's runs one by one
+    arms = [arm for arm in pairs[0][0]["arms"] if arm in pairs[0][1]["arms"] and arm != "bc"
+            and not arm.startswith("direct-rl@")]
     figures: dict[str, Any] = {}
     for arm in arms:
         records = [{"arms": {"first": a["arms"][arm], "second": b["arms"][arm]}} for a, b in pairs]
