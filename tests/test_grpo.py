@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from worldsim.envs.imagination import ImaginationConfig
 from worldsim.policies import MLPPolicy, load_policy
 from worldsim.runtime.run_logging import read_metrics
 from worldsim.training.grpo import (
@@ -19,7 +20,7 @@ from worldsim.training.grpo import (
     success_mask,
     train_grpo,
 )
-from worldsim.training.rl import clipped_surrogate
+from worldsim.training.rl import clipped_surrogate, make_train_env
 
 
 def test_group_advantages_subtract_the_group_mean():
@@ -68,6 +69,28 @@ def test_config_rejects_bad_groups(tmp_path):
         GRPOConfig(num_envs=16, group_size=1, out=tmp_path)
     with pytest.raises(ValueError, match="kl_coef=-0.1 must be a finite number >= 0"):
         GRPOConfig(num_envs=16, kl_coef=-0.1, out=tmp_path)
+
+
+def test_physics_reward_sets_the_training_envs_reward_and_is_refused_in_imagination(tmp_path):
+    config = GRPOConfig(task="PushCube-v0", num_envs=4, group_size=2, total_env_steps=40, physics_reward="sparse",
+                        out=tmp_path)
+    policy = MLPPolicy(config.mlp_config(obs_dim=8))
+    env = make_train_env(config, 4, policy, reset_schedule="synchronous")
+    env.reset(seed=0)
+    _, reward, *_ = env.step(np.zeros((4, 4), dtype=np.float32))
+    assert env.unwrapped.reward_type == "sparse" and set(np.asarray(reward).tolist()) <= {0.0, 1.0}
+    env.close()
+    dense = make_train_env(GRPOConfig(task="PushCube-v0", num_envs=4, group_size=2, out=tmp_path), 4, policy,
+                           reset_schedule="synchronous")
+    dense.reset(seed=0)
+    _, reward, *_ = dense.step(np.zeros((4, 4), dtype=np.float32))
+    assert dense.unwrapped.reward_type == "dense" and 0.0 < float(np.min(reward)) < 1.0  # the shaping pays a start
+    dense.close()
+    with pytest.raises(ValueError, match="physics_reward='sparse' with world_model: imagination rewards as"):
+        GRPOConfig(num_envs=4, group_size=2, obs_mode="pixels", physics_reward="sparse", out=tmp_path,
+                   imagination=ImaginationConfig(world_model=tmp_path, keyframes=tmp_path))
+    with pytest.raises(ValueError, match="physics_reward='shaped'; allowed: dense, sparse"):
+        GRPOConfig(num_envs=4, group_size=2, physics_reward="shaped", out=tmp_path)
 
 
 def test_reference_kl_is_zero_where_the_policies_agree_and_positive_elsewhere():

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from worldsim.envs.arrays import host_array
 from worldsim.envs.concat import ConcatVectorEnv
+from worldsim.envs.core import PHYSICS_REWARD_TYPES
 from worldsim.envs.imagination import ImaginationConfig
 from worldsim.envs.observations import OBS_MODES
 from worldsim.envs.registration import make_task_envs
@@ -175,7 +176,7 @@ class RLRunConfig(RunSettings):
     SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("device",)}
     """The world model runs on the run's device: the imagination's own is not a flag."""
     COMMAND_LINE: ClassVar[tuple[str, ...]] = ("task", "suite", "obs_mode", "backend", "policy", "eval_episodes",
-                                               "imagination")
+                                               "imagination", "physics_reward")
     """The fields PPO and GRPO share that are flags (with the run settings'); the rest a config file sets."""
 
     task: str = "ReachCube-v0"
@@ -192,7 +193,10 @@ class RLRunConfig(RunSettings):
     imagination: ImaginationConfig = field(default_factory=ImaginationConfig)
     """Train in imagination: with a world model (and keyframes, obs_mode pixels, the mujoco
     backend) the world model steps the training envs instead of physics, on the run's device;
-    evaluation stays in physics. Without one, training runs in physics on its dense reward."""
+    evaluation stays in physics. Without one, training runs in physics on ``physics_reward``."""
+    physics_reward: Literal["dense", "sparse"] = "dense"
+    """The reward of training in physics: ``"dense"``, the task's staged shaping, or ``"sparse"``,
+    success alone (1 each step the task is solved). Imagination's is ``imagination.reward_type``."""
     terminate_on_success: bool = False
     """End training episodes on success (evaluation always does); see the module docstring."""
     clip_coef: float = 0.2
@@ -238,6 +242,11 @@ class RLRunConfig(RunSettings):
         if self.imagined and self.obs_mode != "pixels":
             raise ValueError(f"obs_mode={self.obs_mode!r}: imagined envs observe pixels only; use "
                              "obs_mode='pixels' with world_model")
+        if self.physics_reward not in PHYSICS_REWARD_TYPES:
+            raise ValueError(f"physics_reward={self.physics_reward!r}; allowed: {', '.join(PHYSICS_REWARD_TYPES)}")
+        if self.imagined and self.physics_reward != "dense":
+            raise ValueError(f"physics_reward={self.physics_reward!r} with world_model: imagination rewards as "
+                             "imagination.reward_type says; set that instead")
         if self.backend not in ("mujoco", "mjx", "warp"):
             raise ValueError(f"backend={self.backend!r} is not a backend; allowed: 'mujoco', 'mjx', 'warp'")
         if self.imagined and self.backend != "mujoco":
@@ -305,6 +314,8 @@ def make_train_env(config: RLRunConfig, num_envs: int, policy: Policy, *, reset_
     if config.backend == "warp":
         kwargs["device"] = policy.device
     imagination = config.imagination.replace(device=config.device) if config.imagined else None
+    if imagination is None:
+        kwargs["reward_type"] = config.physics_reward
     envs = [make_task_envs(task, num_envs // len(tasks), imagination=imagination, **kwargs) for task in tasks]
     env = envs[0] if len(envs) == 1 else ConcatVectorEnv(envs)
     return ActionChunk(env, policy.chunk_size) if policy.chunk_size > 1 else env
