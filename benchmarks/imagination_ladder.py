@@ -52,7 +52,8 @@ from the simulator and from hand-written code.
 file's ``[model]`` tables would (e.g. ``judge.heights=true proprio.sees_cubes=true``: options no
 preset turns on). Such a run is part of its protocol and writes
 ``benchmarks/studies/results/imagination_ladder_variants.json``, its entry keyed by the task and
-the changes, so that the standing result keeps the presets' own models.
+the changes, so that the standing result keeps the presets' own models. ``--variant NAME`` sends
+any other run there too (e.g. a larger imagined budget), keyed by the task and ``NAME``.
 
 Writes ``benchmarks/results/imagination_ladder.json``, one entry per task under
 ``metrics.tasks.<task>`` (a run replaces its own task's entry and keeps the others): ``protocol``
@@ -126,10 +127,12 @@ def publish(entry: dict[str, Any], args: argparse.Namespace) -> None:
     """Report the run's task entry (its protocol and figures) with the run that made it (``run``:
     arguments, commit, machine) under ``metrics.tasks``; every other entry of the result is kept as
     its own run left it, so that a PickPlaceCube run never overwrites PushCube's. A run whose world
-    models change a preset (``--wm-model``) writes the study result instead, its entry keyed by the
-    task and the changes, so that the standing result keeps the presets' models."""
-    if args.wm_model:
-        name, key, folder = VARIANTS, f"{args.task} {' '.join(sorted(args.wm_model))}", STUDY_RESULTS
+    models change a preset (``--wm-model``) or that is named a variant (``--variant``) writes the
+    study result instead, its entry keyed by the task and the variant's name (by default the
+    changes), so that the standing result keeps the standing protocol's figures."""
+    if args.wm_model or args.variant:
+        label = args.variant or " ".join(sorted(args.wm_model))
+        name, key, folder = VARIANTS, f"{args.task} {label}", STUDY_RESULTS
     else:
         name, key, folder = "imagination_ladder", args.task, RESULTS
     kept = folder / f"{name}.json"
@@ -513,6 +516,9 @@ def main() -> None:
     parser.add_argument("--wm-model", nargs="+", default=[], metavar="TABLE.FIELD=VALUE",
                         help="changes to every rung's world model (e.g. judge.heights=true); the figures go to "
                              f"benchmarks/studies/results/{VARIANTS}.json, keyed by the task and the changes")
+    parser.add_argument("--variant", default=None, metavar="NAME",
+                        help=f"a protocol other than the standing one (e.g. a larger --rl-env-steps): the figures "
+                             f"go to benchmarks/studies/results/{VARIANTS}.json, keyed by the task and NAME")
     parser.add_argument("--rl-env-steps", type=int, default=12_800)
     parser.add_argument("--rl-num-envs", type=int, default=32)
     parser.add_argument("--rl-lr", type=float, default=3e-5, help="the imagination arms' learning rate")
@@ -557,8 +563,8 @@ def main() -> None:
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
     kept = args.out / "protocol.json"
     if kept.exists():
-        # runs from before --collect / --wm-model: sampled, the presets' models
-        theirs = {"collect": "sampled", "wm_model": []} | json.loads(kept.read_text())
+        # runs from before --collect / --wm-model / --variant: sampled, the presets' models, standing
+        theirs = {"collect": "sampled", "wm_model": [], "variant": None} | json.loads(kept.read_text())
         changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
         if changed:
             parser.error(f"--out {args.out} was started with another protocol ({', '.join(changed)}): a changed "

@@ -166,6 +166,12 @@ def test_a_run_with_model_changes_writes_the_variants_entry(tmp_path, monkeypatc
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert error.startswith("imagination_ladder.py: error: --wm-model ") and message in error
     assert not (tmp_path / "w").exists()
+    monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / "b"), "--rl-env-steps",
+                                      "51200", "--variant", "budget-51k"])
+    ladder.main()  # another budget, named a variant: its own entry, the standing result still untouched
+    assert list(written) == [ladder.VARIANTS]
+    entry = written[ladder.VARIANTS]["tasks"]["PushCube-v0 budget-51k"]
+    assert entry["protocol"]["rl_env_steps"] == 51200 and entry["protocol"]["variant"] == "budget-51k"
 
 
 def test_outcome_agreement_is_averaged_over_seeds_with_both_outcomes():
