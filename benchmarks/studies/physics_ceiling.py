@@ -21,7 +21,7 @@ ladder's), and is tested once on the ladder's test episodes (``--test-episodes``
     python benchmarks/studies/physics_ceiling.py --only-seeds 1 3 --threads 1 --out runs/physics_ceiling
     python benchmarks/studies/physics_ceiling.py --out runs/physics_ceiling       # gathers
 
-Writes ``benchmarks/studies/results/physics_ceiling.json`` (the protocol first, before any test
+Writes ``benchmarks/studies/results/<--name>.json`` (the protocol first, before any test
 episode runs; the figures once every seed is tested).
 """
 
@@ -42,7 +42,7 @@ from worldsim.evaluation.compare import READINGS  # noqa: E402
 from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET  # noqa: E402
 from worldsim.runtime.run_logging import write_json  # noqa: E402
 
-RUN_ONLY = ("threads", "out", "only_seeds")
+RUN_ONLY = ("threads", "out", "only_seeds", "name")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
 
 
@@ -112,6 +112,7 @@ def main() -> None:
     parser.add_argument("--only-seeds", type=int, nargs="+", default=None)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/physics_ceiling"))
+    parser.add_argument("--name", default="physics_ceiling", help="the result file's name (another protocol: another)")
     args = parser.parse_args()
     for value, flag in ((args.budgets, "--budgets"), ([args.num_envs], "--num-envs"),
                         ([args.test_episodes], "--test-episodes"), ([args.eval_episodes], "--eval-episodes")):
@@ -129,8 +130,8 @@ def main() -> None:
                      "with a new --test-seed")
     args.out.mkdir(parents=True, exist_ok=True)
     write_json(protocol_file, protocol)
-    if not (STUDY_RESULTS / "physics_ceiling.json").exists():
-        report("physics_ceiling", {"protocol": protocol}, args, STUDY_RESULTS)
+    if not (STUDY_RESULTS / f"{args.name}.json").exists():
+        report(args.name, {"protocol": protocol}, args, STUDY_RESULTS)
 
     for seed in args.only_seeds or args.seeds:
         run_seed(args, seed)
@@ -144,7 +145,7 @@ def main() -> None:
             "gain_vs_bc": gains(records, name, "bc"),
             "iterations": [r["arms"][name].get("iterations") for r in records],
             "train_seconds": [r["arms"][name].get("train_seconds") for r in records]}
-    report("physics_ceiling", metrics, args, STUDY_RESULTS)
+    report(args.name, metrics, args, STUDY_RESULTS)
 
 
 if __name__ == "__main__":
