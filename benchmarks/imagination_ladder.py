@@ -6,9 +6,10 @@ For each seed, one BC base (the co-evolution benchmark's: ``--bc-demos`` noisy s
 demonstrations, ``--bc-steps`` of behaviour cloning) and then, from it, with the same real-episode
 budget (``--real-episodes`` x ``--rounds``):
 
-- ``direct-rl``: GRPO in physics on the whole real budget, with at least as many policy updates
-  as the imagination arm (:func:`~worldsim.pipelines.coevolve.direct_rl_epochs`), once per
-  learning rate of ``--direct-rl-lrs``; each seed keeps the one its round evaluations rank first;
+- ``direct-rl``: GRPO in physics on the whole real budget, rewarded by the task's dense shaping,
+  with at least as many policy updates as the imagination arm
+  (:func:`~worldsim.pipelines.coevolve.direct_rl_epochs`), once per learning rate of
+  ``--direct-rl-lrs``; each seed keeps the one its round evaluations rank first;
 - co-evolution on each rung of ``--rungs`` with each reward of ``--rewards``: the first reward is
   the headline and must reward success alone (``transition`` or ``sparse``); the others (``dense``,
   the task's shaping) are reported beside it. Arms after the first of a rung reuse its round 0 (the
@@ -462,7 +463,8 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
                       # rate is the one most likely to make every planned update
                       "policy_updates_by_lr": {name.split("@")[1]: [r["direct_rl_updates"][name] for r in records]
                                                for name in records[0]["direct_rl_updates"]},
-                      "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"]},
+                      "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"],
+                      "reward": "dense (the task's shaping, in physics: train-rl's default)"},
         "rungs": {}}
     rungs = metrics["rungs"]
     for arm in arms:
