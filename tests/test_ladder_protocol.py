@@ -225,3 +225,38 @@ def test_two_ladder_runs_are_compared_arm_by_arm_on_the_same_episodes(tmp_path):
     rebased = ladder_run(tmp_path / "rebased", [0, 1], {"bc": {0: bc[1], 1: bc[0]}, "pixels": bc})
     with pytest.raises(ValueError, match="seed 0: BC's test outcomes differ"):
         ladder_pairs.compare(plain, rebased)
+
+
+def test_the_physics_ceiling_keeps_its_protocol_and_gathers_gains_over_bc(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
+    import physics_ceiling
+
+    written = {}
+    monkeypatch.setattr(physics_ceiling, "STUDY_RESULTS", tmp_path)
+    monkeypatch.setattr(physics_ceiling, "report", lambda name, metrics, args, folder: written.update({name: metrics}))
+    bc = {0: [True, False, False, False], 1: [False, False, True, False]}
+    grpo = {0: [True, True, False, False], 1: [True, False, True, False]}
+
+    def run_seed(args, seed):
+        arms = {"bc": bc[seed], "physics-sparse@12800": grpo[seed]}
+        record = {"seed": seed, "arms": {name: {"reading": "mean", "test": {"mean": o, "sampled": [False] * 4},
+                                                "iterations": 4} for name, o in arms.items()}}
+        (args.out / f"seed_{seed}.json").write_text(json.dumps(record))
+
+    monkeypatch.setattr(physics_ceiling, "run_seed", run_seed)
+    command = ["physics_ceiling.py", "--seeds", "0", "1", "--budgets", "12800", "--out", str(tmp_path / "c")]
+    monkeypatch.setattr(sys, "argv", command)
+    physics_ceiling.main()
+    metrics = written["physics_ceiling"]
+    assert metrics["protocol"]["budgets"] == [12800] and "out" not in metrics["protocol"]
+    arm = metrics["arms"]["physics-sparse@12800"]
+    assert arm["gain_vs_bc"]["per_seed"] == [25.0, 25.0] and arm["success"] == 0.5 and arm["iterations"] == [4, 4]
+    assert metrics["bc"]["success"] == 0.25
+    monkeypatch.setattr(sys, "argv", [*command, "--lr", "1e-4"])  # another protocol in the same folder
+    with pytest.raises(SystemExit):
+        physics_ceiling.main()
+    assert "holds another protocol" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", [*command[:-1], str(tmp_path / "d"), "--num-envs", "12"])
+    with pytest.raises(SystemExit):
+        physics_ceiling.main()
+    assert "GRPO's groups of 8 must divide it" in capsys.readouterr().err and not (tmp_path / "d").exists()
