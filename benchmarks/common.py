@@ -77,6 +77,28 @@ def report(name: str, metrics: dict[str, Any], args: Any, results: Path = RESULT
     return record
 
 
+def fix_protocol(folder: Path, protocol: dict[str, Any], predates: dict[str, Any] | None = None) -> bool:
+    """Fix a run's protocol before any test episode runs: write ``folder/protocol.json`` when the
+    folder has none (True: a new run), else check that ``protocol`` is the one kept there (False);
+    ``predates``: the values of keys a kept protocol may be older than. ``ValueError`` ("another
+    protocol (<the keys that differ>) ...") otherwise: a changed protocol is a new run, in a new
+    folder, on new test seeds."""
+    from worldsim.runtime.run_logging import write_json
+
+    protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
+    kept = folder / "protocol.json"
+    if not kept.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(kept, protocol)
+        return True
+    theirs = (predates or {}) | json.loads(kept.read_text())
+    changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
+    if changed:
+        raise ValueError(f"another protocol ({', '.join(changed)}): a changed protocol is a new run, with a new "
+                         "--out and a new --test-seed")
+    return False
+
+
 def noisy_expert(task: str, noise: float, grasp_noise: float, epsilon: float = 0.0, grasp_epsilon: float = 0.0,
                  seed: int = 0) -> Any:
     """The scripted expert for ``task`` with displacement noise and a share of random actions,

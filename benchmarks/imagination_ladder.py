@@ -79,7 +79,7 @@ from typing import Any, cast
 
 import numpy as np
 from coevolve import bc_base
-from common import RESULTS, STUDY_RESULTS, aids_of, commit, machine, plain_args, report
+from common import RESULTS, STUDY_RESULTS, aids_of, commit, fix_protocol, machine, plain_args, report
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES
 from worldsim.envs.imagination import JUDGES, PIXELS, RUNGS, ImaginationConfig, Rung
@@ -88,6 +88,7 @@ from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET
 from worldsim.pipelines.coevolve import CoevolveConfig, coevolve, last_accepted
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelPreset, WorldModelRounds
 from worldsim.runtime.run_logging import write_json
+from worldsim.training.rl import RLRunConfig
 from worldsim.world_models.config import PRESETS, build_config
 
 SUCCESS_ONLY = ("transition", "sparse")
@@ -464,7 +465,7 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
                       "policy_updates_by_lr": {name.split("@")[1]: [r["direct_rl_updates"][name] for r in records]
                                                for name in records[0]["direct_rl_updates"]},
                       "real_episodes": records[0]["arms"]["direct-rl"]["real_episodes"],
-                      "reward": "dense (the task's shaping, in physics: train-rl's default)"},
+                      "reward": RLRunConfig.physics_reward},  # coevolve's direct RL sets none: the default
         "rungs": {}}
     rungs = metrics["rungs"]
     for arm in arms:
@@ -563,18 +564,12 @@ def main() -> None:
                  # a preset whose settings changed builds another model: another protocol
                  "presets": {preset: PRESETS[preset] for preset in sorted({arm.preset for arm in arms})}}
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
-    kept = args.out / "protocol.json"
-    if kept.exists():
-        # runs from before --collect / --wm-model / --variant: sampled, the presets' models, standing
-        theirs = {"collect": "sampled", "wm_model": [], "variant": None} | json.loads(kept.read_text())
-        changed = sorted(k for k in protocol.keys() | theirs.keys() if protocol.get(k) != theirs.get(k))
-        if changed:
-            parser.error(f"--out {args.out} was started with another protocol ({', '.join(changed)}): a changed "
-                         "protocol is a new run, with a new --out and a new --test-seed")
-    else:
-        write_json(kept, protocol)
-        running = {"protocol": protocol, "status": "running: no test episode has run yet"}
-        publish(running, args)
+    try:  # runs from before --collect / --wm-model / --variant: sampled, the presets' models, standing
+        new = fix_protocol(args.out, protocol, predates={"collect": "sampled", "wm_model": [], "variant": None})
+    except ValueError as error:
+        parser.error(f"--out {args.out} was started with {error}")
+    if new:
+        publish({"protocol": protocol, "status": "running: no test episode has run yet"}, args)
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
     files = [args.out / f"seed_{seed}.json" for seed in args.seeds]

@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, plain_args, report  # noqa: E402
+from common import STUDY_RESULTS, fix_protocol, plain_args, report  # noqa: E402
 from imagination_ladder import chosen, gains, real_outcomes_of, successes  # noqa: E402
 
 from worldsim.evaluation.compare import READINGS  # noqa: E402
@@ -77,9 +77,16 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
             name = arm_name(reward, budget)
             runs[name] = grpo_in_physics(args, bc, seed, reward, budget)
             policies[name] = args.out / f"{name}_s{seed}" / "policy"
-    evals = {name: {reading: real_outcomes_of(policy, args.task, args.eval_episodes, seed + REAL_EVAL_SEED_OFFSET,
-                                              reading, args.out / "readings" / f"s{seed}" / f"{name}_{reading}.json")
-                    for reading in READINGS} for name, policy in policies.items()}
+    def round_eval(name: str, policy: Path, reading: str) -> list[bool]:
+        """``policy``'s outcomes on the round evaluations' episodes: a run's own final evaluation
+        (the same episodes, by its mean action) for that reading, run here otherwise."""
+        if name in runs and READINGS[reading] == runs[name]["eval"]["deterministic"]:
+            return runs[name]["eval"]["per_task"][args.task]["outcomes"]
+        return real_outcomes_of(policy, args.task, args.eval_episodes, seed + REAL_EVAL_SEED_OFFSET, reading,
+                                args.out / "readings" / f"s{seed}" / f"{name}_{reading}.json")
+
+    evals = {name: {reading: round_eval(name, policy, reading) for reading in READINGS}
+             for name, policy in policies.items()}
     round_evals = {name: {reading: sum(o) / len(o) for reading, o in e.items()} for name, e in evals.items()}
     record: dict[str, Any] = {"seed": seed, "arms": {}}
     for name, policy in policies.items():  # the test: once, after every run, both readings
@@ -124,13 +131,11 @@ def main() -> None:
         parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
-    protocol_file = args.out / "protocol.json"
-    if protocol_file.exists() and json.loads(protocol_file.read_text()) != protocol:
-        parser.error(f"{args.out} holds another protocol ({protocol_file}); a changed protocol is a new --out "
-                     "with a new --test-seed")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(protocol_file, protocol)
-    if not (STUDY_RESULTS / f"{args.name}.json").exists():
+    try:
+        new = fix_protocol(args.out, protocol)
+    except ValueError as error:
+        parser.error(f"{args.out} holds {error}")
+    if new:
         report(args.name, {"protocol": protocol}, args, STUDY_RESULTS)
 
     for seed in args.only_seeds or args.seeds:
