@@ -4,12 +4,13 @@ A world model can at best be as good as the simulator it imitates, so GRPO train
 as many env steps as the imagination ladder's arm imagines (and more) bounds what any world model
 could give that arm at that budget. Each seed's BC base is the ladder's (``bc_base``: the same
 demonstrations and behaviour cloning); from it, GRPO runs in physics with the imagination arm's
-settings (``--num-envs`` envs in groups of 8, lr ``--lr``) on a success-only reward (``sparse``:
-1 each step the task is solved; the ladder's headline rewards the step success is reached) for
-each budget of ``--budgets`` env steps. Unlike imagination, physics here costs no real episodes
-(this is a simulator's bound, not a baseline on the real budget) and every episode starts from a
-reset and runs its full length (the imagination arm starts half its episodes at keyframes and cuts
-them at 40 steps).
+settings (``--num-envs`` envs in groups of ``--group-size`` 8, lr ``--lr``) on a success-only
+reward (``sparse``: 1 each step the task is solved; the ladder's headline rewards the step success
+is reached) for each budget of ``--budgets`` env steps; ``--algo ppo`` trains PPO instead (the
+recipe ``physics_recipes.py`` chooses on validation episodes is tested here). Unlike imagination,
+physics here costs no real episodes (this is a simulator's bound, not a baseline on the real
+budget) and every episode starts from a reset and runs its full length (the imagination arm starts
+half its episodes at keyframes and cuts them at 40 steps).
 
 Every policy, BC included, is read with its mean action and sampled; each seed takes the reading
 its round evaluations rank first (``--eval-episodes`` real episodes, seed ``seed + 10000``, the
@@ -40,30 +41,38 @@ from imagination_ladder import chosen, gains, real_outcomes_of, successes  # noq
 
 from worldsim.evaluation.compare import READINGS  # noqa: E402
 from worldsim.evaluation.rank import REAL_EVAL_SEED_OFFSET  # noqa: E402
+from worldsim.pipelines.coevolve_parts import RLRounds  # noqa: E402
 from worldsim.runtime.run_logging import write_json  # noqa: E402
 
 RUN_ONLY = ("threads", "out", "only_seeds", "name")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
+PREDATES = {"algo": "grpo", "group_size": 8}
+"""The recipe of runs whose protocol predates choosing it (GRPO in groups of 8)."""
 
 
 def arm_name(reward: str, budget: int) -> str:
     return f"physics-{reward}@{budget}"
 
 
-def grpo_in_physics(args: argparse.Namespace, policy: Path, seed: int, reward: str, budget: int) -> dict[str, Any]:
-    """GRPO from ``policy`` in physics for ``budget`` env steps on ``reward``; its summary (kept)."""
-    from worldsim.pipelines.coevolve_parts import RLRounds
+def rl_in_physics(recipe: RLRounds, budget: int, policy: Path, task: str, seed: int, reward: str, out: Path,
+                  eval_episodes: int, threads: int) -> dict[str, Any]:
+    """``recipe``'s RL from ``policy`` in physics for ``budget`` env steps on ``reward``, in ``out``;
+    its summary (kept: a finished run is read back, not run again)."""
     from worldsim.training.grpo import train_grpo
+    from worldsim.training.ppo import train_ppo
 
-    out = args.out / f"{arm_name(reward, budget)}_s{seed}"
     done = out / "summary.json"
     if done.exists():
         return json.loads(done.read_text())
-    config = RLRounds(env_steps=budget, num_envs=args.num_envs, lr=args.lr).train_config(
-        budget, policy=str(policy), task=args.task, obs_mode="pixels", physics_reward=reward, eval_every=0,
-        eval_episodes=args.eval_episodes, checkpoint_every=0, seed=seed, out=out, overwrite=True,
-        torch_threads=args.threads, progress=False)
-    return train_grpo(config)
+    config = recipe.train_config(
+        budget, policy=str(policy), task=task, obs_mode="pixels", physics_reward=reward, eval_every=0,
+        eval_episodes=eval_episodes, checkpoint_every=0, seed=seed, out=out, overwrite=True,
+        torch_threads=threads, progress=False)
+    return train_grpo(config) if recipe.algo == "grpo" else train_ppo(config)  # type: ignore[arg-type]
+
+
+def recipe_of(args: argparse.Namespace) -> RLRounds:
+    return RLRounds(algo=args.algo, num_envs=args.num_envs, group_size=args.group_size, lr=args.lr)
 
 
 def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -75,7 +84,8 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     for reward in args.rewards:
         for budget in args.budgets:
             name = arm_name(reward, budget)
-            runs[name] = grpo_in_physics(args, bc, seed, reward, budget)
+            runs[name] = rl_in_physics(recipe_of(args), budget, bc, args.task, seed, reward,
+                                       args.out / f"{name}_s{seed}", args.eval_episodes, args.threads)
             policies[name] = args.out / f"{name}_s{seed}" / "policy"
     def round_eval(name: str, policy: Path, reading: str) -> list[bool]:
         """``policy``'s outcomes on the round evaluations' episodes: a run's own final evaluation
@@ -111,7 +121,9 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[12_800, 51_200, 204_800],
                         help="physics env steps of GRPO (the ladder's imagination arm imagines 12,800)")
     parser.add_argument("--rewards", nargs="+", default=["sparse"], choices=["sparse", "dense"])
+    parser.add_argument("--algo", default="grpo", choices=["grpo", "ppo"], help="the ladder's: grpo")
     parser.add_argument("--num-envs", type=int, default=32, help="the ladder's")
+    parser.add_argument("--group-size", type=int, default=8, help="GRPO's rollouts per start (the ladder's)")
     parser.add_argument("--lr", type=float, default=3e-5, help="the ladder's imagination arms'")
     parser.add_argument("--eval-episodes", type=int, default=50, help="the round evaluations (the readings')")
     parser.add_argument("--test-episodes", type=int, default=200)
@@ -125,14 +137,18 @@ def main() -> None:
                         ([args.test_episodes], "--test-episodes"), ([args.eval_episodes], "--eval-episodes")):
         if min(value) < 1:
             parser.error(f"{flag} must be positive")
-    if args.num_envs % 8:
-        parser.error(f"--num-envs {args.num_envs}: GRPO's groups of 8 must divide it")
+    try:
+        recipe_of(args)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.algo == "grpo" and (args.group_size < 2 or args.num_envs % args.group_size):
+        parser.error(f"--num-envs {args.num_envs}: GRPO's groups of --group-size {args.group_size} must divide it")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     try:
-        new = fix_protocol(args.out, protocol)
+        new = fix_protocol(args.out, protocol, predates=PREDATES)
     except ValueError as error:
         parser.error(f"{args.out} holds {error}")
     if new:
