@@ -259,4 +259,56 @@ def test_the_physics_ceiling_keeps_its_protocol_and_gathers_gains_over_bc(tmp_pa
     monkeypatch.setattr(sys, "argv", [*command[:-1], str(tmp_path / "d"), "--num-envs", "12"])
     with pytest.raises(SystemExit):
         physics_ceiling.main()
-    assert "GRPO's groups of 8 must divide it" in capsys.readouterr().err and not (tmp_path / "d").exists()
+    assert "groups of --group-size 8 must divide it" in capsys.readouterr().err and not (tmp_path / "d").exists()
+    # a protocol kept before the recipe was a flag reads as GRPO in groups of 8; another recipe is another protocol
+    kept = json.loads((tmp_path / "c" / "protocol.json").read_text())
+    (tmp_path / "c" / "protocol.json").write_text(json.dumps({k: v for k, v in kept.items()
+                                                              if k not in ("algo", "group_size")}))
+    monkeypatch.setattr(sys, "argv", command)
+    physics_ceiling.main()
+    monkeypatch.setattr(sys, "argv", [*command, "--algo", "ppo"])
+    with pytest.raises(SystemExit):
+        physics_ceiling.main()
+    assert "another protocol (algo)" in capsys.readouterr().err
+
+
+def test_physics_recipes_parse_their_fields_and_rank_recipes_on_validation(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
+    import physics_recipes
+
+    recipe = physics_recipes.parse_recipe("algo=grpo, num_envs=128,group_size=16,lr=1e-4")
+    assert (recipe.algo, recipe.num_envs, recipe.group_size, recipe.lr) == ("grpo", 128, 16, 1e-4)
+    assert physics_recipes.recipe_name(recipe) == "grpo-e128-g16-lr0.0001"
+    assert physics_recipes.recipe_name(physics_recipes.parse_recipe("algo=ppo,lr=3e-5")) == "ppo-e64-lr3e-05"
+    for text, message in (("lr=fast", "lr='fast' is not a float"), ("epochs=3", "'epochs=3' is not FIELD=VALUE"),
+                          ("num_envs=30", "groups of 8 must divide num_envs=30"), ("algo=sac", "allowed: grpo, ppo")):
+        with pytest.raises(ValueError, match=message):
+            physics_recipes.parse_recipe(text)
+
+    written = {}
+    monkeypatch.setattr(physics_recipes, "report", lambda name, metrics, args, folder: written.update({name: metrics}))
+    # BC is better sampled; recipe a gains 25 points by its mean action on both seeds, recipe b none
+    validation = {"bc": ([False, False, True, False], [True, False, True, False]),
+                  "grpo-e32-g8-lr3e-05": ([True, True, True, False], [False] * 4),
+                  "grpo-e128-g8-lr3e-05": ([True, False, True, False], [True, False, True, False])}
+
+    def run_seed(args, seed):
+        record = {"seed": seed, "arms": {name: {"validation": {"mean": m, "sampled": s}, "iterations": 2}
+                                         for name, (m, s) in validation.items()}}
+        (args.out / f"seed_{seed}.json").write_text(json.dumps(record))
+
+    monkeypatch.setattr(physics_recipes, "run_seed", run_seed)
+    command = ["physics_recipes.py", "--seeds", "0", "1", "--out", str(tmp_path / "r"), "--recipes",
+               "num_envs=32,lr=3e-5", "num_envs=128,lr=3e-5"]
+    monkeypatch.setattr(sys, "argv", command)
+    physics_recipes.main()
+    metrics = written["physics_recipes"]
+    assert list(metrics["protocol"]["recipes"]) == ["grpo-e32-g8-lr3e-05", "grpo-e128-g8-lr3e-05"]
+    assert metrics["bc"]["readings"] == ["sampled", "sampled"] and metrics["bc"]["success"] == 0.5
+    best = metrics["arms"]["grpo-e32-g8-lr3e-05"]
+    assert best["readings"] == ["mean", "mean"] and best["per_seed"] == [25.0, 25.0] and best["iterations"] == [2, 2]
+    assert metrics["ranked"] == ["grpo-e32-g8-lr3e-05", "grpo-e128-g8-lr3e-05"]
+    monkeypatch.setattr(sys, "argv", [*command[:-2], "lr=3e-5", "lr=0.00003,num_envs=64"])
+    with pytest.raises(SystemExit):
+        physics_recipes.main()
+    assert "name one recipe twice" in capsys.readouterr().err
