@@ -99,6 +99,28 @@ def fix_protocol(folder: Path, protocol: dict[str, Any], predates: dict[str, Any
     return False
 
 
+def fixed_protocol(parser: argparse.ArgumentParser, args: Any, protocol: dict[str, Any],
+                   predates: dict[str, Any] | None = None) -> bool:
+    """:func:`fix_protocol` in ``args.out`` for a study's command line: True for a new run (its
+    protocol to be reported before any episode runs); another protocol kept there is the
+    parser's error."""
+    try:
+        return fix_protocol(args.out, protocol, predates)
+    except ValueError as error:
+        parser.error(f"{args.out} holds {error}")
+
+
+def seed_records(args: Any, run_seed: Any) -> list[dict[str, Any]] | None:
+    """Run ``run_seed(args, seed)`` for each seed of ``args.only_seeds`` (every one of
+    ``args.seeds`` without it); then, unless only some seeds ran, every seed's record as
+    ``run_seed`` left it in ``args.out/seed_<seed>.json``, for the study to gather."""
+    for seed in args.only_seeds or args.seeds:
+        run_seed(args, seed)
+    if args.only_seeds is not None:
+        return None
+    return [json.loads((args.out / f"seed_{seed}.json").read_text()) for seed in args.seeds]
+
+
 def noisy_expert(task: str, noise: float, grasp_noise: float, epsilon: float = 0.0, grasp_epsilon: float = 0.0,
                  seed: int = 0) -> Any:
     """The scripted expert for ``task`` with displacement noise and a share of random actions,

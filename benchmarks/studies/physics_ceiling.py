@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, fix_protocol, plain_args, report  # noqa: E402
+from common import STUDY_RESULTS, fixed_protocol, plain_args, report, seed_records  # noqa: E402
 from imagination_ladder import chosen, gains, real_outcomes_of, successes  # noqa: E402
 
 from worldsim.evaluation.compare import READINGS  # noqa: E402
@@ -147,18 +147,11 @@ def main() -> None:
         parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
-    try:
-        new = fix_protocol(args.out, protocol, predates=PREDATES)
-    except ValueError as error:
-        parser.error(f"{args.out} holds {error}")
-    if new:
+    if fixed_protocol(parser, args, protocol, PREDATES):
         report(args.name, {"protocol": protocol}, args, STUDY_RESULTS)
-
-    for seed in args.only_seeds or args.seeds:
-        run_seed(args, seed)
-    if args.only_seeds is not None:
+    records = seed_records(args, run_seed)
+    if records is None:
         return
-    records = [json.loads((args.out / f"seed_{seed}.json").read_text()) for seed in args.seeds]
     arms = [arm_name(reward, budget) for reward in args.rewards for budget in args.budgets]
     metrics: dict[str, Any] = {"protocol": protocol, "bc": successes(records, "bc"), "arms": {}}
     for name in arms:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, fix_protocol, plain_args, report  # noqa: E402
+from common import STUDY_RESULTS, fixed_protocol, plain_args, report, seed_records  # noqa: E402
 from imagination_ladder import gains, real_outcomes_of, successes  # noqa: E402
 from physics_ceiling import rl_in_physics  # noqa: E402
 
@@ -154,18 +153,11 @@ def main() -> None:
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol["recipes"] = {name: dataclasses.asdict(parse_recipe(text))
                            for name, text in zip(names, args.recipes, strict=True)}
-    try:
-        new = fix_protocol(args.out, protocol)
-    except ValueError as error:
-        parser.error(f"{args.out} holds {error}")
-    if new:
+    if fixed_protocol(parser, args, protocol):
         report(args.name, {"protocol": protocol}, args, STUDY_RESULTS)
-
-    for seed in args.only_seeds or args.seeds:
-        run_seed(args, seed)
-    if args.only_seeds is not None:
+    records = seed_records(args, run_seed)
+    if records is None:
         return
-    records = [json.loads((args.out / f"seed_{seed}.json").read_text()) for seed in args.seeds]
     report(args.name, {"protocol": protocol, **gather(args, records)}, args, STUDY_RESULTS)
 
 
