@@ -84,8 +84,8 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
                                    args.run_eval_episodes, args.threads)
         policies[name] = folder / "policy"
     record: dict[str, Any] = {"seed": seed, "arms": {}}
+    episodes = (args.val_episodes, args.val_seed + 1000 * seed)
     for name, policy in policies.items():
-        episodes = (args.val_episodes, args.val_seed + 1000 * seed)
         outcomes = {reading: real_outcomes_of(policy, args.task, *episodes, reading,
                                               args.out / "validation" / f"s{seed}" / f"{name}_{reading}.json")
                     for reading in READINGS}
@@ -142,17 +142,17 @@ def main() -> None:
         if value < 1:
             parser.error(f"{flag} must be positive")
     try:
-        names = [recipe_name(parse_recipe(text)) for text in args.recipes]
+        recipes = [parse_recipe(text) for text in args.recipes]
     except ValueError as error:
         parser.error(str(error))
+    names = [recipe_name(recipe) for recipe in recipes]
     if len(set(names)) < len(names):
         parser.error(f"--recipes name one recipe twice: {names}")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
-    protocol["recipes"] = {name: dataclasses.asdict(parse_recipe(text))
-                           for name, text in zip(names, args.recipes, strict=True)}
+    protocol["recipes"] = {name: dataclasses.asdict(recipe) for name, recipe in zip(names, recipes, strict=True)}
     if fixed_protocol(parser, args, protocol):
         report(args.name, {"protocol": protocol}, args, STUDY_RESULTS)
     records = seed_records(args, run_seed)
