@@ -187,6 +187,43 @@ def test_the_dense_reward_shapes_on_the_imagined_objects_as_physics_does(files, 
                      device="cpu", reward_type="dense")
 
 
+def test_frames_are_drawn_when_looked_at_and_nothing_else_changes(files, backbone, tmp_path):
+    """A model that draws each frame from the first frame and the step's state draws one frame per
+    action chunk; the gripper, objects, verdicts and rewards are those of drawing every step, and
+    stepped one action at a time the frames are too."""
+    torch.manual_seed(0)
+    WorldModel(small(backbone, merged(PATHWAY, {"frames": {"anchor": "first"}} if backbone == "unet" else {})
+                     )).save_pretrained(tmp_path / "wm")
+    on_demand = backbone == "unet"  # the video transformer reads the context frames: each is drawn
+
+    def run(draw_every_step: bool, actions: np.ndarray):
+        env = gym.make_vec("worldsim/Imagined-PushCube-v0", num_envs=3, world_model=tmp_path / "wm",
+                           keyframes=files[1], device="cpu", reward_type="dense", terminate_on_success=False,
+                           autoreset_mode="SameStep", horizon=6)
+        assert env.model.frames_on_demand == on_demand
+        if draw_every_step:
+            env._on_demand = False
+        drawn, draw = [], env.model.draw
+        env.model.draw = lambda *args, **kwargs: drawn.append(len(args[0].first)) or draw(*args, **kwargs)
+        out = [env.reset(seed=3)]
+        out += [env.step(a) for a in actions]
+        proprio = np.stack([o[0]["proprio"] for o in out])
+        rewards = np.stack([o[1] for o in out[1:]])
+        ends = np.stack([o[2] | o[3] for o in out[1:]])
+        images = np.stack([o[0]["image"] for o in out])
+        env.close()
+        return proprio, rewards, ends, images, drawn
+
+    chunks = np.random.default_rng(0).uniform(-1, 1, (4, 3, 2, 4)).astype(np.float32)  # chunks of 2 actions
+    lazy, eager = run(False, chunks), run(True, chunks)
+    for a, b in zip(lazy[:3], eager[:3], strict=True):  # proprio, rewards, episode ends
+        np.testing.assert_array_equal(a, b)
+    assert sum(eager[4]) == 4 * 2 * 3  # every step of every env drawn
+    assert sum(lazy[4]) == (4 * 3 if on_demand else 4 * 2 * 3)  # one frame per chunk: the one returned
+    singles = chunks.transpose(0, 2, 1, 3).reshape(8, 3, 1, 4)  # the same actions one at a time: each drawn
+    np.testing.assert_array_equal(run(False, singles)[3], run(True, singles)[3])
+
+
 def test_a_cube_imagined_off_the_table_ends_the_episode_as_a_failure(make):
     env = make(2, reset_schedule="synchronous", terminate_on_success=False)
     env.reset(seed=0)

@@ -68,6 +68,13 @@ What imagination cannot do, and what it does instead:
 
 Same seed, same imagined episodes (on the same device): ``reset(seed=s)`` seeds the start
 draws and the diffusion noise.
+
+Frames are drawn when they are looked at: for a model whose frames are drawn from the first frame
+and the step's state alone (:attr:`~worldsim.world_models.model.WorldModel.frames_on_demand`, the
+``tiny`` preset's), a step inside an action chunk advances the gripper, the objects and the
+verdict without drawing its frame, and only the frame an observation, ``render()`` or a snapshot
+returns is drawn: one frame per chunk. Nothing a policy, the reward or the verdict sees changes;
+the diffusion noise is drawn per drawn frame.
 """
 
 from __future__ import annotations
@@ -93,6 +100,7 @@ from worldsim.world_models.config import WorldModelConfig
 from worldsim.world_models.data import EpisodeBank
 from worldsim.world_models.imagined_step import Rollout
 from worldsim.world_models.keyframes import KeyframeRule, KeyframeStarts
+from worldsim.world_models.latents import latents_to_frames
 from worldsim.world_models.model import WorldModel
 from worldsim.world_models.scene_frames import scene_frames, step_frames
 
@@ -200,6 +208,10 @@ class ImaginedVectorEnv(BatchedEnv):
         self._rollout = Rollout.empty(cfg, n, self.device, first_points=self.model.frames.reads_first_positions)
         self._task = torch.full((n,), self._task_id, dtype=torch.long, device=self.device)
         self._frames = np.zeros((n, *self.image_shape, 3), np.uint8)
+        # frames drawn on demand: which envs' latest step is undrawn, and what it was drawn from
+        self._on_demand = self.scene_frames is None and self.model.frames_on_demand
+        self._undrawn = np.zeros(n, bool)
+        self._drawn_from: dict[str, torch.Tensor] = {}
         self._success, self._failed, self._success_prob = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n)
         self.start_episode = np.zeros(n, np.int64)  # the bank episode each env's episode started from
         self._terms: dict[str, np.ndarray] = {}  # the dense reward's shaping terms, with reward_type="dense"
@@ -230,6 +242,7 @@ class ImaginedVectorEnv(BatchedEnv):
             torch.from_numpy(bank.proprio[rows]), bank.recorded_objects(rows),
             torch.from_numpy(bank.proprio[bank.obs_start[episodes]])))
         self._frames[index] = bank.images[rows[:, -1]]
+        self._undrawn[index] = False
         if self.scene_frames is not None:
             assert bank.state is not None  # checked in __init__
             self.scene_frames.start(index, bank.state[rows[:, -1]])
@@ -256,14 +269,17 @@ class ImaginedVectorEnv(BatchedEnv):
         return Outcome(self._success.copy(), self._failed.copy(), reward, terms)
 
     def _observe(self, rows: np.ndarray | None = None, previous: Any = None) -> dict[str, Any]:
+        self._draw_undrawn()
         return {"image": self._frames.copy(),
                 "proprio": self._rollout.proprio[:, -1].cpu().numpy().astype(np.float32),
                 "instruction": (self.task.instruction,) * self.num_envs}
 
     def _render(self) -> np.ndarray:
+        self._draw_undrawn()
         return self._frames.copy()
 
     def _backend_state(self) -> dict[str, Any]:
+        self._draw_undrawn()  # a snapshot holds every frame drawn
         rollout = self._rollout.snapshot()
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
         terms = {k: v.copy() for k, v in self._terms.items()}
@@ -272,6 +288,7 @@ class ImaginedVectorEnv(BatchedEnv):
 
     def _set_backend_state(self, state: dict[str, Any]) -> None:
         self._rollout.restore(state)
+        self._undrawn[:] = False
         for name in ("frames", "success", "failed", "success_prob"):
             getattr(self, f"_{name}")[:] = state[name]
         self._terms = {k: v.copy() for k, v in state["terms"].items()}
@@ -286,16 +303,52 @@ class ImaginedVectorEnv(BatchedEnv):
         action = torch.from_numpy(actions[index]).to(self.device)
         rollout = self._rollout.rows(rows)
         pred = self.model.predict(rollout, action, self._task[rows], self.sampling_steps, self._generator,
-                                  draw=self.scene_frames is None, outcome=self.outcome,
+                                  draw=self.scene_frames is None and not self._on_demand, outcome=self.outcome,
                                   objects_move=self.imagination.placebo != "static")
+        if self._on_demand:  # the frame is drawn when it is looked at (_draw_undrawn)
+            assert pred.next_norm is not None  # predict() gives it
+            self._keep_undrawn(rows, rollout, action, pred.next_norm)
+            self._undrawn[index] = True
+        else:
+            self._frames[index] = step_frames(pred, self.model.config.patch, self.scene_frames, index)
         self._rollout.put(rows, rollout.advance(pred))
-        self._frames[index] = step_frames(pred, self.model.config.patch, self.scene_frames, index)
         prob = pred.success_prob.float().cpu().numpy()
         self._success_prob[index] = prob
         self._success[index] = prob >= self.success_threshold
         if pred.failed is not None:
             self._failed[index] = pred.failed.cpu().numpy()
         self._shape(index)
+
+    def _keep_undrawn(self, rows: torch.Tensor | slice, before: Rollout, action: torch.Tensor,
+                      next_norm: torch.Tensor) -> None:
+        """Keep what the undrawn step of the envs ``rows`` is drawn from: the windows before it
+        (the first frame and the objects' first positions stay in the rollout all episode), its
+        action and the normalised proprio it reached."""
+        kept = {"proprio": before.proprio, "points": before.points, "heights": before.heights, "action": action,
+                "next_norm": next_norm}
+        for name, value in kept.items():
+            if value is None:
+                continue
+            if name not in self._drawn_from:
+                self._drawn_from[name] = torch.zeros((self.num_envs, *value.shape[1:]), dtype=value.dtype,
+                                                     device=self.device)
+            self._drawn_from[name][rows] = value
+
+    @torch.inference_mode()
+    def _draw_undrawn(self) -> None:
+        """Draw the frame of every env whose latest imagined step has not been drawn."""
+        index = np.flatnonzero(self._undrawn)
+        if len(index) == 0:
+            return
+        rows = slice(None) if len(index) == self.num_envs else torch.as_tensor(index, device=self.device)
+        now, kept = self._rollout.rows(rows), {k: v[rows] for k, v in self._drawn_from.items()}
+        before = dataclasses.replace(now, proprio=kept["proprio"], points=kept.get("points"),
+                                     heights=kept.get("heights"))
+        next_points = None if now.points is None else now.points[:, -1]
+        latent = self.model.draw(before, kept["action"], self._task[rows], kept["next_norm"], next_points,
+                                 self.sampling_steps, self._generator)
+        self._frames[index] = latents_to_frames(latent, self.model.config.patch).cpu().numpy()
+        self._undrawn[index] = False
 
     def _shape(self, index: np.ndarray) -> None:
         """With ``reward_type="dense"``: the shaping terms of the envs in ``index``."""

@@ -143,6 +143,12 @@ class FrameGenerator(nn.Module, ABC):
         return last, points
 
     @property
+    def reads_context(self) -> bool:
+        """Whether a frame is drawn from the earlier (context) frames, so that every step's frame
+        must be drawn for the next one to be."""
+        return self.model_config.frames.context_frames
+
+    @property
     def context_noise(self) -> float:
         """The largest noise level of the context frames in training."""
         return self.model_config.frames.context_noise

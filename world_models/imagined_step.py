@@ -19,7 +19,7 @@ class Prediction:
     with ``outcome="rule"``: the task's rule) and, with the pathway, the objects' next image
     positions ``(B, E, 2)`` (pixels) and heights ``(B, E)`` (metres), and whether the imagined
     scene has failed as physics would end it ``(B,)`` (a cube off the table; without the pathway,
-    never)."""
+    never), and the next proprio normalised ``(B, 4)``, which the frame is drawn under."""
 
     latent: torch.Tensor | None
     proprio: torch.Tensor
@@ -27,6 +27,7 @@ class Prediction:
     points: torch.Tensor | None = None
     heights: torch.Tensor | None = None
     failed: torch.Tensor | None = None
+    next_norm: torch.Tensor | None = None
 
 
 @dataclass

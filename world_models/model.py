@@ -275,14 +275,30 @@ class WorldModel(nn.Module):
         outcome = self.judge.check(outcome)
         norm, points, heights = self.step_dynamics(rollout, action, task, objects_move)
         next_proprio = self.scale.raw(norm)
-        latent = None
-        if draw:
-            conditions = Conditions.of(self.scale, rollout.proprio, norm, action, task, len(self.config.tasks))
-            first_tcp = None if rollout.first_proprio is None else rollout.first_proprio[:, :3]
-            latent = self.frames.draw(rollout.context, rollout.first, conditions, steps or self.config.sampling_steps,
-                                      generator, rollout.points, rollout.first_points, points, first_tcp)
+        latent = self.draw(rollout, action, task, norm, points, steps, generator) if draw else None
         success, failed = self.judge.verdict(outcome, latent, task, next_proprio, norm, points, heights)
-        return Prediction(latent, next_proprio, success, points, heights, failed)
+        return Prediction(latent, next_proprio, success, points, heights, failed, norm)
+
+    @torch.no_grad()
+    def draw(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, next_norm: torch.Tensor,
+             next_points: torch.Tensor | None, steps: int | None = None, generator: torch.Generator | None = None
+             ) -> torch.Tensor:
+        """The frame (latent ``(B, 3p^2, h, w)``) of the step from ``rollout`` under ``action`` to the
+        normalised proprio ``next_norm`` ``(B, 4)`` and, with the pathway, the objects' positions
+        ``next_points`` ``(B, E, 2)``, which :meth:`step_dynamics` gave: the frame half of
+        :meth:`predict`, also run on its own for a step whose frame was left undrawn."""
+        conditions = Conditions.of(self.scale, rollout.proprio, next_norm, action, task, len(self.config.tasks))
+        first_tcp = None if rollout.first_proprio is None else rollout.first_proprio[:, :3]
+        return self.frames.draw(rollout.context, rollout.first, conditions, steps or self.config.sampling_steps,
+                                generator, rollout.points, rollout.first_points, next_points, first_tcp)
+
+    @property
+    def frames_on_demand(self) -> bool:
+        """Whether a frame may be drawn only when someone looks at it: each frame is drawn from the
+        first frame and the step's state alone (not from earlier drawn frames) and, with the object
+        pathway, success is judged on that state, never on the frame. The imagined env then draws
+        only the frames it returns (once per action chunk, not once per step)."""
+        return self.objects is not None and not self.frames.reads_context
 
     def step_dynamics(self, rollout: Rollout, action: torch.Tensor, task: torch.Tensor, objects_move: bool = True
                       ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
