@@ -344,7 +344,8 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
             base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
             rounds=args.rounds, eval_episodes=args.eval_episodes, test_episodes=0, seed=seed, out=folder,
             resume=(folder / "state.json").exists(), videos=0, torch_threads=args.threads, progress=False,
-            rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, lr=args.rl_lr))
+            rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, group_size=args.rl_group_size,
+                        lr=args.rl_lr))
         return CoevolveConfig(**(settings | changes))
 
     def run(config: CoevolveConfig) -> dict[str, Any]:
@@ -355,7 +356,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     for lr in args.direct_rl_lrs:
         name = f"direct-rl@{lr:g}"
         results[name] = run(config(name, mode="direct-rl", rl=RLRounds(
-            env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, lr=lr)))
+            env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, group_size=args.rl_group_size, lr=lr)))
 
     def round_eval(name: str, policy: Path) -> dict[str, float]:
         """Both readings' success on the round evaluations' episodes: the mean action's from the
@@ -524,6 +525,8 @@ def main() -> None:
                              f"go to benchmarks/studies/results/{VARIANTS}.json, keyed by the task and NAME")
     parser.add_argument("--rl-env-steps", type=int, default=12_800)
     parser.add_argument("--rl-num-envs", type=int, default=32)
+    parser.add_argument("--rl-group-size", type=int, default=8,
+                        help="GRPO's rollouts per start, in imagination and in direct RL (divides --rl-num-envs)")
     parser.add_argument("--rl-lr", type=float, default=3e-5, help="the imagination arms' learning rate")
     parser.add_argument("--direct-rl-lrs", type=float, nargs="+", default=[1e-5, 3e-5, 1e-4],
                         help="direct RL's grid; each seed keeps the rate its round evaluations rank first")
@@ -554,6 +557,9 @@ def main() -> None:
             build_config(preset, **changes)
     except ValueError as error:
         parser.error(f"--wm-model {' '.join(args.wm_model)}: {error}")
+    if args.rl_group_size < 2 or args.rl_num_envs % args.rl_group_size:
+        parser.error(f"--rl-group-size {args.rl_group_size}: give at least 2, dividing --rl-num-envs "
+                     f"{args.rl_num_envs}")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {' '.join(map(str, args.only_seeds))}: not all of them are in --seeds")
 
@@ -564,8 +570,9 @@ def main() -> None:
                  # a preset whose settings changed builds another model: another protocol
                  "presets": {preset: PRESETS[preset] for preset in sorted({arm.preset for arm in arms})}}
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
-    try:  # runs from before --collect / --wm-model / --variant: sampled, the presets' models, standing
-        new = fix_protocol(args.out, protocol, predates={"collect": "sampled", "wm_model": [], "variant": None})
+    try:  # runs from before --collect / --wm-model / --variant / --rl-group-size: what those flags default to
+        new = fix_protocol(args.out, protocol, predates={"collect": "sampled", "wm_model": [], "variant": None,
+                                                         "rl_group_size": 8})
     except ValueError as error:
         parser.error(f"--out {args.out} was started with {error}")
     if new:

@@ -101,16 +101,23 @@ def test_a_folder_from_before_collect_was_collected_sampled(tmp_path, monkeypatc
     ran = seeds_run(tmp_path, monkeypatch)
     ladder.main()
     kept = json.loads((tmp_path / "protocol.json").read_text())
-    assert kept["collect"] == "sampled"
-    del kept["collect"]  # as written before the argument existed
+    assert kept["collect"] == "sampled" and kept["rl_group_size"] == 8
+    del kept["collect"], kept["rl_group_size"]  # as written before the arguments existed
     (tmp_path / "protocol.json").write_text(json.dumps(kept))
-    ladder.main()  # the same protocol: such a folder's rounds collected with sampled actions
+    ladder.main()  # the same protocol: such a folder's rounds collected with sampled actions, in groups of 8
     assert ran == [0, 0]
-    refused = seeds_run(tmp_path, monkeypatch, "--collect", "tested")
+    for flag, value in (("--collect", "tested"), ("--rl-group-size", "16")):
+        refused = seeds_run(tmp_path, monkeypatch, flag, value)
+        with pytest.raises(SystemExit):
+            ladder.main()
+        assert f"another protocol ({flag[2:].replace('-', '_')})" in capsys.readouterr().err
+        assert ran == [0, 0] and refused == []
+    # a group size that does not divide the envs: refused before anything is written
+    refused = seeds_run(tmp_path / "g", monkeypatch, "--rl-group-size", "12")
     with pytest.raises(SystemExit):
         ladder.main()
-    assert "another protocol (collect)" in capsys.readouterr().err
-    assert ran == [0, 0] and refused == []
+    assert capsys.readouterr().err.strip().endswith("--rl-group-size 12: give at least 2, dividing --rl-num-envs 32")
+    assert refused == [] and not (tmp_path / "g").exists()
 
 
 def written_results(tmp_path, monkeypatch):
