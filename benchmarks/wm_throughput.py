@@ -84,7 +84,7 @@ def main() -> None:
         rows = []
         for batch in args.batch_sizes:
             imagined = gym.make_vec(f"worldsim/Imagined-{args.task}", num_envs=batch, world_model=model,
-                                    keyframes=keyframes, device=device, autoreset_mode="SameStep",
+                                    keyframes=keyframes, device=str(device), autoreset_mode="SameStep",
                                     rung=args.rung)
             physics = gym.make_vec(f"worldsim/{args.task}", num_envs=batch, obs_mode="pixels",
                                    autoreset_mode="SameStep")
