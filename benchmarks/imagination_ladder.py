@@ -71,6 +71,7 @@ machine of the run that made the entry) and under ``rungs.<arm>`` ``success``, `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -331,6 +332,12 @@ def chosen(round_eval: dict[str, float]) -> str:
     return better_reading(round_eval["mean"], round_eval["sampled"])
 
 
+def rl_rounds(args: argparse.Namespace) -> RLRounds:
+    """The imagination arms' RL part, as the flags set it (direct RL takes it at each of its rates)."""
+    return RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, group_size=args.rl_group_size,
+                    lr=args.rl_lr)
+
+
 def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], seed: int) -> dict[str, Any]:
     """One seed: its BC base, the direct-RL grid, every arm, the readings' round evaluations and the
     test episodes (each kept in ``args.out``); the seed's record, also written to ``seed_<seed>.json``."""
@@ -344,8 +351,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
             base_policy=bc, task=args.task, suite=None, demonstrations=demos, real_episodes=args.real_episodes,
             rounds=args.rounds, eval_episodes=args.eval_episodes, test_episodes=0, seed=seed, out=folder,
             resume=(folder / "state.json").exists(), videos=0, torch_threads=args.threads, progress=False,
-            rl=RLRounds(env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, group_size=args.rl_group_size,
-                        lr=args.rl_lr))
+            rl=rl_rounds(args))
         return CoevolveConfig(**(settings | changes))
 
     def run(config: CoevolveConfig) -> dict[str, Any]:
@@ -355,8 +361,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     results: dict[str, dict[str, Any]] = {}
     for lr in args.direct_rl_lrs:
         name = f"direct-rl@{lr:g}"
-        results[name] = run(config(name, mode="direct-rl", rl=RLRounds(
-            env_steps=args.rl_env_steps, num_envs=args.rl_num_envs, group_size=args.rl_group_size, lr=lr)))
+        results[name] = run(config(name, mode="direct-rl", rl=dataclasses.replace(rl_rounds(args), lr=lr)))
 
     def round_eval(name: str, policy: Path) -> dict[str, float]:
         """Both readings' success on the round evaluations' episodes: the mean action's from the
@@ -557,7 +562,11 @@ def main() -> None:
             build_config(preset, **changes)
     except ValueError as error:
         parser.error(f"--wm-model {' '.join(args.wm_model)}: {error}")
-    if args.rl_group_size < 2 or args.rl_num_envs % args.rl_group_size:
+    try:
+        groups_fit = rl_rounds(args).groups_divide_envs
+    except ValueError as error:
+        parser.error(str(error))
+    if not groups_fit:
         parser.error(f"--rl-group-size {args.rl_group_size}: give at least 2, dividing --rl-num-envs "
                      f"{args.rl_num_envs}")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):

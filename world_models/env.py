@@ -72,8 +72,9 @@ draws and the diffusion noise.
 Frames are drawn when they are looked at: for a model whose frames are drawn from the first frame
 and the step's state alone (:attr:`~worldsim.world_models.model.WorldModel.frames_on_demand`, the
 ``tiny`` preset's), a step inside an action chunk advances the gripper, the objects and the
-verdict without drawing its frame, and only the frame an observation, ``render()`` or a snapshot
-returns is drawn: one frame per chunk. Nothing a policy, the reward or the verdict sees changes;
+verdict without drawing its frame, and only the frame the observation returns is drawn: one
+frame per chunk (``step()`` and ``reset()`` end by observing, so ``render()`` and snapshots
+between calls find every frame drawn). Nothing a policy, the reward or the verdict sees changes;
 the diffusion noise is drawn per drawn frame.
 """
 
@@ -275,11 +276,9 @@ class ImaginedVectorEnv(BatchedEnv):
                 "instruction": (self.task.instruction,) * self.num_envs}
 
     def _render(self) -> np.ndarray:
-        self._draw_undrawn()
         return self._frames.copy()
 
     def _backend_state(self) -> dict[str, Any]:
-        self._draw_undrawn()  # a snapshot holds every frame drawn
         rollout = self._rollout.snapshot()
         flags = {name: getattr(self, f"_{name}").copy() for name in ("frames", "success", "failed", "success_prob")}
         terms = {k: v.copy() for k, v in self._terms.items()}

@@ -138,10 +138,10 @@ def main() -> None:
         if min(value) < 1:
             parser.error(f"{flag} must be positive")
     try:
-        recipe_of(args)
+        recipe = recipe_of(args)
     except ValueError as error:
         parser.error(str(error))
-    if args.algo == "grpo" and (args.group_size < 2 or args.num_envs % args.group_size):
+    if not recipe.groups_divide_envs:
         parser.error(f"--num-envs {args.num_envs}: GRPO's groups of --group-size {args.group_size} must divide it")
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")

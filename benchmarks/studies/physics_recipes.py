@@ -58,7 +58,7 @@ def parse_recipe(text: str) -> RLRounds:
             raise ValueError(f"recipe {text!r}: {key.strip()}={value.strip()!r} is not a "
                              f"{RECIPE_FIELDS[key.strip()].__name__}") from None
     recipe = RLRounds(**values)
-    if recipe.algo == "grpo" and (recipe.group_size < 2 or recipe.num_envs % recipe.group_size):
+    if not recipe.groups_divide_envs:
         raise ValueError(f"recipe {text!r}: GRPO's groups of {recipe.group_size} must divide "
                          f"num_envs={recipe.num_envs}")
     return recipe

@@ -97,6 +97,13 @@ class RLRounds:
         if self.kl_coef and self.algo != "grpo":
             raise ValueError(f"rl.kl_coef={self.kl_coef!r} is GRPO's KL term; rl.algo={self.algo!r} has none")
 
+    @property
+    def groups_divide_envs(self) -> bool:
+        """Whether GRPO's groups of ``group_size`` (at least 2) divide ``num_envs`` (as one task's
+        envs: a run over several tasks checks each task's share when it starts); always for PPO.
+        The commands that take these as flags say which flags with their own one-line error."""
+        return self.algo != "grpo" or (self.group_size >= 2 and self.num_envs % self.group_size == 0)
+
     def train_config(self, total_env_steps: int, **run: Any) -> GRPOConfig | PPOConfig:
         """The config of one RL run of ``total_env_steps`` env steps (this part's budget, or the
         direct-rl baseline's); ``run``: what the pipeline sets (policy, tasks, imagination, evaluation,
