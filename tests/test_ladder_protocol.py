@@ -319,3 +319,54 @@ def test_physics_recipes_parse_their_fields_and_rank_recipes_on_validation(tmp_p
     with pytest.raises(SystemExit):
         physics_recipes.main()
     assert "name one recipe twice" in capsys.readouterr().err
+
+
+def test_the_imagination_curve_reads_grpo_runs_and_gathers_seeds_against_bc(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "studies"))
+    import imagination_curve
+
+    lines = [{"step": 2560, "episode/success_rate": 0.25}, {"step": 5120, "episode/success_rate": 0.75},
+             {"step": 5120, "eval/success_rate": 0.5}, {"step": 7680, "episode/success_rate": 1.0},
+             {"step": 7680, "eval/success_rate": 0.25}, {"step": 7680, "eval/success_rate": 0.25}]
+    curve = imagination_curve.grpo_curve(lines)
+    # each evaluation beside the imagined success since the one before; the trainer's final one has none new
+    assert curve == [{"env_steps": 5120, "real": 0.5, "imagined": 0.5},
+                     {"env_steps": 7680, "real": 0.25, "imagined": 1.0},
+                     {"env_steps": 7680, "real": 0.25, "imagined": None}]
+
+    written = {}
+    monkeypatch.setattr(imagination_curve, "report",
+                        lambda name, metrics, args, folder: written.update({name: metrics}))
+    bc = {0: 0.25, 1: 0.5}
+
+    def run_seed(args, seed):
+        points = [{"env_steps": 100 * (i + 1), "real": bc[seed] + 0.25 * i, "imagined": 0.75, "accepted": i == 0}
+                  for i in range(args.rounds)]
+        (args.out / f"seed_{seed}.json").write_text(json.dumps(
+            {"seed": seed, "bc": bc[seed], "curve": points, "train_seconds": 1.0}))
+
+    monkeypatch.setattr(imagination_curve, "run_seed", run_seed)
+    command = ["imagination_curve.py", "--rounds", "2", "--env-steps", "200", "--name", "curve",
+               "--out", str(tmp_path / "c")]
+    monkeypatch.setattr(sys, "argv", command)
+    imagination_curve.main()
+    metrics = written["curve"]
+    assert metrics["protocol"]["rounds"] == 2 and "name" not in metrics["protocol"]
+    assert metrics["curve"][1] == {"env_steps": 200, "real": [0.5, 0.75], "imagined": [0.75, 0.75],
+                                   "accepted": [False, False], "real_minus_bc_points": 25.0}
+    assert (tmp_path / "c" / "curve.png").stat().st_size > 0
+    for flags, message in ((["--rounds", "3"], "must divide into --rounds 3 equal rounds"),
+                           (["--wm-refine-steps", "1"], "another protocol (wm_refine_steps)")):
+        monkeypatch.setattr(sys, "argv", [*command, *flags])
+        with pytest.raises(SystemExit):
+            imagination_curve.main()
+        assert message in capsys.readouterr().err
+    # a protocol kept before --rounds was a flag reads as one GRPO run
+    one = ["imagination_curve.py", "--env-steps", "200", "--name", "curve", "--out", str(tmp_path / "one")]
+    monkeypatch.setattr(sys, "argv", one)
+    imagination_curve.main()
+    kept = json.loads((tmp_path / "one" / "protocol.json").read_text())
+    (tmp_path / "one" / "protocol.json").write_text(json.dumps({k: v for k, v in kept.items()
+                                                                if k not in ("rounds", "wm_refine_steps")}))
+    imagination_curve.main()
+    assert written["curve"]["curve"][0]["real_minus_bc_points"] == 0.0

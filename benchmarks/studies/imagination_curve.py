@@ -109,6 +109,22 @@ def bc_success(policy: Path, args: argparse.Namespace, seed: int) -> float:
     return float(json.loads(kept.read_text())["success_rate"])
 
 
+def grpo_curve(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A GRPO run's curve from its ``metrics.jsonl`` lines: at each evaluation (the trainer logs its
+    final one too, as the last line) the real success, and the imagined success of the iterations
+    since the evaluation before (None where none ran)."""
+    imagined = [(line["step"], line[IMAGINED]) for line in lines if IMAGINED in line]
+    curve, before = [], 0
+    for line in lines:
+        if "eval/success_rate" in line:
+            step = line["step"]
+            since = [rate for at, rate in imagined if before < at <= step]
+            curve.append({"env_steps": step, "real": line["eval/success_rate"],
+                          "imagined": float(np.mean(since)) if since else None})
+            before = step
+    return curve
+
+
 def coevolution_curve(config: CoevolveConfig) -> tuple[list[dict[str, Any]], float]:
     """Co-evolution as ``config`` says (resumed where ``config.out`` holds part of it): each round's
     imagined env steps so far, real and imagined success and the guard's verdict; and the run's
@@ -146,16 +162,7 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         train_grpo(rl)  # type: ignore[arg-type]
     summary = json.loads((out / "summary.json").read_text())
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    imagined = [(line["step"], line[IMAGINED]) for line in lines if IMAGINED in line]
-    evals = [(line["step"], line["eval/success_rate"]) for line in lines if "eval/success_rate" in line]
-    # the trainer logs its final evaluation too, as the last line
-    curve, before = [], 0
-    for step, real in evals:
-        # the imagined success of the iterations since the previous evaluation
-        since = [s for at, s in imagined if before < at <= step]
-        curve.append({"env_steps": step, "real": real, "imagined": float(np.mean(since)) if since else None})
-        before = step
-    record = {"seed": seed, "bc": bc_success(bc, args, seed), "curve": curve,
+    record = {"seed": seed, "bc": bc_success(bc, args, seed), "curve": grpo_curve(lines),
               "train_seconds": summary["train_seconds"], "world_model": str(world_model)}
     write_json(args.out / f"seed_{seed}.json", record)
     return record
