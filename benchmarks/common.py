@@ -110,6 +110,24 @@ def fixed_protocol(parser: argparse.ArgumentParser, args: Any, protocol: dict[st
         parser.error(f"{args.out} holds {error}")
 
 
+def checked_recipe(parser: argparse.ArgumentParser, make: Any) -> Any:
+    """The RL recipe (an ``RLRounds``) ``make()`` builds from a study's flags, its errors the
+    parser's: a bad value, or GRPO's groups not dividing the envs."""
+    try:
+        recipe = make()
+    except ValueError as error:
+        parser.error(str(error))
+    if not recipe.groups_divide_envs:
+        parser.error(f"--num-envs {recipe.num_envs}: GRPO's groups of --group-size {recipe.group_size} must divide it")
+    return recipe
+
+
+def check_only_seeds(parser: argparse.ArgumentParser, args: Any) -> None:
+    """``--only-seeds`` must name seeds of ``--seeds`` (the parser's error otherwise)."""
+    if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
+        parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
+
+
 def seed_records(args: Any, run_seed: Any) -> list[dict[str, Any]] | None:
     """Run ``run_seed(args, seed)`` for each seed of ``args.only_seeds`` (every one of
     ``args.seeds`` without it); then, unless only some seeds ran, every seed's record as

@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, fixed_protocol, plain_args, report, seed_records  # noqa: E402
+from common import STUDY_RESULTS, check_only_seeds, checked_recipe, fixed_protocol, plain_args, report, seed_records  # noqa: E402
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES  # noqa: E402
 from worldsim.envs.imagination import PIXELS, ImaginationConfig  # noqa: E402
@@ -230,14 +230,8 @@ def main() -> None:
             parser.error(f"{flag} must be positive")
     if args.env_steps % args.rounds:
         parser.error(f"--env-steps {args.env_steps} must divide into --rounds {args.rounds} equal rounds")
-    try:
-        recipe = RLRounds(num_envs=args.num_envs, group_size=args.group_size, lr=args.lr)
-    except ValueError as error:
-        parser.error(str(error))
-    if not recipe.groups_divide_envs:
-        parser.error(f"--num-envs {args.num_envs}: GRPO's groups of --group-size {args.group_size} must divide it")
-    if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
-        parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
+    checked_recipe(parser, lambda: RLRounds(num_envs=args.num_envs, group_size=args.group_size, lr=args.lr))
+    check_only_seeds(parser, args)
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     if fixed_protocol(parser, args, protocol, PREDATES):

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, fixed_protocol, plain_args, report, seed_records  # noqa: E402
+from common import STUDY_RESULTS, check_only_seeds, checked_recipe, fixed_protocol, plain_args, report, seed_records  # noqa: E402
 from imagination_ladder import chosen, gains, real_outcomes_of, successes  # noqa: E402
 
 from worldsim.evaluation.compare import READINGS  # noqa: E402
@@ -137,14 +137,8 @@ def main() -> None:
                         ([args.test_episodes], "--test-episodes"), ([args.eval_episodes], "--eval-episodes")):
         if min(value) < 1:
             parser.error(f"{flag} must be positive")
-    try:
-        recipe = recipe_of(args)
-    except ValueError as error:
-        parser.error(str(error))
-    if not recipe.groups_divide_envs:
-        parser.error(f"--num-envs {args.num_envs}: GRPO's groups of --group-size {args.group_size} must divide it")
-    if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
-        parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
+    checked_recipe(parser, lambda: recipe_of(args))
+    check_only_seeds(parser, args)
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     if fixed_protocol(parser, args, protocol, PREDATES):

@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmark scripts
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from coevolve import bc_base  # noqa: E402
-from common import STUDY_RESULTS, fixed_protocol, plain_args, report, seed_records  # noqa: E402
+from common import STUDY_RESULTS, check_only_seeds, fixed_protocol, plain_args, report, seed_records  # noqa: E402
 from imagination_ladder import gains, real_outcomes_of, successes  # noqa: E402
 from physics_ceiling import rl_in_physics  # noqa: E402
 
@@ -148,8 +148,7 @@ def main() -> None:
     names = [recipe_name(recipe) for recipe in recipes]
     if len(set(names)) < len(names):
         parser.error(f"--recipes name one recipe twice: {names}")
-    if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
-        parser.error(f"--only-seeds {args.only_seeds} are not all among --seeds {args.seeds}")
+    check_only_seeds(parser, args)
 
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol["recipes"] = {name: dataclasses.asdict(recipe) for name, recipe in zip(names, recipes, strict=True)}
