@@ -51,9 +51,9 @@ from common import STUDY_RESULTS, check_only_seeds, checked_recipe, fixed_protoc
 
 from worldsim.envs.core import IMAGINED_REWARD_TYPES  # noqa: E402
 from worldsim.envs.imagination import PIXELS, ImaginationConfig  # noqa: E402
-from worldsim.pipelines.coevolve import CoevolveConfig, collect_real, train_wm  # noqa: E402
+from worldsim.pipelines.coevolve import CoevolveConfig, build_round0  # noqa: E402
 from worldsim.pipelines.coevolve_parts import RLRounds, WorldModelRounds  # noqa: E402
-from worldsim.pipelines.coevolve_stages import Stages  # noqa: E402
+from worldsim.pipelines.coevolve_stages import STATE_FILE, Stages  # noqa: E402
 from worldsim.runtime.run_logging import to_jsonable, write_json  # noqa: E402
 from worldsim.training.rl import EVAL_SEED_OFFSET  # noqa: E402
 
@@ -76,25 +76,6 @@ def round0_config(args: argparse.Namespace, seed: int, bc: Path, demos: Path) ->
         wm=WorldModelRounds(preset="tiny", steps=args.wm_steps, refine_steps=args.wm_refine_steps),
         rl=RLRounds(env_steps=args.env_steps // args.rounds, num_envs=args.num_envs, group_size=args.group_size,
                     lr=args.lr))
-
-
-def round0(config: CoevolveConfig) -> tuple[Path, Path]:
-    """The ladder's round 0 for ``config`` (each stage kept in ``config.out``): the world model and
-    the keyframes' episodes."""
-    from worldsim.data.merge import merge_episode_files
-
-    out = config.out
-    out.mkdir(parents=True, exist_ok=True)
-    stages = Stages(out, to_jsonable(config), (out / "state.json").exists())
-    data = out / "data.h5"
-    stages.run("round 0: collect (base policy)", data, lambda: collect_real(config, config.base_policy, data,
-                                                                            config.seed))
-    merged = out / "all.h5"
-    stages.run("round 0: merge demonstrations",
-               merged, lambda: {"episodes": merge_episode_files([Path(str(config.demonstrations)), data], merged)})
-    wm = stages.run("round 0: train world model", out / "wm", lambda: train_wm(config, merged, out / "wm", None,
-                                                                                config.seed))
-    return Path(wm["world_model"]), data
 
 
 def bc_success(policy: Path, args: argparse.Namespace, seed: int) -> float:
@@ -125,18 +106,18 @@ def grpo_curve(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return curve
 
 
-def coevolution_curve(config: CoevolveConfig) -> tuple[list[dict[str, Any]], float]:
+def coevolution_curve(config: CoevolveConfig) -> tuple[list[dict[str, Any]], float, float]:
     """Co-evolution as ``config`` says (resumed where ``config.out`` holds part of it): each round's
-    imagined env steps so far, real and imagined success and the guard's verdict; and the run's
-    seconds."""
+    imagined env steps so far, real and imagined success and the guard's verdict; the base policy's
+    real success (round 0's evaluation, on the rounds' episodes); and the run's seconds."""
     from worldsim.pipelines.coevolve import coevolve
 
-    results = coevolve(replace(config, resume=(config.out / "state.json").exists()))
+    results = coevolve(replace(config, resume=(config.out / STATE_FILE).exists()))
     curve = [{"env_steps": row["round"] * config.rl.env_steps, "real": row["real"]["success_rate"],
               "imagined": row["imagined"]["success_rate"], "accepted": row["accepted"],
               "real_episodes_used": row["real_episodes_used"]}
              for row in results["rounds"][1:]]
-    return curve, results["wall_clock_s"]
+    return curve, results["base_real_success"], results["wall_clock_s"]
 
 
 def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
@@ -147,11 +128,14 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, args.out / f"base_s{seed}", args.threads)
     config = round0_config(args, seed, bc, demos)
     if args.rounds > 1:
-        curve, seconds = coevolution_curve(replace(config, out=args.out / f"coevolve_s{seed}"))
-        record = {"seed": seed, "bc": bc_success(bc, args, seed), "curve": curve, "train_seconds": seconds}
+        curve, base, seconds = coevolution_curve(replace(config, out=args.out / f"coevolve_s{seed}"))
+        record = {"seed": seed, "bc": base, "curve": curve, "train_seconds": seconds}
         write_json(args.out / f"seed_{seed}.json", record)
         return record
-    world_model, keyframes = round0(config)
+    config.out.mkdir(parents=True, exist_ok=True)
+    stages = Stages(config.out, to_jsonable(config), (config.out / STATE_FILE).exists())
+    world_model, _, _ = build_round0(config, stages, config.out)
+    keyframes = config.out / "data.h5"
     out = args.out / f"rl_s{seed}"
     if not (out / "summary.json").exists():
         rl = config.rl.train_config(

@@ -301,6 +301,25 @@ def guard(accepted: list[dict[str, Any]], current: dict[str, Any], config: Guard
 
 
 # ---------------------------------------------------------------------------- the loop
+def build_round0(config: CoevolveConfig, stages: Stages, r0: Path) -> tuple[Path, list[Path], int]:
+    """Round 0's stages in ``r0``: the base policy's real episodes (``r0/data.h5``, the first
+    keyframes), merged with the demonstrations when there are any, and the world model trained on
+    them; returns the world model, the episode files so far and the real episodes collected."""
+    from worldsim.data.merge import merge_episode_files
+
+    data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
+                      lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
+    all_data = [r0 / "data.h5"]
+    if config.demonstrations is not None:
+        all_data.insert(0, Path(config.demonstrations))
+        stages.run("round 0: merge demonstrations", r0 / "all.h5",
+                   lambda: {"episodes": merge_episode_files(all_data, r0 / "all.h5")})
+    wm_data = r0 / "all.h5" if config.demonstrations is not None else r0 / "data.h5"
+    wm = stages.run("round 0: train world model", r0 / "wm",
+                    lambda: train_wm(config, wm_data, r0 / "wm", None, config.seed))
+    return Path(wm["world_model"]), all_data, int(data["episodes"])
+
+
 def coevolve(config: CoevolveConfig) -> dict[str, Any]:
     """Run co-evolution (or the direct-RL baseline) as ``config`` says; returns ``results.json``."""
 
@@ -337,22 +356,13 @@ def coevolve(config: CoevolveConfig) -> dict[str, Any]:
                        "real_episodes_used": config.real_budget, "rl": rl})
         return finish(config, rounds, None, test_evaluation(config, stages, rounds), stages.seconds())
 
-    data = stages.run("round 0: collect (base policy)", r0 / "data.h5",
-                      lambda: collect_real(config, config.base_policy, r0 / "data.h5", config.seed))
-    all_data = [r0 / "data.h5"]
-    if config.demonstrations is not None:
-        all_data.insert(0, config.demonstrations)
-        stages.run("round 0: merge demonstrations", r0 / "all.h5",
-                   lambda: {"episodes": merge_episode_files(all_data, r0 / "all.h5")})
-    wm_data = r0 / "all.h5" if config.demonstrations is not None else r0 / "data.h5"
-    wm = stages.run("round 0: train world model", r0 / "wm",
-                    lambda: train_wm(config, wm_data, r0 / "wm", None, config.seed))
-    world_model, keyframes = Path(wm["world_model"]), r0 / "data.h5"
+    world_model, all_data, episodes = build_round0(config, stages, r0)
+    keyframes = r0 / "data.h5"
     base = stages.run("round 0: evaluate", None,
                       lambda: evaluate_both(config, config.base_policy, world_model, keyframes))
     rounds.append({"round": 0, "policy": str(config.base_policy), **base, "accepted": True,
-                   "real_episodes_used": data["episodes"], "world_model": str(world_model)})
-    current, used = config.base_policy, data["episodes"]
+                   "real_episodes_used": episodes, "world_model": str(world_model)})
+    current, used = config.base_policy, episodes
     for r in range(1, config.rounds + 1):
         folder = out / f"round_{r}"
         rl = stages.run(f"round {r}: RL in imagination ({config.rl.algo})", folder / "rl",
