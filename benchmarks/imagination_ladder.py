@@ -28,12 +28,23 @@ with ``--collect tested``, read as BC is tested, so that the world model sees th
 tested policy reaches (PickPlaceCube's BC grasps by its mean action, almost never sampled).
 
 **Protocol first, test once.** The protocol (every argument that shapes a figure) is written to
-``<out>/protocol.json`` and to the result file before any test episode runs; a run whose arguments
-differ from its folder's protocol is refused (a changed protocol is a new ``--out`` with a new
-``--test-seed``). Every seed's policies are then tested once, after their last round, on the same
-``--test-episodes`` real episodes (seed ``--test-seed + 1000 x seed``), both readings each; the
-outcomes are kept and never run again. ``--only-seeds`` runs some of the protocol's seeds (for
-parallel processes); the result is written once every seed has been tested.
+``<out>/protocol.json`` and, before any test episode runs, to
+``benchmarks/results/imagination_ladder_seeds/<task>_test<test seed>/protocol.json`` (a variant's
+under ``benchmarks/studies/results/``, named by the task and the variant); a run whose
+arguments differ from its folder's protocol, or whose test seed another protocol holds, is refused
+(a changed protocol is a new ``--out`` with a new ``--test-seed``). Every seed's policies are then
+tested once, after their last round, on the same ``--test-episodes`` real episodes (seed
+``--test-seed + 1000 x seed``), both readings each; the outcomes are kept and never run again, and
+the seed's record (outcomes, readings, fidelity, aids) is kept beside that protocol, so that a
+protocol too long for one sitting is run seed by seed (``--only-seeds``, also for parallel
+processes) and gathered from the kept records. ``--only-runs`` runs only some of a seed's runs (its
+base first), so that two processes can share one seed; a run without it then measures and tests.
+The result is written once every seed has been tested; until then the standing figures stay.
+
+A static placebo of a success-only reward judged by the task's rule is not trained: a world whose
+objects never move leaves the rule's verdicts to the start alone, so every rollout from a start is
+paid alike, every GRPO advantage and so every update is 0, and its policy is the base's (tested as BC
+is; ``not_trained`` in its figures).
 
 **Figures.** Gains are over seeds (the mean of the seeds' paired differences, its 95% interval
 resampling the seeds, then each seed's episodes: :func:`~worldsim.evaluation.compare.over_seeds`),
@@ -94,7 +105,7 @@ from worldsim.world_models.config import PRESETS, build_config
 
 SUCCESS_ONLY = ("transition", "sparse")
 """Rewards from the judge's verdict alone: the headline's."""
-RUN_ONLY = ("threads", "out", "only_seeds")
+RUN_ONLY = ("threads", "out", "only_seeds", "only_runs")
 """Arguments that say how a run is carried out, not what it measures: outside the protocol."""
 try:
     from tomllib import loads as toml_loads
@@ -102,6 +113,8 @@ except ImportError:  # Python 3.10
     from tomli import loads as toml_loads  # type: ignore[no-redef]
 VARIANTS = "imagination_ladder_variants"
 """The study result a run with ``--wm-model`` changes writes to (the standing result keeps the presets' models)."""
+SEED_RECORDS = "imagination_ladder_seeds"
+"""The folder, beside the result, that keeps each protocol and its tested seeds' records."""
 
 
 def model_changes(entries: list[str]) -> dict[str, Any]:
@@ -133,15 +146,28 @@ def publish(entry: dict[str, Any], args: argparse.Namespace) -> None:
     models change a preset (``--wm-model``) or that is named a variant (``--variant``) writes the
     study result instead, its entry keyed by the task and the variant's name (by default the
     changes), so that the standing result keeps the standing protocol's figures."""
-    if args.wm_model or args.variant:
-        label = args.variant or " ".join(sorted(args.wm_model))
-        name, key, folder = VARIANTS, f"{args.task} {label}", STUDY_RESULTS
-    else:
-        name, key, folder = "imagination_ladder", args.task, RESULTS
+    name, key, folder = destination(args)
     kept = folder / f"{name}.json"
     tasks = json.loads(kept.read_text())["metrics"].get("tasks", {}) if kept.exists() else {}
     run = {"args": plain_args(args), "commit": commit(), "machine": machine()}
     report(name, {"tasks": {**tasks, key: entry | {"run": run}}}, args, folder)
+
+
+def destination(args: argparse.Namespace) -> tuple[str, str, Path]:
+    """The result a run's figures go to, its entry's key there and the result's folder: the
+    standing result keyed by the task, or the variants' study keyed by the task and the variant."""
+    if args.wm_model or args.variant:
+        return VARIANTS, f"{args.task} {args.variant or ' '.join(sorted(args.wm_model))}", STUDY_RESULTS
+    return "imagination_ladder", args.task, RESULTS
+
+
+def kept_records(args: argparse.Namespace) -> Path:
+    """Where a protocol and each of its tested seeds' records are kept, beside the result its
+    figures go to, one folder per entry and test seed (an entry's test seed belongs to one
+    protocol): seeds tested in separate sittings are gathered from here, and
+    ``benchmarks/studies/ladder_pairs.py`` compares two such folders."""
+    _, key, folder = destination(args)
+    return folder / SEED_RECORDS / f"{key.replace(' ', '_')}_test{args.test_seed}"
 
 
 def direct_view(record: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +191,19 @@ class Arm:
     @property
     def imagination(self) -> ImaginationConfig:
         return ImaginationConfig(rung=self.rung, judge=self.judge, reward_type=self.reward, placebo=self.placebo)
+
+
+def pays_alike(arm: Arm, world_model: Path) -> bool:
+    """Whether ``arm`` is a static placebo that pays every rollout from a start alike: a success-only
+    reward judged by the task's rule on the objects' positions, which a static world holds where
+    they started. The verdicts then depend on the start alone, so every rollout of a GRPO group (one
+    start) returns the same whatever its actions, every advantage is 0 and every Adam step is 0:
+    training it would return the base policy unchanged, at the cost of a full arm."""
+    if arm.placebo != "static" or arm.reward not in SUCCESS_ONLY:
+        return False
+    from worldsim.world_models import WorldModel
+
+    return WorldModel.from_pretrained(world_model).judge.check(arm.judge) == "rule"
 
 
 def heldout_episodes(policy: Path, task: str, episodes: int, base: Path, seed: int, reading: str) -> Path:
@@ -338,9 +377,15 @@ def rl_rounds(args: argparse.Namespace) -> RLRounds:
                     lr=args.rl_lr)
 
 
-def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], seed: int) -> dict[str, Any]:
+def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], seed: int) -> dict[str, Any] | None:
     """One seed: its BC base, the direct-RL grid, every arm, the readings' round evaluations and the
-    test episodes (each kept in ``args.out``); the seed's record, also written to ``seed_<seed>.json``."""
+    test episodes (each kept in ``args.out``); the seed's record, also written to ``seed_<seed>.json``.
+    With ``--only-runs``, the base and those runs alone (None: no record), so that processes can
+    share a seed's runs; a later run without it finds them done, measures and tests. A seed whose
+    record is kept (:func:`kept_records`) was tested: its record is returned, nothing runs."""
+    kept = kept_records(args) / f"seed_{seed}.json"
+    if kept.exists():
+        return None if args.only_runs else json.loads(kept.read_text())
     out = args.out
     base = out / f"base_s{seed}"
     demos, bc = bc_base(args.task, seed, args.bc_demos, args.bc_steps, base, args.threads)
@@ -358,10 +403,21 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
         done = config.out / "results.json"
         return json.loads(done.read_text()) if done.exists() else coevolve(config)
 
+    only = set(args.only_runs or ())
     results: dict[str, dict[str, Any]] = {}
     for lr in args.direct_rl_lrs:
         name = f"direct-rl@{lr:g}"
-        results[name] = run(config(name, mode="direct-rl", rl=dataclasses.replace(rl_rounds(args), lr=lr)))
+        if not only or name in only:
+            results[name] = run(config(name, mode="direct-rl", rl=dataclasses.replace(rl_rounds(args), lr=lr)))
+    if only:
+        for arm in arms:
+            if arm.name in only:
+                round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
+                wm = WorldModelRounds(preset=arm.preset, model=model_changes(args.wm_model),
+                                      steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
+                run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
+                           videos=2 if arm.placebo is None else 0, collect_deterministic=False))
+        return None
 
     def round_eval(name: str, policy: Path) -> dict[str, float]:
         """Both readings' success on the round evaluations' episodes: the mean action's from the
@@ -381,10 +437,14 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     collect = heldout_reading if args.collect == "tested" else "sampled"
     fidelities: dict[str, dict[str, Any]] = {}
     changes = model_changes(args.wm_model)
+    unchanged: list[str] = []  # static placebos no rollout can be paid in: the base's policy
     for arm in arms:
         wm = WorldModelRounds(preset=arm.preset, model=changes, steps=steps[arm.preset],
                               refine_steps=args.wm_refine_steps)
         round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
+        if arm.round0 and pays_alike(arm, Path(results[arm.round0]["rounds"][0]["world_model"])):
+            unchanged.append(arm.name)
+            continue
         results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
                                        videos=2 if arm.placebo is None else 0,
                                        collect_deterministic=READINGS[collect]))
@@ -404,16 +464,28 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
 
     policies = policies_of(results)
     round_evals = {name: round_eval(name, policy) for name, policy in policies.items()}
+    for name in unchanged:
+        policies[name], round_evals[name] = policies["bc"], round_evals["bc"]
     directs = [f"direct-rl@{lr:g}" for lr in args.direct_rl_lrs]
     direct = max(directs, key=lambda name: max(round_evals[name].values()))  # the first on a tie
     tested = ["bc", direct, *(arm.name for arm in arms)]
+    round0_models = {arm.name: results[arm.round0 or arm.name]["rounds"][0]["world_model"] for arm in arms}
     record: dict[str, Any] = {"seed": seed, "direct_rl": direct, "fidelity": fidelities,
-                              "heldout_reading": heldout_reading, "collect_reading": collect, "arms": {}}
+                              "heldout_reading": heldout_reading, "collect_reading": collect, "arms": {},
+                              # what each arm's imagining took, as its saved world model was built
+                              "aids": {arm.name: aids_of(arm.imagination, [round0_models[arm.name]]) for arm in arms}}
     for name in tested:  # the test: once, after every arm's last round, both readings
         test_seed = args.test_seed + 1000 * seed
         outcomes = {reading: real_outcomes_of(policies[name], args.task, args.test_episodes, test_seed, reading,
-                                              out / "test" / f"s{seed}" / f"{name}_{reading}.json")
+                                              out / "test" / f"s{seed}" / f"{'bc' if name in unchanged else name}"
+                                                                          f"_{reading}.json")
                     for reading in READINGS}
+        if name in unchanged:
+            record["arms"][name] = {"round_eval": round_evals[name], "reading": chosen(round_evals[name]),
+                                    "test": outcomes, "policy": str(policies[name]), "trained": False,
+                                    "accepted": False, "wall_clock_s": 0.0, "real_episodes": 0,
+                                    "rl": {"policy_updates": 0}}
+            continue
         run_result = results.get(name)
         record["arms"][name] = {
             "round_eval": round_evals[name], "reading": chosen(round_evals[name]), "test": outcomes,
@@ -425,7 +497,7 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
                 | {"policy_updates": policy_updates(run_result)}} if run_result else {})}
     record["direct_rl_round_evals"] = {name: round_evals[name] for name in directs}
     record["direct_rl_updates"] = {name: policy_updates(results[name]) for name in directs}
-    write_json(out / f"seed_{seed}.json", record)
+    write_json(kept, record)
     return record
 
 
@@ -475,13 +547,11 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
         "rungs": {}}
     rungs = metrics["rungs"]
     for arm in arms:
-        models = [json.loads((args.out / f"{arm.name}_s{r['seed']}" / "results.json").read_text())
-                  ["rounds"][0]["world_model"] for r in records]
         vs_bc, vs_direct = gains(records, arm.name, "bc"), gains(records, arm.name, "direct-rl")
         figures: dict[str, Any] = {
             **successes(records, arm.name), "seeds": len(records), "reward": arm.reward, "placebo": arm.placebo,
             "real_episodes": records[0]["arms"][arm.name]["real_episodes"],
-            "aids": aids_of(arm.imagination, models),  # as the saved world models were built
+            "aids": list(dict.fromkeys(aid for r in records for aid in r["aids"][arm.name])),
             "gain_vs_bc": vs_bc["gain"], "gain_vs_bc_ci": vs_bc["ci"], "gain_vs_bc_ci_pooled": vs_bc["ci_pooled"],
             "p_vs_bc": vs_bc["p_pooled"], "per_seed_gain_vs_bc": vs_bc["per_seed"],
             "gain_vs_direct_rl": vs_direct["gain"], "gain_vs_direct_rl_ci": vs_direct["ci"],
@@ -489,6 +559,10 @@ def gather(args: argparse.Namespace, arms: list[Arm], protocol: dict[str, Any],
             "rounds_accepted": sum(r["arms"][arm.name]["accepted"] for r in records),
             "policy_updates": [r["arms"][arm.name]["rl"]["policy_updates"] for r in records],
             "wall_clock_s": [r["arms"][arm.name]["wall_clock_s"] for r in records], "wm_preset": arm.preset}
+        if any(r["arms"][arm.name].get("trained") is False for r in records):
+            figures["not_trained"] = ("a static world pays this success-only reward, judged by the task's rule, alike "
+                                      "to every rollout from a start: every advantage and update is 0, so the "
+                                      "policy is the base's, tested as BC is")
         placebo = f"{arm.name}~static"
         if arm.placebo is None and any(a.name == placebo for a in arms):
             vs_placebo = gains(records, arm.name, placebo)
@@ -544,6 +618,9 @@ def main() -> None:
                         help="the reading of the arms' real episodes: sampled actions, or the one BC is tested by")
     parser.add_argument("--only-seeds", type=int, nargs="+", default=None,
                         help="run these of --seeds only (parallel processes); the result waits for every seed")
+    parser.add_argument("--only-runs", nargs="+", default=None, metavar="RUN",
+                        help="build each seed's base and only these runs (arms or direct-rl@LR), for processes "
+                             "sharing a seed; a run without it then measures and tests")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch CPU threads")
     parser.add_argument("--out", type=Path, default=Path("runs/ladder_controls"))
     args = parser.parse_args()
@@ -572,6 +649,12 @@ def main() -> None:
     if args.only_seeds and not set(args.only_seeds) <= set(args.seeds):
         parser.error(f"--only-seeds {' '.join(map(str, args.only_seeds))}: not all of them are in --seeds")
 
+    runs = [f"direct-rl@{lr:g}" for lr in args.direct_rl_lrs] + [arm.name for arm in arms]
+    if args.only_runs and not set(args.only_runs) <= set(runs):
+        parser.error(f"--only-runs {' '.join(args.only_runs)}: give some of {', '.join(runs)}")
+    if args.only_runs and args.collect == "tested":
+        parser.error("--only-runs with --collect tested: the tested reading is chosen from the round evaluations "
+                     "a whole seed's run makes; run the seed without --only-runs")
     protocol = {k: v for k, v in plain_args(args).items() if k not in RUN_ONLY}
     protocol |= {"arms": [arm.name for arm in arms], "readings": list(READINGS),
                  "selection": "per seed, on the round evaluations: each arm's reading, direct RL's learning rate",
@@ -579,16 +662,22 @@ def main() -> None:
                  # a preset whose settings changed builds another model: another protocol
                  "presets": {preset: PRESETS[preset] for preset in sorted({arm.preset for arm in arms})}}
     protocol = json.loads(json.dumps(protocol))  # as the kept file reads back (tuples as lists)
-    try:  # runs from before --collect / --wm-model / --variant / --rl-group-size: what those flags default to
-        new = fix_protocol(args.out, protocol, predates={"collect": "sampled", "wm_model": [], "variant": None,
-                                                         "rl_group_size": 8})
+    # runs from before --collect / --wm-model / --variant / --rl-group-size: what those flags default to
+    predates = {"collect": "sampled", "wm_model": [], "variant": None, "rl_group_size": 8}
+    try:
+        fix_protocol(args.out, protocol, predates=predates)
     except ValueError as error:
         parser.error(f"--out {args.out} was started with {error}")
-    if new:
-        publish({"protocol": protocol, "status": "running: no test episode has run yet"}, args)
+    try:  # kept beside the result before any test episode runs; the standing figures stay until gathered
+        fix_protocol(kept_records(args), protocol, predates=predates)
+    except ValueError as error:
+        parser.error(f"--test-seed {args.test_seed}'s episodes belong to {error}")
     for seed in args.only_seeds or args.seeds:
         run_seed(args, arms, steps, seed)
-    files = [args.out / f"seed_{seed}.json" for seed in args.seeds]
+    if args.only_runs:
+        print(f"runs {' '.join(args.only_runs)} done; a run without --only-runs measures and tests")
+        return
+    files = [kept_records(args) / f"seed_{seed}.json" for seed in args.seeds]
     if not all(f.exists() for f in files):
         print(f"waiting for seeds {[s for s, f in zip(args.seeds, files, strict=True) if not f.exists()]}")
         return

@@ -1,8 +1,12 @@
 """The imagination ladder (``ImaginationConfig.rung``): what each rung takes from the simulator,
 what it refuses, and that the ``pixels`` and ``video`` rungs read no recorded state."""
 
+import argparse
+import dataclasses
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import gymnasium as gym
 import h5py
@@ -183,6 +187,36 @@ def test_the_static_placebo_switches_the_object_dynamics_off_and_nothing_else(fi
         ImaginationConfig(placebo="shuffled")
     refusal("^placebo='static' holds the object pathway's objects still, and this world model has no object pathway",
             world_model=files / "video", keyframes=files / "pixels.h5", rung="video", placebo="static")
+
+
+def test_a_static_world_pays_a_rule_judged_success_only_reward_alike_whatever_the_policy_does(files, push_episodes):
+    """Why the ladder does not train such a placebo: with the objects held still the rule's verdicts
+    depend on the start alone, so every rollout from one start is paid the same whatever its actions
+    (GRPO's advantages, and so its updates, are all 0). The dense reward's approach term pays the
+    gripper's motion, so its placebo is trained."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import imagination_ladder as ladder
+
+    policies = np.random.default_rng(1).uniform(-1, 1, (2, 8, 6, 4)).astype(np.float32)  # two policies' actions
+    rewards = {}
+    for reward in ("transition", "sparse"):
+        env = make(files / "pathway", push_episodes, num_envs=6, placebo="static", reward_type=reward,
+                   terminate_on_success=False)
+        runs = []
+        for actions in policies:
+            env.reset(seed=0)  # the same starts
+            runs.append(np.stack([env.step(action)[1] for action in actions]))  # (steps, envs)
+        rewards[reward] = runs
+        env.close()
+        np.testing.assert_array_equal(*runs)  # paid by the start alone
+    assert rewards["transition"][0].any()  # not vacuous: this untrained model's starts are judged successes
+    static = {arm.name: arm for arm in ladder.arms_of(None, argparse.Namespace(rungs=["pixels"],
+                                                                              rewards=["transition", "dense"]))}
+    assert ladder.pays_alike(static["pixels~static"], files / "pathway")
+    assert not ladder.pays_alike(static["pixels+dense~static"], files / "pathway")  # trained: its shaping pays
+    assert not ladder.pays_alike(static["pixels"], files / "pathway")  # not a placebo
+    head = dataclasses.replace(static["pixels~static"], judge="head")  # the head judges frames the gripper moves
+    assert not ladder.pays_alike(head, files / "pathway")
 
 
 def test_the_oracle_shows_the_renderer_s_frames(files, push_episodes):

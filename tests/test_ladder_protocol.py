@@ -13,6 +13,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # t
 import imagination_ladder as ladder  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def results_elsewhere(tmp_path, monkeypatch):
+    """Every result and kept record a test's run writes goes to its own folder, not the repository's."""
+    monkeypatch.setattr(ladder, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(ladder, "STUDY_RESULTS", tmp_path / "results")
+
+
 def arms(*rungs, rewards=("transition", "dense")):
     parser = argparse.ArgumentParser()
     return ladder.arms_of(parser, argparse.Namespace(rungs=list(rungs), rewards=list(rewards)))
@@ -135,16 +142,73 @@ def written_results(tmp_path, monkeypatch):
     return written
 
 
-def test_a_task_s_run_keeps_the_other_tasks_entries(tmp_path, monkeypatch):
+def kept_record(seed, bc, pixels):
+    """A tested seed's record as ``run_seed`` keeps it: BC, direct RL (as BC), the pixels arm and its
+    untrained static placebo (the base's outcomes)."""
+    def arm(outcomes, **run):
+        return {"round_eval": {"mean": 0.5, "sampled": 0.4}, "reading": "mean",
+                "test": {"mean": outcomes, "sampled": [False] * len(outcomes)}, "policy": "p"} | run
+
+    run = {"accepted": True, "wall_clock_s": 10.0, "real_episodes": 300, "rl": {"policy_updates": 40}}
+    return {"seed": seed, "direct_rl": "direct-rl@3e-05", "fidelity": {}, "heldout_reading": "mean",
+            "collect_reading": "sampled", "direct_rl_updates": {"direct-rl@3e-05": 40},
+            "aids": {"pixels": ["the simulator's state as training supervision"],
+                     "pixels~static": ["the simulator's state as training supervision"]},
+            "arms": {"bc": arm(bc), "direct-rl@3e-05": arm(bc, **run), "pixels": arm(pixels, **run),
+                     "pixels~static": arm(bc, trained=False, accepted=False, wall_clock_s=0.0, real_episodes=0,
+                                          rl={"policy_updates": 0})}}
+
+
+def test_seeds_tested_in_separate_sittings_are_gathered_from_their_kept_records(tmp_path, monkeypatch, capsys):
     written = written_results(tmp_path, monkeypatch)
-    for task in ("PushCube-v0", "PickPlaceCube-v0"):
-        monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / task), "--task", task])
-        ladder.main()  # the protocol is written before any seed runs
+    (tmp_path / "imagination_ladder.json").write_text(json.dumps({"metrics": {"tasks": {"PickPlaceCube-v0": {}}}}))
+    outcomes = {0: ([True, False, False, False], [True, True, False, False]),
+                1: ([False, False, True, False], [True, False, True, True])}
+
+    def run_seed(args, arms, steps, seed):  # what a sitting leaves in the repository: the kept record
+        assert [arm.name for arm in arms] == ["pixels", "pixels~static"]
+        (ladder.kept_records(args) / f"seed_{seed}.json").write_text(json.dumps(kept_record(seed, *outcomes[seed])))
+
+    monkeypatch.setattr(ladder, "run_seed", run_seed)
+    argv = ["imagination_ladder.py", "--seeds", "0", "1", "--rewards", "transition", "--test-episodes", "4"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "first"), "--only-seeds", "0"])
+    ladder.main()
+    kept = tmp_path / "imagination_ladder_seeds" / "PushCube-v0_test40000"
+    assert json.loads((kept / "protocol.json").read_text())["rewards"] == ["transition"]  # before any test
+    assert written == {} and "waiting for seeds [1]" in capsys.readouterr().out  # the standing figures stay
+    # another sitting, its run folder new: the first seed is read from its kept record
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "second"), "--only-seeds", "1"])
+    ladder.main()
     tasks = written["imagination_ladder"]["tasks"]
-    assert sorted(tasks) == ["PickPlaceCube-v0", "PushCube-v0"]
-    for task, entry in tasks.items():
-        assert entry["protocol"]["task"] == task and entry["status"].startswith("running")
-        assert entry["run"]["args"]["task"] == task and entry["run"]["machine"]
+    assert sorted(tasks) == ["PickPlaceCube-v0", "PushCube-v0"]  # the other task's entry is kept
+    entry = tasks["PushCube-v0"]
+    assert entry["protocol"]["test_seed"] == 40_000 and entry["run"]["machine"]
+    pixels, placebo = entry["rungs"]["pixels"], entry["rungs"]["pixels~static"]
+    assert pixels["per_seed_gain_vs_bc"] == [25.0, 50.0] and pixels["gain_vs_placebo"] == 37.5
+    assert pixels["aids"] == ["the simulator's state as training supervision"]
+    assert placebo["gain_vs_bc"] == 0.0 and placebo["not_trained"].startswith("a static world pays")
+    assert "not_trained" not in pixels
+    # the same test seed under another protocol: refused before anything runs
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "third"), "--rounds", "2"])
+    monkeypatch.setattr(ladder, "run_seed", lambda *a: pytest.fail("a seed ran on another protocol's episodes"))
+    with pytest.raises(SystemExit):
+        ladder.main()
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "--test-seed 40000's episodes belong to another protocol (rounds): a changed protocol is a new run, with a "
+        "new --out and a new --test-seed")
+
+
+def test_only_runs_names_a_seed_s_runs(tmp_path, monkeypatch, capsys):
+    for bad, message in ((["pixels+dense"], "--only-runs pixels+dense: give some of direct-rl@1e-05, "
+                                            "direct-rl@3e-05, direct-rl@0.0001, pixels, pixels~static"),
+                         (["pixels", "--collect", "tested"], "--only-runs with --collect tested")):
+        ran = seeds_run(tmp_path / "o", monkeypatch, "--only-runs", *bad)
+        with pytest.raises(SystemExit):
+            ladder.main()
+        assert message in capsys.readouterr().err and ran == []
+    ran = seeds_run(tmp_path / "o", monkeypatch, "--only-runs", "pixels")
+    ladder.main()  # the runs only: nothing gathered, a pointer to the run that tests
+    assert ran == [0] and "a run without --only-runs measures and tests" in capsys.readouterr().out
 
 
 def test_model_changes_are_read_as_config_tables():
@@ -155,15 +219,25 @@ def test_model_changes_are_read_as_config_tables():
             ladder.model_changes([bad])
 
 
-def test_a_run_with_model_changes_writes_the_variants_entry(tmp_path, monkeypatch, capsys):
+def test_a_run_with_model_changes_keeps_its_records_and_entry_apart(tmp_path, monkeypatch, capsys):
     written = written_results(tmp_path, monkeypatch)
+    for folder in ("standing", "studies"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.setattr(ladder, "RESULTS", tmp_path / "standing")
+    monkeypatch.setattr(ladder, "STUDY_RESULTS", tmp_path / "studies")
+    monkeypatch.setattr(ladder, "run_seed", lambda args, arms, steps, seed: (
+        ladder.kept_records(args) / f"seed_{seed}.json").write_text(json.dumps(kept_record(seed, [True], [True]))))
     changes = ["proprio.sees_cubes=true", "judge.heights=true"]
-    monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / "v"), "--task",
-                                      "PickPlaceCube-v0", "--wm-model", *changes])
+    argv = ["imagination_ladder.py", "--seeds", "0", "--rewards", "transition", "--test-episodes", "1"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "v"), "--task", "PickPlaceCube-v0",
+                                      "--wm-model", *changes])
     ladder.main()
     assert list(written) == [ladder.VARIANTS]  # the standing result is left as it was
     entry = written[ladder.VARIANTS]["tasks"]["PickPlaceCube-v0 judge.heights=true proprio.sees_cubes=true"]
     assert entry["protocol"]["wm_model"] == changes
+    kept = tmp_path / "studies" / ladder.SEED_RECORDS
+    assert (kept / "PickPlaceCube-v0_judge.heights=true_proprio.sees_cubes=true_test40000" / "seed_0.json").exists()
+    assert not (tmp_path / "standing" / ladder.SEED_RECORDS).exists()
     # a field the model does not have, or a change its preset cannot take: refused before anything runs
     for bad, message in ((["judge.height=true"], "unknown setting(s) height in [judge]"),
                          (["objects=false"], "objects")):
@@ -173,8 +247,8 @@ def test_a_run_with_model_changes_writes_the_variants_entry(tmp_path, monkeypatc
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert error.startswith("imagination_ladder.py: error: --wm-model ") and message in error
     assert not (tmp_path / "w").exists()
-    monkeypatch.setattr(sys, "argv", ["imagination_ladder.py", "--out", str(tmp_path / "b"), "--rl-env-steps",
-                                      "51200", "--variant", "budget-51k"])
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "b"), "--rl-env-steps", "51200",
+                                      "--variant", "budget-51k"])
     ladder.main()  # another budget, named a variant: its own entry, the standing result still untouched
     assert list(written) == [ladder.VARIANTS]
     entry = written[ladder.VARIANTS]["tasks"]["PushCube-v0 budget-51k"]

@@ -8,8 +8,12 @@ test outcomes identical in both), then gives each arm's gain in the second run o
 in the first, each arm read as its own round evaluations chose: over seeds with its 95% interval
 (seeds, then episodes, resampled), the pooled McNemar figure beside it, and per seed.
 
-    python benchmarks/studies/ladder_pairs.py --runs runs/ladder_pick_plain runs/ladder_pick_carry \\
+    python benchmarks/studies/ladder_pairs.py --runs \\
+        benchmarks/results/imagination_ladder_seeds/PickPlaceCube-v0_test90000 \\
+        benchmarks/studies/results/imagination_ladder_seeds/PickPlaceCube-v0_judge.heights=true_test90000 \\
         --name ladder_pairs_pick_carry
+
+(each run's kept records: its protocol and every seed's record, as the ladder keeps them).
 
 Writes ``benchmarks/studies/results/<name>.json``.
 """
