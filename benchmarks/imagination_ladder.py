@@ -29,8 +29,8 @@ tested policy reaches (PickPlaceCube's BC grasps by its mean action, almost neve
 
 **Protocol first, test once.** The protocol (every argument that shapes a figure) is written to
 ``<out>/protocol.json`` and, before any test episode runs, to
-``benchmarks/results/imagination_ladder_seeds/<task>_test<test seed>/protocol.json`` (a variant's
-under ``benchmarks/studies/results/``, named by the task and the variant); a run whose
+``benchmarks/seed_records/imagination_ladder/<task>_test<test seed>/protocol.json`` (a variant's
+named by the task and the variant); a run whose
 arguments differ from its folder's protocol, or whose test seed another protocol holds, is refused
 (a changed protocol is a new ``--out`` with a new ``--test-seed``). Every seed's policies are then
 tested once, after their last round, on the same ``--test-episodes`` real episodes (seed
@@ -113,8 +113,8 @@ except ImportError:  # Python 3.10
     from tomli import loads as toml_loads  # type: ignore[no-redef]
 VARIANTS = "imagination_ladder_variants"
 """The study result a run with ``--wm-model`` changes writes to (the standing result keeps the presets' models)."""
-SEED_RECORDS = "imagination_ladder_seeds"
-"""The folder, beside the result, that keeps each protocol and its tested seeds' records."""
+SEED_RECORDS = RESULTS.parent / "seed_records" / "imagination_ladder"
+"""Where each protocol and its tested seeds' records are kept, one folder per result entry and test seed."""
 
 
 def model_changes(entries: list[str]) -> dict[str, Any]:
@@ -162,12 +162,12 @@ def destination(args: argparse.Namespace) -> tuple[str, str, Path]:
 
 
 def kept_records(args: argparse.Namespace) -> Path:
-    """Where a protocol and each of its tested seeds' records are kept, beside the result its
-    figures go to, one folder per entry and test seed (an entry's test seed belongs to one
-    protocol): seeds tested in separate sittings are gathered from here, and
+    """Where a protocol and each of its tested seeds' records are kept: one folder per result
+    entry (:func:`destination`) and test seed (an entry's test seed belongs to one protocol).
+    Seeds tested in separate sittings are gathered from here, and
     ``benchmarks/studies/ladder_pairs.py`` compares two such folders."""
-    _, key, folder = destination(args)
-    return folder / SEED_RECORDS / f"{key.replace(' ', '_')}_test{args.test_seed}"
+    _, key, _ = destination(args)
+    return SEED_RECORDS / f"{key.replace(' ', '_')}_test{args.test_seed}"
 
 
 def direct_view(record: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ def results_elsewhere(tmp_path, monkeypatch):
     """Every result and kept record a test's run writes goes to its own folder, not the repository's."""
     monkeypatch.setattr(ladder, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(ladder, "STUDY_RESULTS", tmp_path / "results")
+    monkeypatch.setattr(ladder, "SEED_RECORDS", tmp_path / "records")
 
 
 def arms(*rungs, rewards=("transition", "dense")):
@@ -173,7 +174,7 @@ def test_seeds_tested_in_separate_sittings_are_gathered_from_their_kept_records(
     argv = ["imagination_ladder.py", "--seeds", "0", "1", "--rewards", "transition", "--test-episodes", "4"]
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "first"), "--only-seeds", "0"])
     ladder.main()
-    kept = tmp_path / "imagination_ladder_seeds" / "PushCube-v0_test40000"
+    kept = tmp_path / "records" / "PushCube-v0_test40000"
     assert json.loads((kept / "protocol.json").read_text())["rewards"] == ["transition"]  # before any test
     assert written == {} and "waiting for seeds [1]" in capsys.readouterr().out  # the standing figures stay
     # another sitting, its run folder new: the first seed is read from its kept record
@@ -235,9 +236,9 @@ def test_a_run_with_model_changes_keeps_its_records_and_entry_apart(tmp_path, mo
     assert list(written) == [ladder.VARIANTS]  # the standing result is left as it was
     entry = written[ladder.VARIANTS]["tasks"]["PickPlaceCube-v0 judge.heights=true proprio.sees_cubes=true"]
     assert entry["protocol"]["wm_model"] == changes
-    kept = tmp_path / "studies" / ladder.SEED_RECORDS
-    assert (kept / "PickPlaceCube-v0_judge.heights=true_proprio.sees_cubes=true_test40000" / "seed_0.json").exists()
-    assert not (tmp_path / "standing" / ladder.SEED_RECORDS).exists()
+    kept = tmp_path / "records"  # named by the entry: the variant's records apart from the standing ones
+    assert [f.name for f in kept.iterdir()] == ["PickPlaceCube-v0_judge.heights=true_proprio.sees_cubes=true_test40000"]
+    assert (next(kept.iterdir()) / "seed_0.json").exists()
     # a field the model does not have, or a change its preset cannot take: refused before anything runs
     for bad, message in ((["judge.height=true"], "unknown setting(s) height in [judge]"),
                          (["objects=false"], "objects")):

@@ -9,8 +9,8 @@ in the first, each arm read as its own round evaluations chose: over seeds with 
 (seeds, then episodes, resampled), the pooled McNemar figure beside it, and per seed.
 
     python benchmarks/studies/ladder_pairs.py --runs \\
-        benchmarks/results/imagination_ladder_seeds/PickPlaceCube-v0_test90000 \\
-        benchmarks/studies/results/imagination_ladder_seeds/PickPlaceCube-v0_judge.heights=true_test90000 \\
+        benchmarks/seed_records/imagination_ladder/PickPlaceCube-v0_test90000 \\
+        benchmarks/seed_records/imagination_ladder/PickPlaceCube-v0_judge.heights=true_test90000 \\
         --name ladder_pairs_pick_carry
 
 (each run's kept records: its protocol and every seed's record, as the ladder keeps them).
