@@ -403,20 +403,31 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
         done = config.out / "results.json"
         return json.loads(done.read_text()) if done.exists() else coevolve(config)
 
+    def run_arm(arm: Arm, collect: str) -> dict[str, Any] | None:
+        """``arm``'s co-evolution (its round 0 its origin's), or None for a placebo that pays
+        every rollout alike (:func:`pays_alike`): not trained, its policy the base's."""
+        round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
+        if round0 is not None:
+            origin = round0 / "results.json"
+            if not origin.exists():
+                raise RuntimeError(f"{arm.name} starts from {arm.round0}'s round 0: run {arm.round0} first")
+            if pays_alike(arm, Path(json.loads(origin.read_text())["rounds"][0]["world_model"])):
+                return None
+        wm = WorldModelRounds(preset=arm.preset, model=model_changes(args.wm_model), steps=steps[arm.preset],
+                              refine_steps=args.wm_refine_steps)
+        return run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
+                          videos=2 if arm.placebo is None else 0, collect_deterministic=READINGS[collect]))
+
     only = set(args.only_runs or ())
     results: dict[str, dict[str, Any]] = {}
     for lr in args.direct_rl_lrs:
         name = f"direct-rl@{lr:g}"
         if not only or name in only:
             results[name] = run(config(name, mode="direct-rl", rl=dataclasses.replace(rl_rounds(args), lr=lr)))
-    if only:
+    if only:  # main refuses --collect tested here: its reading comes from the whole seed's evaluations
         for arm in arms:
             if arm.name in only:
-                round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
-                wm = WorldModelRounds(preset=arm.preset, model=model_changes(args.wm_model),
-                                      steps=steps[arm.preset], refine_steps=args.wm_refine_steps)
-                run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
-                           videos=2 if arm.placebo is None else 0, collect_deterministic=False))
+                run_arm(arm, "sampled")
         return None
 
     def round_eval(name: str, policy: Path) -> dict[str, float]:
@@ -436,18 +447,13 @@ def run_seed(args: argparse.Namespace, arms: list[Arm], steps: dict[str, int], s
     # outcomes the policy reaches when tested (PickPlaceCube's BC grasps by its mean action only)
     collect = heldout_reading if args.collect == "tested" else "sampled"
     fidelities: dict[str, dict[str, Any]] = {}
-    changes = model_changes(args.wm_model)
-    unchanged: list[str] = []  # static placebos no rollout can be paid in: the base's policy
+    unchanged: list[str] = []  # static placebos that pay every rollout alike: the base's policy
     for arm in arms:
-        wm = WorldModelRounds(preset=arm.preset, model=changes, steps=steps[arm.preset],
-                              refine_steps=args.wm_refine_steps)
-        round0 = out / f"{arm.round0}_s{seed}" if arm.round0 else None
-        if arm.round0 and pays_alike(arm, Path(results[arm.round0]["rounds"][0]["world_model"])):
+        result = run_arm(arm, collect)
+        if result is None:
             unchanged.append(arm.name)
             continue
-        results[arm.name] = run(config(arm.name, wm=wm, round0_from=round0, imagination=arm.imagination,
-                                       videos=2 if arm.placebo is None else 0,
-                                       collect_deterministic=READINGS[collect]))
+        results[arm.name] = result
         if arm.placebo is None and arm.reward == args.rewards[0]:
             # one set of fidelity figures per world model and rung (what the rung's replays show)
             world_model = Path(results[arm.name]["rounds"][0]["world_model"])
