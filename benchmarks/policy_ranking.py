@@ -4,8 +4,11 @@ rollouts, on tabletop-4.
 For each seed of a candidate set, the benchmark builds policies a user would actually have to
 choose between: behaviour cloning (TinyVLA) in four runs and three recipes (two training seeds
 on ``--demos`` noisy expert episodes per task, one run on ``--small-demos`` episodes, one with
-the learning rate ``--low-lr``), each run keeping its policies at the ``--checkpoints`` steps.
-Every policy is then
+the learning rate ``--low-lr``), each run keeping its policies at the ``--checkpoints`` steps;
+and GRPO fine-tunes in physics of the BC runs named by ``--rl-from`` (the task's dense reward, one
+run per ``--rl-lrs``), each keeping its policies at the ``--rl-iterations``. Fine-tuning moves a
+policy away from the demonstrations whether it helps or hurts, which is where the rankers
+without rollouts are expected to fail. Every policy is then
 
 - evaluated in physics on ``--real-episodes`` per task (deterministic; the real ranking, with
   its split-half Spearman as the ceiling any evaluator can reach on this many episodes);
@@ -13,7 +16,8 @@ Every policy is then
   starts of ``--held-out`` expert episodes per task (a seed no policy trained on);
 - read by the rankers that need no rollout (:func:`worldsim.evaluation.offline.offline_signals`
   on the same held-out episodes: validation loss, action error against the demonstrations,
-  action entropy), by its training steps and by the number of demonstrations it learned from.
+  action entropy), by its training steps (a fine-tune's: its base's plus its own optimiser
+  steps) and by the number of demonstrations it learned from.
 
 ``metrics.sets.<seed>`` holds ``policies``, ``band_points`` (the spread of real success),
 ``real_split_half`` and ``rankers.<name>.spearman`` for every ranker (its ``values`` signed so
@@ -48,7 +52,8 @@ import numpy as np
 import tyro
 from common import aids_of, noisy_expert, report
 
-TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")
+SUITE = "tabletop-4"
+TASKS = ("ReachCube-v0", "PushCube-v0", "PickPlaceCube-v0", "StackCube-v0")  # the suite's tasks
 @dataclass
 class Args:
     world_model: Path = Path("runs/fd_wm")
@@ -67,6 +72,16 @@ class Args:
     """BC optimiser steps of every run."""
     checkpoints: tuple[int, ...] = (1200, 1600, 2000)
     """Steps at which each run's policy is a candidate."""
+    rl_from: tuple[str, ...] = ("bc_a",)
+    """The BC runs whose final policy GRPO fine-tunes in physics (the RL recipe; empty: none)."""
+    rl_lrs: tuple[float, ...] = (3e-5, 1e-4)
+    """One GRPO run per base and learning rate."""
+    rl_iterations: tuple[int, ...] = (3, 6, 9)
+    """Iterations at which each GRPO run's policy is a candidate (the run lasts the last)."""
+    rl_num_envs: int = 64
+    """GRPO's envs (split between the tasks), in groups of ``--rl-group-size`` from one start."""
+    rl_group_size: int = 8
+    """GRPO's rollouts per start."""
     held_out: int = 50
     """Held-out expert episodes per task: the offline rankers' data and the imagined starts."""
     real_episodes: int = 150
@@ -99,6 +114,40 @@ def recipes(args: Args) -> dict[str, dict[str, Any]]:
             "bc_b": {"recipe": "bc", "data": "demos", "seed": 1, "lr": 1e-3},
             "bc_small": {"recipe": "bc-small-data", "data": "small", "seed": 0, "lr": 1e-3},
             "bc_low_lr": {"recipe": "bc-low-lr", "data": "demos", "seed": 0, "lr": args.low_lr}}
+
+
+def rl_runs(args: Args) -> dict[str, dict[str, Any]]:
+    """The GRPO fine-tunes of a set: name -> the BC run it starts from and its learning rate."""
+    unknown = sorted(set(args.rl_from) - set(recipes(args)))
+    if unknown:
+        raise SystemExit(f"--rl-from {' '.join(unknown)}: not a BC run; choose from {', '.join(recipes(args))}")
+    return {f"grpo_{base}_lr{lr:g}": {"recipe": "grpo-physics", "from": base, "lr": lr}
+            for base in args.rl_from for lr in args.rl_lrs}
+
+
+def candidates(args: Args, seed: int) -> list[Path]:
+    """The policies of set ``seed``, run by run: each BC run's kept steps, then each GRPO run's
+    kept iterations."""
+    root = args.out / f"set{seed}"
+    return ([root / run / f"policy_step{steps}" for run in recipes(args) for steps in args.checkpoints]
+            + [root / run / f"policy_iter{n}" for run in rl_runs(args) for n in args.rl_iterations])
+
+
+def measured_path(policy: Path, suffix: str = "") -> Path:
+    """Where a candidate's measurements are kept: ``ranking_<step N | iter N><suffix>.json`` in its run."""
+    return policy.parent / f"ranking_{policy.name.removeprefix('policy_')}{suffix}.json"
+
+
+def updates_until(run: Path, iteration: int) -> int:
+    """The optimiser steps a GRPO run made in its first ``iteration`` iterations: each
+    iteration's passes (fewer when the KL guard stopped it early) times its minibatches."""
+    from worldsim.runtime.run_logging import read_metrics
+
+    minibatches = json.loads((run / "config.json").read_text())["num_minibatches"]
+    rows = [r for r in read_metrics(run / "metrics.jsonl") if "early_stop_epoch" in r]
+    if len(rows) < iteration:
+        raise SystemExit(f"{run} logged {len(rows)} iterations, fewer than {iteration}: delete it to train it again")
+    return minibatches * sum(int(r["early_stop_epoch"]) for r in rows[:iteration])
 
 
 def collect(path: Path, episodes: int, seed: int) -> None:
@@ -155,6 +204,7 @@ def build_set(args: Args, seed: int) -> None:
     held_out = root / "held_out.h5"
     collect(held_out, args.held_out, seed + 500)
     imagination = ImaginationConfig(world_model=args.world_model, keyframes=held_out, rung=args.rung, device="cpu")
+    about: dict[Path, dict[str, Any]] = {}  # candidate -> its record's recipe, run, steps, demonstrations
     for run_name, recipe in recipes(args).items():
         run = root / run_name
         if not (run / "summary.json").exists():
@@ -163,29 +213,51 @@ def build_set(args: Args, seed: int) -> None:
                               seed=seed + recipe["seed"], torch_threads=args.threads, progress=False,
                               overwrite=True))
         for steps in args.checkpoints:
-            path = run / f"policy_step{steps}"
-            measured = run / f"ranking_step{steps}.json"
-            if measured.exists():
-                continue
-            policy = load_policy(path).eval()
-            start = time.time()
-            real = evaluate_in_physics(policy, list(TASKS), args.real_episodes, seed=seed + 10_000)
-            real_s = time.time() - start
-            start = time.time()
-            dream = imagined_success(args, policy, seed, imagination)
-            dream_s = time.time() - start
-            write_json(measured, {
-                "policy": str(path), "recipe": recipe["recipe"], "run": run_name, "steps": steps,
-                "demos": args.small_demos if recipe["data"] == "small" else args.demos,
-                "real": per_task_summary(real), "imagined": dream,
-                "offline": offline_signals(policy, held_out),
-                "seconds": {"real": round(real_s, 1), "imagined": round(dream_s, 1)}})
+            about[run / f"policy_step{steps}"] = {
+                "recipe": recipe["recipe"], "run": run_name, "steps": steps,
+                "demos": args.small_demos if recipe["data"] == "small" else args.demos}
+    for run_name, rl in rl_runs(args).items():
+        run = root / run_name
+        if not (run / "summary.json").exists():
+            fine_tune(args, root / rl["from"] / "policy", run, rl["lr"], seed)
+        base = recipes(args)[rl["from"]]
+        for n in args.rl_iterations:
+            about[run / f"policy_iter{n}"] = {
+                "recipe": rl["recipe"], "run": run_name, "iterations": n, "from": rl["from"],
+                "steps": args.bc_steps + updates_until(run, n),
+                "demos": args.small_demos if base["data"] == "small" else args.demos}
+    for path in candidates(args, seed):
+        measured = measured_path(path)
+        if measured.exists():
+            continue
+        policy = load_policy(path).eval()
+        start = time.time()
+        real = evaluate_in_physics(policy, list(TASKS), args.real_episodes, seed=seed + 10_000)
+        real_s = time.time() - start
+        start = time.time()
+        dream = imagined_success(args, policy, seed, imagination)
+        dream_s = time.time() - start
+        write_json(measured, {
+            "policy": str(path), **about[path],
+            "real": per_task_summary(real), "imagined": dream,
+            "offline": offline_signals(policy, held_out),
+            "seconds": {"real": round(real_s, 1), "imagined": round(dream_s, 1)}})
 
 
-def candidates(args: Args, seed: int) -> list[Path]:
-    """The policies of set ``seed``, run by run."""
-    return [args.out / f"set{seed}" / run / f"policy_step{steps}"
-            for run in recipes(args) for steps in args.checkpoints]
+def fine_tune(args: Args, policy: Path, out: Path, lr: float, seed: int) -> None:
+    """GRPO in physics from ``policy`` on every task, its policies kept at ``--rl-iterations``:
+    the task's dense reward, as a user fine-tuning without a world model would run it."""
+    from worldsim.envs.tasks import get_task
+    from worldsim.policies import load_policy
+    from worldsim.training.grpo import GRPOConfig, iteration_steps, train_grpo
+
+    episode = max(get_task(task).max_episode_steps for task in TASKS)
+    chunk = load_policy(policy).chunk_size
+    train_grpo(GRPOConfig(
+        suite=SUITE, obs_mode="pixels", policy=policy, num_envs=args.rl_num_envs, group_size=args.rl_group_size,
+        total_env_steps=max(args.rl_iterations) * iteration_steps(episode, chunk, args.rl_num_envs), lr=lr,
+        eval_every=0, eval_episodes=10, checkpoint_every=math.gcd(*args.rl_iterations), keep_checkpoints=True,
+        seed=seed, torch_threads=args.threads, progress=False, overwrite=True, out=out))
 
 
 def mixed_source(args: Args, seed: int) -> int:
@@ -228,7 +300,7 @@ def rank_with_mixed(args: Args, seed: int) -> None:
     imagination = ImaginationConfig(world_model=model, keyframes=args.out / f"set{seed}" / "held_out.h5",
                                     rung=args.rung, device="cpu")
     for path in candidates(args, seed):
-        measured = path.parent / f"ranking_{path.name.removeprefix('policy_')}_mixed.json"
+        measured = measured_path(path, "_mixed")
         if measured.exists():
             continue
         start = time.time()
@@ -259,15 +331,14 @@ def set_metrics(args: Args, seed: int) -> tuple[dict[str, Any], dict[str, np.nda
         split_half,
     )
 
-    root = args.out / f"set{seed}"
-    paths = [root / run / f"ranking_step{s}.json" for run in recipes(args) for s in args.checkpoints]
-    missing = [f"{p.parent.name}@{p.stem.removeprefix('ranking_step')}" for p in paths if not p.exists()]
+    paths = [measured_path(p) for p in candidates(args, seed)]
+    missing = [f"{p.parent.name}@{p.stem.removeprefix('ranking_')}" for p in paths if not p.exists()]
     if missing:
         raise SystemExit(f"set {seed} is not built ({', '.join(missing)} missing): run --sets {seed} first")
     rows = [json.loads(p.read_text()) for p in paths]
     real = outcome_matrix([r["real"] for r in rows], TASKS)  # (policies, tasks, episodes)
     imagined = {"world_model": outcome_matrix([r["imagined"] for r in rows], TASKS)}
-    mixed = [root / run / f"ranking_step{s}_mixed.json" for run in recipes(args) for s in args.checkpoints]
+    mixed = [measured_path(p, "_mixed") for p in candidates(args, seed)]
     if all(p.exists() for p in mixed):
         imagined["world_model_mixed"] = outcome_matrix([json.loads(p.read_text())["imagined"] for p in mixed], TASKS)
     real_rate = real.mean(axis=(1, 2))
@@ -296,7 +367,8 @@ def set_metrics(args: Args, seed: int) -> tuple[dict[str, Any], dict[str, np.nda
         draws[f"{name}_margin"] = draws[name] - draws[best]
     metrics = {
         "policies": len(rows), "recipes": sorted({r["recipe"] for r in rows}),
-        "names": [f"{r['run']}@{r['steps']}" for r in rows],
+        "names": [f"{r['run']}@iter{r['iterations']}" if "iterations" in r else f"{r['run']}@{r['steps']}"
+                  for r in rows],
         "real": real_rate.tolist(), "real_per_task": real.mean(axis=2).tolist(),
         "imagined_per_task": {name: outcomes.mean(axis=2).tolist() for name, outcomes in imagined.items()},
         "band_points": float(100 * np.ptp(real_rate)),

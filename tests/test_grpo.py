@@ -20,7 +20,7 @@ from worldsim.training.grpo import (
     success_mask,
     train_grpo,
 )
-from worldsim.training.rl import clipped_surrogate, make_train_env
+from worldsim.training.rl import clipped_surrogate, make_train_env, weights_digest
 
 
 def test_group_advantages_subtract_the_group_mean():
@@ -200,3 +200,13 @@ def test_a_fine_tuned_policy_that_ends_far_from_its_start_is_warned_about(tmp_pa
     near = train_grpo(_tiny(tmp_path, "near", policy=start, lr=1e-5))
     assert 0 <= near["drift_kl"] < FAR_KL
     assert "warning" not in capsys.readouterr().err
+
+
+def test_keep_checkpoints_keeps_the_policy_of_every_checkpoint_the_last_one_as_policy(tmp_path):
+    summary = train_grpo(_tiny(tmp_path, "kept", checkpoint_every=1, keep_checkpoints=True, target_kl=None))
+    run = tmp_path / "kept"
+    assert sorted(p.name for p in run.glob("policy_iter*")) == ["policy_iter1", "policy_iter2"]
+    first, last, latest = (load_policy(run / name) for name in ("policy_iter1", "policy_iter2", "policy"))
+    assert summary["weights_digest"] == weights_digest(last) == weights_digest(latest) != weights_digest(first)
+    train_grpo(_tiny(tmp_path, "plain", checkpoint_every=1))
+    assert not list((tmp_path / "plain").glob("policy_iter*"))

@@ -176,7 +176,7 @@ class RLRunConfig(RunSettings):
     SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("device",)}
     """The world model runs on the run's device: the imagination's own is not a flag."""
     COMMAND_LINE: ClassVar[tuple[str, ...]] = ("task", "suite", "obs_mode", "backend", "policy", "eval_episodes",
-                                               "imagination", "physics_reward")
+                                               "imagination", "physics_reward", "keep_checkpoints")
     """The fields PPO and GRPO share that are flags (with the run settings'); the rest a config file sets."""
 
     task: str = "ReachCube-v0"
@@ -222,6 +222,9 @@ class RLRunConfig(RunSettings):
     """Episodes per evaluation, per task."""
     checkpoint_every: int = 50
     """Write checkpoint.pt and policy/ every this many iterations (and at the end)."""
+    keep_checkpoints: bool = False
+    """Also keep each checkpoint's policy as policy_iter<N>/ beside policy/ (the latest), so the
+    run's policies along the way can be compared or ranked later."""
     torch_threads: int | None = field(default=None, kw_only=True)
     """Torch CPU threads (None: one in physics, the idle cores in imagination). In physics the
     physics thread pool keeps the cores busy, and torch's workers waiting for a busy core slow
@@ -349,7 +352,8 @@ def end_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iterati
                   metrics: dict[str, float], save: Callable[[], None]) -> None:
     """The end of a PPO or GRPO iteration: log its ``metrics`` at ``global_step``, with an
     evaluation every ``eval_every`` iterations (rank 0; not after the last iteration, which the
-    final evaluation covers), then ``save`` a checkpoint every ``checkpoint_every`` iterations."""
+    final evaluation covers), then ``save`` a checkpoint every ``checkpoint_every`` iterations
+    (with ``keep_checkpoints``, a copy of the policy as ``policy_iter<N>/`` too)."""
     if run.is_main and config.eval_every and iteration % config.eval_every == 0 and iteration < run.steps:
         result, eval_metrics = evaluation_metrics(policy, config)
         metrics = metrics | eval_metrics
@@ -357,6 +361,8 @@ def end_iteration(run: TrainingRun, policy: Policy, config: RLRunConfig, iterati
     run.log(global_step, metrics)
     if config.checkpoint_every and iteration % config.checkpoint_every == 0:
         save()
+        if config.keep_checkpoints and run.is_main:
+            policy.save_pretrained(config.out / f"policy_iter{iteration}")
 
 
 def drift_kl(policy: Policy, start: Policy, batch: Batch, rows: int = 512) -> float:
