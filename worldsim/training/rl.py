@@ -176,7 +176,7 @@ class RLRunConfig(RunSettings):
     SET_BY_COMMAND: ClassVar[dict[str, tuple[str, ...]]] = {"imagination": ("device",)}
     """The world model runs on the run's device: the imagination's own is not a flag."""
     COMMAND_LINE: ClassVar[tuple[str, ...]] = ("task", "suite", "obs_mode", "backend", "policy", "eval_episodes",
-                                               "imagination", "physics_reward", "keep_checkpoints")
+                                               "imagination", "physics_reward")
     """The fields PPO and GRPO share that are flags (with the run settings'); the rest a config file sets."""
 
     task: str = "ReachCube-v0"
