@@ -192,7 +192,6 @@ def build_set(args: Args, seed: int) -> None:
     from worldsim.evaluation.rank import per_task_summary
     from worldsim.policies import load_policy
     from worldsim.runtime.run_logging import write_json
-    from worldsim.training.bc import BCConfig, train_bc
 
     if max(args.checkpoints) > args.bc_steps:
         raise SystemExit(f"--checkpoints {max(args.checkpoints)} is past --bc-steps {args.bc_steps}")
@@ -207,11 +206,7 @@ def build_set(args: Args, seed: int) -> None:
     about: dict[Path, dict[str, Any]] = {}  # candidate -> its record's recipe, run, steps, demonstrations
     for run_name, recipe in recipes(args).items():
         run = root / run_name
-        if not (run / "summary.json").exists():
-            train_bc(BCConfig(data=data[recipe["data"]], out=run, steps=args.bc_steps, lr=recipe["lr"],
-                              checkpoint_every=math.gcd(*args.checkpoints), keep_checkpoints=True,
-                              seed=seed + recipe["seed"], torch_threads=args.threads, progress=False,
-                              overwrite=True))
+        train_run(args, run, data[recipe["data"]], recipe, seed)
         for steps in args.checkpoints:
             about[run / f"policy_step{steps}"] = {
                 "recipe": recipe["recipe"], "run": run_name, "steps": steps,
@@ -242,6 +237,16 @@ def build_set(args: Args, seed: int) -> None:
             "real": per_task_summary(real), "imagined": dream,
             "offline": offline_signals(policy, held_out),
             "seconds": {"real": round(real_s, 1), "imagined": round(dream_s, 1)}})
+
+
+def train_run(args: Args, run: Path, data: Path, recipe: dict[str, Any], seed: int) -> None:
+    """BC run ``run`` of a set (one of :func:`recipes`) on ``data``, its ``--checkpoints`` kept (once)."""
+    from worldsim.training.bc import BCConfig, train_bc
+
+    if not (run / "summary.json").exists():
+        train_bc(BCConfig(data=data, out=run, steps=args.bc_steps, lr=recipe["lr"],
+                          checkpoint_every=math.gcd(*args.checkpoints), keep_checkpoints=True,
+                          seed=seed + recipe["seed"], torch_threads=args.threads, progress=False, overwrite=True))
 
 
 def fine_tune(args: Args, policy: Path, out: Path, lr: float, seed: int) -> None:

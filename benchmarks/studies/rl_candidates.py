@@ -15,7 +15,6 @@ over the BC checkpoints and fine-tunes together and over the fine-tunes alone. W
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -59,10 +58,8 @@ def measure(ranking: policy_ranking.Args, path: Path, about: dict[str, Any], hel
 
 
 def main(args: Args) -> None:
-    from scipy.stats import spearmanr
-
+    from worldsim.evaluation.rank import spearman_kendall
     from worldsim.runtime.threads import use_torch_threads
-    from worldsim.training.bc import BCConfig, train_bc
 
     use_torch_threads(args.threads)
     ranking, seed = args.ranking, args.set
@@ -72,10 +69,7 @@ def main(args: Args) -> None:
     policy_ranking.collect(demos, ranking.demos, seed)
     policy_ranking.collect(held_out, ranking.held_out, seed + 500)
     base = root / "bc_a"
-    if not (base / "summary.json").exists():
-        train_bc(BCConfig(data=demos, out=base, steps=ranking.bc_steps, lr=1e-3,
-                          checkpoint_every=math.gcd(*ranking.checkpoints), keep_checkpoints=True, seed=seed,
-                          torch_threads=args.threads, progress=False, overwrite=True))
+    policy_ranking.train_run(ranking, base, demos, policy_ranking.recipes(ranking)["bc_a"], seed)
     rows = [measure(ranking, base / f"policy_step{s}",
                     {"run": "bc_a", "steps": s, "demos": ranking.demos, "seed": seed + 10_000}, held_out)
             for s in ranking.checkpoints]
@@ -88,12 +82,11 @@ def main(args: Args) -> None:
             rows.append(measure(ranking, run / f"policy_iter{n}",
                                 {"run": run_name, "iterations": n, "steps": steps, "demos": ranking.demos,
                                  "seed": seed + 10_000}, held_out))
-    rows = [{"demos": ranking.demos} | r for r in rows]  # every candidate learned from the same demonstrations
     real = np.array([np.mean([t["success_rate"] for t in r["real"]["per_task"].values()]) for r in rows])
     fine_tuned = np.array(["iterations" in r for r in rows])
 
     def spearman(values: np.ndarray, keep: np.ndarray) -> float | None:
-        rho = spearmanr(real[keep], values[keep]).statistic
+        rho = spearman_kendall(real[keep], values[keep])["spearman"]
         return None if np.isnan(rho) else float(rho)
 
     rankers = {}
