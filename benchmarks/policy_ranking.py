@@ -213,8 +213,7 @@ def build_set(args: Args, seed: int) -> None:
                 "demos": args.small_demos if recipe["data"] == "small" else args.demos}
     for run_name, rl in rl_runs(args).items():
         run = root / run_name
-        if not (run / "summary.json").exists():
-            fine_tune(args, root / rl["from"] / "policy", run, rl["lr"], seed)
+        fine_tune(args, root / rl["from"] / "policy", run, rl["lr"], seed)
         base = recipes(args)[rl["from"]]
         for n in args.rl_iterations:
             about[run / f"policy_iter{n}"] = {
@@ -251,11 +250,15 @@ def train_run(args: Args, run: Path, data: Path, recipe: dict[str, Any], seed: i
 
 def fine_tune(args: Args, policy: Path, out: Path, lr: float, seed: int) -> None:
     """GRPO in physics from ``policy`` on every task, its policies kept at ``--rl-iterations``:
-    the task's dense reward, as a user fine-tuning without a world model would run it."""
+    the task's dense reward, as a user fine-tuning without a world model would run it. Runs only
+    when one of those policies is missing, afresh (a kept run's files, its candidates'
+    measurements among them, are removed first)."""
     from worldsim.envs.tasks import get_task
     from worldsim.policies import load_policy
     from worldsim.training.grpo import GRPOConfig, iteration_steps, train_grpo
 
+    if all((out / f"policy_iter{n}").exists() for n in args.rl_iterations):
+        return
     episode = max(get_task(task).max_episode_steps for task in TASKS)
     chunk = load_policy(policy).chunk_size
     train_grpo(GRPOConfig(

@@ -58,3 +58,26 @@ def test_a_fine_tunes_updates_count_each_iterations_passes_times_its_minibatches
     assert [policy_ranking.updates_until(tmp_path, n) for n in (1, 2, 3)] == [16, 20, 28]
     with pytest.raises(SystemExit, match="logged 3 iterations, fewer than 4"):
         policy_ranking.updates_until(tmp_path, 4)
+
+
+def test_a_fine_tune_runs_afresh_only_when_a_kept_iteration_is_missing(tmp_path, monkeypatch):
+    import types
+
+    import worldsim.policies
+    import worldsim.training.grpo
+    from worldsim.envs.tasks import get_task
+
+    runs = []
+    monkeypatch.setattr(worldsim.training.grpo, "train_grpo", runs.append)
+    monkeypatch.setattr(worldsim.policies, "load_policy", lambda path: types.SimpleNamespace(chunk_size=4))
+    args = policy_ranking.Args(rl_iterations=(3, 9))
+    out = tmp_path / "grpo_bc_a_lr3e-05"
+    for n in (3, 9):
+        (out / f"policy_iter{n}").mkdir(parents=True)
+    policy_ranking.fine_tune(args, tmp_path / "policy", out, 3e-5, 21)
+    assert runs == []
+    policy_ranking.fine_tune(policy_ranking.Args(rl_iterations=(3, 9, 20)), tmp_path / "policy", out, 3e-5, 21)
+    (config,) = runs
+    assert config.out == out and config.overwrite and config.keep_checkpoints and config.checkpoint_every == 1
+    episode = max(get_task(task).max_episode_steps for task in policy_ranking.TASKS)
+    assert config.total_env_steps == 20 * worldsim.training.grpo.iteration_steps(episode, 4, args.rl_num_envs)

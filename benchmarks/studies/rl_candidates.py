@@ -10,6 +10,10 @@ over the BC checkpoints and fine-tunes together and over the fine-tunes alone. W
 ``benchmarks/studies/results/rl_candidates.json``::
 
     python benchmarks/studies/rl_candidates.py --set 21
+
+Kept fine-tunes are extended when ``--ranking.rl-iterations`` asks for more (the run is trained
+again from its base; GRPO's iterations do not depend on the run's length, so the earlier ones
+come out the same).
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from common import STUDY_RESULTS, report  # noqa: E402
 class Args:
     set: int = 21
     """The candidate set's seed (demonstrations, training and evaluation episodes)."""
-    ranking: policy_ranking.Args = field(default_factory=lambda: policy_ranking.Args(rl_from=("bc_a",)))
+    ranking: policy_ranking.Args = field(
+        default_factory=lambda: policy_ranking.Args(rl_from=("bc_a",), rl_iterations=(3, 6, 9, 18, 36)))
     """The ranking benchmark's settings the set is built with (its BC run, fine-tunes, episodes)."""
-    threads: int = 2
+    threads: int = 1
     """torch CPU threads."""
 
 
@@ -75,8 +80,7 @@ def main(args: Args) -> None:
             for s in ranking.checkpoints]
     for run_name, rl in policy_ranking.rl_runs(ranking).items():
         run = root / run_name
-        if not (run / "summary.json").exists():
-            policy_ranking.fine_tune(ranking, base / "policy", run, rl["lr"], seed)
+        policy_ranking.fine_tune(ranking, base / "policy", run, rl["lr"], seed)
         for n in ranking.rl_iterations:
             steps = ranking.bc_steps + policy_ranking.updates_until(run, n)
             rows.append(measure(ranking, run / f"policy_iter{n}",
